@@ -1,0 +1,122 @@
+"""The body store: content-addressed, immutable objects in S3.
+
+`S3BodyStore.put` uploads with ChecksumSHA256, so S3 itself refuses bytes that do not match
+the digest in the key; `get` hashes what it reads and raises `BodyHashMismatch` rather than
+return wrong data, and `DanglingPointer` when the object is missing. Nothing here deletes:
+only the garbage collector does, under its own protocol.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from .codec import Body
+from .errors import BodyHashMismatch, DanglingPointer
+
+# One PutObject takes up to 5 GiB; multipart above this keeps memory and retries small.
+MULTIPART_THRESHOLD = 64 * 1024 * 1024
+MULTIPART_PART_SIZE = 64 * 1024 * 1024
+MULTIPART_CONCURRENCY = 4
+
+
+class BodyStore(Protocol):
+    def put(self, key: str, body: Body, metadata: Mapping[str, str]) -> None: ...
+
+    def get(self, key: str, sha256: str) -> bytes: ...
+
+
+def _b64_digest(hex_digest: str) -> str:
+    return base64.b64encode(bytes.fromhex(hex_digest)).decode()
+
+
+class S3BodyStore:
+    def __init__(
+        self,
+        s3_client: Any,
+        bucket: str,
+        *,
+        multipart_threshold: int = MULTIPART_THRESHOLD,
+        part_size: int = MULTIPART_PART_SIZE,
+    ) -> None:
+        self.s3 = s3_client
+        self.bucket = bucket
+        self.multipart_threshold = multipart_threshold
+        self.part_size = part_size
+
+    def location(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def put(self, key: str, body: Body, metadata: Mapping[str, str]) -> None:
+        # Always PUT, never HEAD first: one request on the happy path, and re-uploading the
+        # same content refreshes LastModified, which the garbage collector's grace period uses.
+        if body.size <= self.multipart_threshold:
+            self.s3.put_object(
+                Bucket=self.bucket,
+                Key=key,
+                Body=body.read_all(),
+                ChecksumSHA256=_b64_digest(body.sha256),
+                ContentType=body.content_type,
+                Metadata=dict(metadata),
+            )
+        else:
+            self._put_multipart(key, body, metadata)
+
+    def _put_multipart(self, key: str, body: Body, metadata: Mapping[str, str]) -> None:
+        upload = self.s3.create_multipart_upload(
+            Bucket=self.bucket,
+            Key=key,
+            ChecksumAlgorithm="SHA256",
+            ContentType=body.content_type,
+            Metadata=dict(metadata),
+        )
+        upload_id = upload["UploadId"]
+
+        def send(numbered: tuple[int, bytes]) -> dict[str, Any]:
+            number, chunk = numbered
+            part_digest = base64.b64encode(hashlib.sha256(chunk).digest()).decode()
+            response = self.s3.upload_part(
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                PartNumber=number,
+                Body=chunk,
+                ChecksumSHA256=part_digest,
+            )
+            return {"PartNumber": number, "ETag": response["ETag"], "ChecksumSHA256": part_digest}
+
+        try:
+            with ThreadPoolExecutor(MULTIPART_CONCURRENCY) as pool:
+                parts = list(pool.map(send, enumerate(body.chunks(self.part_size), start=1)))
+            self.s3.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+            )
+        except BaseException:
+            # Aborting removes only the unfinished parts, never a stored body; the bucket's
+            # lifecycle rule aborts it anyway if this process dies first.
+            try:
+                self.s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+            except ClientError:
+                pass
+            raise
+
+    def get(self, key: str, sha256: str) -> bytes:
+        try:
+            response = self.s3.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in {"NoSuchKey", "404"}:
+                raise DanglingPointer(self.location(key)) from None
+            raise
+        data = response["Body"].read()
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != sha256:
+            raise BodyHashMismatch(self.location(key), sha256, actual)
+        return data

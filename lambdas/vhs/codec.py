@@ -1,0 +1,129 @@
+"""Turning records into stored bodies and back.
+
+A JSON record is serialised canonically (sorted keys, no spaces, UTF-8), so the same record
+always has the same bytes and the same content hash, whichever producer sent it. Opaque bodies
+(bytes, or a seekable binary file for bodies too large to hold in memory) are stored as given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from .errors import BodyTooLarge, InvalidRecord
+
+JSON_CONTENT_TYPE = "application/json"
+BINARY_CONTENT_TYPE = "application/octet-stream"
+MAX_CONTENT_TYPE_LENGTH = 255
+_CHUNK = 8 * 1024 * 1024
+
+# Codec names stored with inline bodies.
+ZLIB = "zlib"
+
+
+@dataclass(frozen=True)
+class Body:
+    """A body ready to store: its size, sha256, content type, and either bytes or a file."""
+
+    size: int
+    sha256: str
+    content_type: str
+    data: bytes | None = None
+    file: BinaryIO | None = None
+
+    def chunks(self, chunk_size: int = _CHUNK) -> Iterator[bytes]:
+        if self.data is not None:
+            view = memoryview(self.data)
+            for start in range(0, len(view), chunk_size):
+                yield bytes(view[start : start + chunk_size])
+            return
+        assert self.file is not None
+        self.file.seek(0)
+        while chunk := self.file.read(chunk_size):
+            yield chunk
+
+    def read_all(self) -> bytes:
+        return self.data if self.data is not None else b"".join(self.chunks())
+
+
+def encode_record(
+    record: Any, content_type: str | None, *, max_size: int, field: str = "record"
+) -> Body:
+    """Validate and encode a record. Raises InvalidRecord (naming `field`) on bad input."""
+    if content_type is not None:
+        _check_content_type(content_type)
+    if isinstance(record, bytes | bytearray | memoryview):
+        data = bytes(record)
+        _check_size(len(data), max_size, field)
+        return Body(len(data), sha256_hex(data), content_type or BINARY_CONTENT_TYPE, data=data)
+    if isinstance(record, io.IOBase) or hasattr(record, "readinto"):
+        return _encode_file(record, content_type, max_size, field)
+    data = canonical_json(record, field)
+    _check_size(len(data), max_size, field)
+    return Body(len(data), sha256_hex(data), content_type or JSON_CONTENT_TYPE, data=data)
+
+
+def canonical_json(record: Any, field: str = "record") -> bytes:
+    try:
+        text = json.dumps(
+            record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+        return text.encode("utf-8")
+    except RecursionError:
+        raise InvalidRecord("is nested too deeply to serialise as JSON", field) from None
+    except (TypeError, ValueError) as error:
+        raise InvalidRecord(f"cannot be serialised as JSON: {error}", field) from None
+
+
+def _encode_file(file: Any, content_type: str | None, max_size: int, field: str) -> Body:
+    if not (hasattr(file, "seek") and file.seekable()):
+        raise InvalidRecord("a file body must be a seekable binary file", field)
+    digest = hashlib.sha256()
+    size = 0
+    file.seek(0)
+    while chunk := file.read(_CHUNK):
+        if not isinstance(chunk, bytes):
+            raise InvalidRecord("a file body must be opened in binary mode", field)
+        size += len(chunk)
+        _check_size(size, max_size, field)
+        digest.update(chunk)
+    return Body(size, digest.hexdigest(), content_type or BINARY_CONTENT_TYPE, file=file)
+
+
+def _check_size(size: int, max_size: int, field: str) -> None:
+    if size > max_size:
+        raise BodyTooLarge(size, max_size, field)
+
+
+def _check_content_type(content_type: object) -> None:
+    if not isinstance(content_type, str) or not content_type.strip():
+        raise InvalidRecord("must be a non-empty string", "content_type")
+    if len(content_type) > MAX_CONTENT_TYPE_LENGTH or not content_type.isprintable():
+        raise InvalidRecord(
+            f"must be printable and at most {MAX_CONTENT_TYPE_LENGTH} characters", "content_type"
+        )
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def compress(data: bytes) -> tuple[bytes, str | None]:
+    """Compress when that makes the stored body smaller; return (bytes, codec or None)."""
+    packed = zlib.compress(data, 6)
+    if len(packed) < len(data):
+        return packed, ZLIB
+    return data, None
+
+
+def decompress(data: bytes, codec: str | None) -> bytes:
+    if codec is None:
+        return data
+    if codec == ZLIB:
+        return zlib.decompress(data)
+    raise ValueError(f"unknown body codec {codec!r}")

@@ -1,0 +1,83 @@
+"""The typed errors of VHS.
+
+Bad input raises an `InvalidInput` (a ValueError) that names the field, before anything is
+written. Reads raise `RecordNotFound` (a LookupError). Data that fails its checks raises an
+`IntegrityError`, so a reader never receives silently wrong bytes.
+"""
+
+from __future__ import annotations
+
+
+class VhsError(Exception):
+    """Base class of every error VHS raises on purpose."""
+
+
+class InvalidInput(VhsError, ValueError):
+    """An argument or message field is not acceptable. Nothing was written."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.reason = message
+        super().__init__(f"{field}: {message}")
+
+
+class InvalidId(InvalidInput):
+    def __init__(self, message: str, field: str = "id") -> None:
+        super().__init__(field, message)
+
+
+class InvalidTimestamp(InvalidInput):
+    def __init__(self, message: str, field: str = "updated_at") -> None:
+        super().__init__(field, message)
+
+
+class InvalidRecord(InvalidInput):
+    def __init__(self, message: str, field: str = "record") -> None:
+        super().__init__(field, message)
+
+
+class BodyTooLarge(InvalidRecord):
+    def __init__(self, size: int, limit: int, field: str = "record") -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"body is {size} bytes, over the limit of {limit} bytes", field)
+
+
+class ConfigurationError(VhsError, ValueError):
+    """The store was configured in a way that cannot work (for example a retention whose
+    history could outgrow a DynamoDB item)."""
+
+
+class RecordNotFound(VhsError, LookupError):
+    """The id is unknown or deleted, or the version asked for is not retained."""
+
+    def __init__(self, id: str, version: int | None = None, why: str = "") -> None:
+        self.id = id
+        self.version = version
+        what = f"{id!r}" if version is None else f"{id!r} version {version}"
+        super().__init__(f"record {what} not found" + (f": {why}" if why else ""))
+
+
+class IntegrityError(VhsError):
+    """Stored data does not match what its pointer promises."""
+
+
+class BodyHashMismatch(IntegrityError):
+    def __init__(self, location: str, expected: str, actual: str) -> None:
+        self.location = location
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"body at {location} has sha256 {actual}, expected {expected}")
+
+
+class DanglingPointer(IntegrityError):
+    """The index points at a body that is not in the body store."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        super().__init__(f"the index points at {location}, which does not exist")
+
+
+class WriteConflict(VhsError):
+    """A write kept losing races with concurrent writers and gave up. Nothing is lost: the
+    caller (or the queue) retries it, and ordering still decides the final state."""

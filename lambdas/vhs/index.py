@@ -1,0 +1,252 @@
+"""The index: one DynamoDB item per record id, written with conditional updates.
+
+Item layout (short attribute names, because every byte is billed in write units):
+
+    id   S  the record id (partition key, from resources.TABLE)
+    v    N  the current version number: 1, 2, 3... with no gaps and no reuse
+    c    L  [current entry]   a one-element list, so an update can move it into `p` as is
+    p    L  [earlier entries] oldest first; entry i has version v - len(p) + i
+
+    entry (M): t updated_at, h sha256 or "~" for a delete, n size, w written-at epoch seconds,
+               k writer token, ct content type (absent: application/json),
+               b inline body, z codec of b (absent: not compressed)
+
+A new version is one UpdateItem, with no read first: the condition (ordering.py) admits it
+only if it is newer and different, the update moves `c` into `p`, sets the new `c` and adds 1
+to `v`. DynamoDB evaluates every action against the item as it was before the update, so this
+is atomic. When the condition fails, ReturnValuesOnConditionCheckFailure hands back the item,
+which says whether the write was stale, a duplicate, only a newer timestamp, or our own earlier
+attempt whose response was lost (the writer token finds it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from . import ordering
+from .codec import JSON_CONTENT_TYPE
+from .errors import WriteConflict
+from .model import Entry, Item
+from .ordering import Outcome
+from .resources import TABLE
+
+_NAMES = {"#c": "c", "#p": "p", "#v": "v", "#t": "t", "#h": "h", "#ct": "ct"}
+_MAX_ATTEMPTS = 8
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    outcome: Outcome
+    version: int
+    item: Item | None  # the item after a successful write, else as the failed condition saw it
+
+
+def entry_to_dynamo(entry: Entry) -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        "t": {"S": entry.updated_at},
+        "h": {"S": entry.content_hash},
+        "n": {"N": str(entry.size)},
+        "w": {"N": str(entry.written_at)},
+        "k": {"S": entry.token},
+    }
+    if entry.content_type and entry.content_type != JSON_CONTENT_TYPE and not entry.deleted:
+        attrs["ct"] = {"S": entry.content_type}
+    if entry.inline is not None:
+        attrs["b"] = {"B": entry.inline}
+        if entry.codec:
+            attrs["z"] = {"S": entry.codec}
+    return {"M": attrs}
+
+
+def entry_from_dynamo(value: dict[str, Any]) -> Entry:
+    attrs = value["M"]
+    content_type = attrs["ct"]["S"] if "ct" in attrs else None
+    if content_type is None and attrs["h"]["S"] != ordering.TOMBSTONE_HASH:
+        content_type = JSON_CONTENT_TYPE
+    return Entry(
+        updated_at=attrs["t"]["S"],
+        content_hash=attrs["h"]["S"],
+        size=int(attrs["n"]["N"]),
+        written_at=int(attrs["w"]["N"]),
+        token=attrs["k"]["S"],
+        content_type=content_type,
+        inline=bytes(attrs["b"]["B"]) if "b" in attrs else None,
+        codec=attrs["z"]["S"] if "z" in attrs else None,
+    )
+
+
+def item_from_dynamo(raw: dict[str, Any]) -> Item | None:
+    if not raw or "c" not in raw:
+        return None
+    return Item(
+        id=raw[TABLE.partition_key]["S"],
+        version=int(raw["v"]["N"]),
+        current=entry_from_dynamo(raw["c"]["L"][0]),
+        history=tuple(entry_from_dynamo(e) for e in raw.get("p", {}).get("L", [])),
+    )
+
+
+def _find_own(item: Item, token: str) -> int | None:
+    for version, entry in item.versions():
+        if entry.token == token:
+            return version
+    return None
+
+
+class DynamoIndex:
+    def __init__(self, dynamodb_client: Any, table: str, *, consistent_reads: bool = True):
+        self.dynamodb = dynamodb_client
+        self.table = table
+        self.consistent_reads = consistent_reads
+
+    def _key(self, id: str) -> dict[str, Any]:
+        return {TABLE.partition_key: {"S": id}}
+
+    def read(self, id: str, *, current_only: bool = False) -> Item | None:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": self._key(id),
+            "ConsistentRead": self.consistent_reads,
+        }
+        if current_only:
+            kwargs["ProjectionExpression"] = "#id, #v, #c"
+            kwargs["ExpressionAttributeNames"] = {
+                "#id": TABLE.partition_key,
+                "#v": "v",
+                "#c": "c",
+            }
+        response = self.dynamodb.get_item(**kwargs)
+        return item_from_dynamo(response.get("Item", {}))
+
+    def read_many(self, ids: Iterable[str]) -> dict[str, Item]:
+        """BatchGetItem in pages of 100, retrying unprocessed keys."""
+        found: dict[str, Item] = {}
+        pending = list(dict.fromkeys(ids))
+        while pending:
+            page, pending = pending[:100], pending[100:]
+            request = {
+                self.table: {
+                    "Keys": [self._key(i) for i in page],
+                    "ConsistentRead": self.consistent_reads,
+                }
+            }
+            while request:
+                response = self.dynamodb.batch_get_item(RequestItems=request)
+                for raw in response.get("Responses", {}).get(self.table, []):
+                    item = item_from_dynamo(raw)
+                    if item:
+                        found[item.id] = item
+                request = response.get("UnprocessedKeys") or {}
+        return found
+
+    def write(self, id: str, entry: Entry, *, keep_history: bool = True) -> WriteResult:
+        """Make `entry` current if the ordering rules admit it. One request on the happy path."""
+        incoming = entry.order_key
+        for _ in range(_MAX_ATTEMPTS):
+            ok, raw = self._new_version(id, entry, keep_history)
+            item = item_from_dynamo(raw)
+            if ok:
+                assert item is not None
+                return WriteResult(_stored(entry), item.version, item)
+            assert item is not None  # a failed condition always has an item to compare
+            own = _find_own(item, entry.token)
+            if own is not None:  # our earlier attempt succeeded; its response was lost
+                return WriteResult(_stored(entry), own, item)
+            current = item.current.order_key
+            verdict = ordering.classify(current, incoming)
+            if verdict is Outcome.STALE or incoming == current:
+                return WriteResult(verdict, item.version, item)
+            if verdict is Outcome.UNCHANGED:  # same content, later timestamp: move it forward
+                ok, raw = self._touch(id, entry)
+                touched = item_from_dynamo(raw)
+                assert touched is not None
+                if ok or _find_own(touched, entry.token) is not None:
+                    return WriteResult(Outcome.UNCHANGED, touched.version, touched)
+            # The item changed between our attempts; decide again against its new state.
+        raise WriteConflict(f"gave up writing {id!r} after {_MAX_ATTEMPTS} contended attempts")
+
+    def _new_version(self, id: str, entry: Entry, keep_history: bool) -> tuple[bool, dict]:
+        if keep_history:
+            update = (
+                "SET #p = list_append(if_not_exists(#p, :empty), if_not_exists(#c, :empty)), "
+                "#c = :c ADD #v :one"
+            )
+        else:
+            update = "SET #c = :c REMOVE #p ADD #v :one"
+        values = {
+            ":c": {"L": [entry_to_dynamo(entry)]},
+            ":one": {"N": "1"},
+            ":t": {"S": entry.updated_at},
+            ":h": {"S": entry.content_hash},
+        }
+        if keep_history:
+            values[":empty"] = {"L": []}
+        return self._conditional_update(
+            id, update, ordering.NEWER_AND_DIFFERENT, values, {"#c", "#p", "#v", "#t", "#h"}
+        )
+
+    def _touch(self, id: str, entry: Entry) -> tuple[bool, dict]:
+        values = {
+            ":t": {"S": entry.updated_at},
+            ":h": {"S": entry.content_hash},
+            ":k": {"S": entry.token},
+        }
+        sets = ["#c[0].#t = :t", "#c[0].#k = :k"]
+        names = {"#c", "#t", "#h", "#k"}
+        removes = []
+        if entry.content_type and entry.content_type != JSON_CONTENT_TYPE and not entry.deleted:
+            sets.append("#c[0].#ct = :ct")
+            values[":ct"] = {"S": entry.content_type}
+        else:
+            removes.append("#c[0].#ct")
+        names.add("#ct")
+        update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        return self._conditional_update(id, update, ordering.NEWER_AND_SAME, values, names)
+
+    def _conditional_update(
+        self, id: str, update: str, condition: str, values: dict, names: set[str]
+    ) -> tuple[bool, dict]:
+        all_names = {**_NAMES, "#k": "k"}
+        try:
+            response = self.dynamodb.update_item(
+                TableName=self.table,
+                Key=self._key(id),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames={n: all_names[n] for n in names},
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return True, response["Attributes"]
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            return False, error.response.get("Item", {})
+
+    def trim(self, id: str, version: int, count: int) -> bool:
+        """Drop the `count` oldest history entries if the item is still at `version`."""
+        if count <= 0:
+            return False
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table,
+                Key=self._key(id),
+                UpdateExpression="REMOVE " + ", ".join(f"#p[{i}]" for i in range(count)),
+                ConditionExpression="#v = :v",
+                ExpressionAttributeNames={"#p": "p", "#v": "v"},
+                ExpressionAttributeValues={":v": {"N": str(version)}},
+            )
+            return True
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False  # someone wrote since; a later writer trims
+            raise
+
+
+def _stored(entry: Entry) -> Outcome:
+    return Outcome.DELETED if entry.deleted else Outcome.STORED

@@ -1,0 +1,113 @@
+"""Record ids and where their bodies live in S3.
+
+Body keys have the form ``{prefix}/{shard}/{encoded id}/{sha256}``:
+
+* ``shard`` is the first two hex digits of sha256(id): 256 evenly filled prefixes, so keys
+  spread over S3 partitions and garbage collection can work one shard at a time;
+* ``encoded id`` keeps letters, digits, ``-`` and ``_`` (and printable non-ASCII letters) as
+  they are, and percent-encodes every other character as UTF-8 bytes. ``/``, ``.`` and ``%``
+  are always encoded, so no id can make a path segment like ``..`` or collide with another id;
+* an encoding longer than `MAX_ENCODED_ID_BYTES` is cut and followed by ``~`` and a digest of
+  the whole id. ``~`` is always percent-encoded in the readable form, so a cut form can never
+  equal another id's readable form;
+* ``sha256`` is the hex digest of the body: the key names its content, so an object is never
+  overwritten with other content.
+
+Valid ids are 1 to `MAX_ID_LENGTH` Unicode code points, not only whitespace, with no control
+characters and no unpaired surrogates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from urllib.parse import quote, unquote
+
+from .errors import InvalidId
+
+MAX_ID_LENGTH = 256
+# S3 keys may be 1,024 bytes. 512 leaves room for a prefix of up to 400 bytes, the shard and
+# the 64-character digest.
+MAX_ENCODED_ID_BYTES = 512
+MAX_PREFIX_BYTES = 400
+SHARD_COUNT = 256
+
+_ASCII_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+# Non-ASCII characters of these categories are kept as they are (S3 keys are UTF-8). Others
+# (format, private use, unassigned, separators) are percent-encoded so keys stay printable.
+_KEPT_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No"})
+
+
+def validate_id(id: object, field: str = "id") -> str:
+    if not isinstance(id, str):
+        raise InvalidId(f"must be a string, not {type(id).__name__}", field)
+    if not id:
+        raise InvalidId("must not be empty", field)
+    if len(id) > MAX_ID_LENGTH:
+        raise InvalidId(f"is {len(id)} characters long, over the maximum of {MAX_ID_LENGTH}", field)
+    if id.isspace():
+        raise InvalidId("must not be only whitespace", field)
+    for position, char in enumerate(id):
+        category = unicodedata.category(char)
+        if category == "Cc":
+            raise InvalidId(f"contains control character U+{ord(char):04X} at {position}", field)
+        if category == "Cs":
+            raise InvalidId(f"contains an unpaired surrogate at {position}", field)
+    return id
+
+
+def _keep(char: str) -> bool:
+    if char in _ASCII_SAFE:
+        return True
+    return ord(char) > 0x7F and unicodedata.category(char) in _KEPT_CATEGORIES
+
+
+def encode_id(id: str) -> str:
+    """The S3 path segment for an id: readable, reversible when short, always unambiguous."""
+    readable = "".join(char if _keep(char) else quote(char, safe="") for char in id)
+    # quote() leaves "." and "~" alone; encode them so that ".." and the "~" marker never occur.
+    readable = readable.replace(".", "%2E").replace("~", "%7E")
+    if len(readable.encode()) <= MAX_ENCODED_ID_BYTES:
+        return readable
+    digest = hashlib.sha256(id.encode()).hexdigest()[:32]
+    budget = MAX_ENCODED_ID_BYTES - len(digest) - 1
+    cut = readable.encode()[:budget].decode("utf-8", errors="ignore")
+    # Never leave half a %XX escape at the cut.
+    tail = cut.rfind("%")
+    if tail != -1 and tail > len(cut) - 3:
+        cut = cut[:tail]
+    return f"{cut}~{digest}"
+
+
+def decode_id(segment: str) -> str | None:
+    """The id of a readable segment, or None when the segment is a cut, digest form."""
+    if "~" in segment:
+        return None
+    return unquote(segment)
+
+
+def shard_of(id: str) -> str:
+    return hashlib.sha256(id.encode()).hexdigest()[:2]
+
+
+def all_shards() -> list[str]:
+    return [f"{n:02x}" for n in range(SHARD_COUNT)]
+
+
+def validate_prefix(prefix: str) -> str:
+    cleaned = prefix.strip("/")
+    if len(cleaned.encode()) > MAX_PREFIX_BYTES:
+        raise InvalidId(f"longer than {MAX_PREFIX_BYTES} bytes", "prefix")
+    if any(unicodedata.category(c) == "Cc" for c in cleaned):
+        raise InvalidId("contains a control character", "prefix")
+    return cleaned
+
+
+def body_key(prefix: str, id: str, content_hash: str) -> str:
+    parts = [prefix] if prefix else []
+    parts += [shard_of(id), encode_id(id), content_hash]
+    return "/".join(parts)
+
+
+def shard_prefix(prefix: str, shard: str) -> str:
+    return f"{prefix}/{shard}/" if prefix else f"{shard}/"

@@ -1,0 +1,99 @@
+"""Plain values passed between the store, the index and callers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .ordering import TOMBSTONE_HASH, OrderKey, Outcome, stored_to_datetime
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One version of a record as the index holds it."""
+
+    updated_at: str  # stored form, see ordering.parse_timestamp
+    content_hash: str  # sha256 hex, or TOMBSTONE_HASH for a delete
+    size: int
+    written_at: int  # epoch seconds when this version was written (retention clock)
+    token: str  # the writer's token: recognises our own write after a lost response
+    content_type: str | None = None
+    inline: bytes | None = None  # the stored (maybe compressed) body when it is inline
+    codec: str | None = None
+
+    @property
+    def deleted(self) -> bool:
+        return self.content_hash == TOMBSTONE_HASH
+
+    @property
+    def order_key(self) -> OrderKey:
+        return OrderKey(self.updated_at, self.content_hash)
+
+    @property
+    def in_s3(self) -> bool:
+        return not self.deleted and self.inline is None
+
+
+@dataclass(frozen=True)
+class Item:
+    """The index item of one id: the current entry and the earlier entries still held."""
+
+    id: str
+    version: int
+    current: Entry
+    history: tuple[Entry, ...] = ()
+
+    def versions(self) -> list[tuple[int, Entry]]:
+        """Every held entry with its version number, oldest first."""
+        first = self.version - len(self.history)
+        numbered = [(first + i, entry) for i, entry in enumerate(self.history)]
+        return [*numbered, (self.version, self.current)]
+
+
+@dataclass(frozen=True)
+class PutResult:
+    id: str
+    outcome: Outcome
+    version: int
+    content_hash: str
+    location: str
+
+    def __str__(self) -> str:
+        return f"{self.id}: {self.outcome} (version {self.version})"
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    id: str
+    outcome: Outcome
+    version: int
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    version: int
+    updated_at: datetime
+    size: int
+    content_hash: str | None
+    deleted: bool = False
+    content_type: str | None = None
+    location: str | None = None
+
+
+@dataclass(frozen=True)
+class Record:
+    id: str
+    version: int
+    updated_at: datetime
+    content_type: str
+    body: bytes = field(repr=False)
+    content_hash: str = ""
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def entry_time(entry: Entry) -> datetime:
+    return stored_to_datetime(entry.updated_at)

@@ -1,0 +1,60 @@
+"""Which earlier versions a store keeps readable.
+
+Retention is a pure function of an item and the clock, evaluated the same way by readers,
+writers (which trim what has expired) and the garbage collector (which collects the bodies
+that no retained version references), so the three always agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from .errors import ConfigurationError
+from .model import Entry, Item
+
+
+@dataclass(frozen=True)
+class Retention:
+    """Keep at most `versions` earlier versions, and none superseded more than `age` ago.
+
+    A version is superseded when the next one is written (its successor's write time). The
+    current version is always kept.
+    """
+
+    versions: int = 5
+    age: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.versions, int) or self.versions < 0:
+            raise ConfigurationError("retention.versions must be a whole number >= 0")
+        if self.age is not None and self.age < timedelta(0):
+            raise ConfigurationError("retention.age must not be negative")
+
+    @property
+    def trim_batch(self) -> int:
+        """How many expired entries an item may carry before a writer trims them. Trimming in
+        batches makes the extra write rare (one per `trim_batch` updates)."""
+        return max(1, self.versions // 2)
+
+    @property
+    def max_held(self) -> int:
+        """The most earlier entries an item can hold between trims."""
+        return self.versions + self.trim_batch
+
+    def retained(self, item: Item, now: float) -> list[tuple[int, Entry]]:
+        """The entries readable now, oldest first, current last."""
+        numbered = item.versions()
+        kept = [numbered[-1]]
+        for index in range(len(numbered) - 2, -1, -1):
+            if len(kept) - 1 >= self.versions:
+                break
+            successor = numbered[index + 1][1]
+            if self.age is not None and successor.written_at < now - self.age.total_seconds():
+                break
+            kept.append(numbered[index])
+        kept.reverse()
+        return kept
+
+    def expired_count(self, item: Item, now: float) -> int:
+        return len(item.history) + 1 - len(self.retained(item, now))

@@ -1,0 +1,289 @@
+"""VersionedHybridStore: a body store (S3) and an index (DynamoDB), composed.
+
+Writes are two-phase. A body over the inline threshold goes to S3 first, under a key named by
+its content; one conditional DynamoDB write then makes it current. A crash between the phases
+leaves at worst an unreferenced object, which the garbage collector removes later; a reader
+never sees a pointer to a body that is not yet in S3. Deletes write a tombstone to DynamoDB and
+leave the bodies to the garbage collector: with content addressing another version may share
+a key, so nothing on a write or failure path deletes a body.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from . import keys
+from .bodies import MULTIPART_THRESHOLD, S3BodyStore
+from .codec import Body, compress, decompress, encode_record, sha256_hex
+from .errors import BodyHashMismatch, ConfigurationError, RecordNotFound
+from .index import DynamoIndex
+from .model import DeleteResult, Entry, Item, PutResult, Record, VersionInfo, entry_time
+from .ordering import TOMBSTONE_HASH, parse_timestamp
+from .retention import Retention
+
+# From the cost model in docs/design.md: one S3 PUT costs as much as 8 KB of DynamoDB
+# writes, so a body whose stored (compressed) form is at most 8 KB is cheaper inline.
+DEFAULT_INLINE_THRESHOLD = 8 * 1024
+MAX_BODY_SIZE = 5 * 1024**3  # S3's largest object
+DEFAULT_MAX_FUTURE = timedelta(days=1)
+# DynamoDB items may be 400 KB; keep head room for keys, names and metadata.
+_ITEM_BUDGET = 350 * 1024
+_ENTRY_OVERHEAD = 256
+# Bodies up to this multiple of the threshold are worth trying to compress into it.
+_COMPRESSIBLE_RATIO = 16
+
+
+def _default_config() -> Any:
+    from botocore.config import Config
+
+    # Standard retries back off on throttling and retry timeouts and 5xx responses.
+    return Config(
+        retries={"mode": "standard", "max_attempts": 10},
+        max_pool_connections=32,
+        connect_timeout=5,
+        read_timeout=30,
+    )
+
+
+class VersionedHybridStore:
+    """Versioned records of any size: bodies in S3, versions and small bodies in DynamoDB."""
+
+    def __init__(
+        self,
+        table_name: str,
+        bucket_name: str,
+        *,
+        prefix: str = "",
+        s3_client: Any = None,
+        dynamodb_client: Any = None,
+        inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+        retention: Retention | None = None,
+        max_body_size: int = MAX_BODY_SIZE,
+        max_future: timedelta | None = DEFAULT_MAX_FUTURE,
+        consistent_reads: bool = True,
+        multipart_threshold: int = MULTIPART_THRESHOLD,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not table_name or not bucket_name:
+            raise ConfigurationError("table_name and bucket_name are required")
+        if not 0 <= inline_threshold <= 64 * 1024:
+            raise ConfigurationError("inline_threshold must be between 0 and 65536 bytes")
+        if not 0 < max_body_size <= MAX_BODY_SIZE:
+            raise ConfigurationError(f"max_body_size must be between 1 and {MAX_BODY_SIZE}")
+        self.retention = retention or Retention()
+        held = self.retention.max_held + 1
+        if held * (inline_threshold + _ENTRY_OVERHEAD) > _ITEM_BUDGET:
+            raise ConfigurationError(
+                f"{held} inline versions of up to {inline_threshold} bytes could outgrow a "
+                "DynamoDB item: lower retention.versions or inline_threshold"
+            )
+        self.prefix = keys.validate_prefix(prefix)
+        if s3_client is None or dynamodb_client is None:
+            import boto3
+
+            config = _default_config()
+            s3_client = s3_client or boto3.client("s3", config=config)
+            dynamodb_client = dynamodb_client or boto3.client("dynamodb", config=config)
+        self.table_name = table_name
+        self.bucket_name = bucket_name
+        self.inline_threshold = inline_threshold
+        self.max_body_size = max_body_size
+        self.max_future = max_future
+        self.clock = clock
+        self.bodies = S3BodyStore(s3_client, bucket_name, multipart_threshold=multipart_threshold)
+        self.index = DynamoIndex(dynamodb_client, table_name, consistent_reads=consistent_reads)
+
+    @classmethod
+    def from_env(cls, **options: Any) -> VersionedHybridStore:
+        """Configure from VHS_TABLE_NAME, VHS_BUCKET_NAME and the optional VHS_PREFIX,
+        VHS_INLINE_THRESHOLD, VHS_RETAIN_VERSIONS and VHS_RETAIN_DAYS. The endpoint comes from
+        the standard AWS_ENDPOINT_URL, so the same code runs against moto's server or AWS."""
+        table = os.environ.get("VHS_TABLE_NAME", "")
+        bucket = os.environ.get("VHS_BUCKET_NAME", "")
+        missing = [n for n, v in (("VHS_TABLE_NAME", table), ("VHS_BUCKET_NAME", bucket)) if not v]
+        if missing:
+            raise ConfigurationError(f"set {' and '.join(missing)} (try: eval $(vhs local up))")
+        options.setdefault("prefix", os.environ.get("VHS_PREFIX", ""))
+        if "VHS_INLINE_THRESHOLD" in os.environ:
+            options.setdefault("inline_threshold", _env_int("VHS_INLINE_THRESHOLD"))
+        if "retention" not in options and (
+            "VHS_RETAIN_VERSIONS" in os.environ or "VHS_RETAIN_DAYS" in os.environ
+        ):
+            days = os.environ.get("VHS_RETAIN_DAYS")
+            options["retention"] = Retention(
+                versions=_env_int("VHS_RETAIN_VERSIONS", Retention.versions),
+                age=timedelta(days=float(days)) if days else None,
+            )
+        return cls(table, bucket, **options)
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def put(
+        self,
+        id: str,
+        record: Any,
+        *,
+        updated_at: datetime | str,
+        content_type: str | None = None,
+    ) -> PutResult:
+        """Store `record` as the next version of `id` if it is newer than the current one.
+
+        `record` is a JSON value, or bytes (or a seekable binary file) for an opaque body.
+        Returns the outcome ("stored", "stale" or "unchanged") and the version now current.
+        """
+        id = keys.validate_id(id)
+        stamp = parse_timestamp(updated_at, max_future=self.max_future)
+        body = encode_record(record, content_type, max_size=self.max_body_size)
+        inline, codec = self._inline_form(body)
+        key = keys.body_key(self.prefix, id, body.sha256)
+        if inline is None:
+            self.bodies.put(key, body, self._metadata(id, stamp))
+        entry = Entry(
+            updated_at=stamp,
+            content_hash=body.sha256,
+            size=body.size,
+            written_at=int(self.clock()),
+            token=_token(),
+            content_type=body.content_type,
+            inline=inline,
+            codec=codec,
+        )
+        result = self.index.write(id, entry, keep_history=self.retention.versions > 0)
+        self._trim_if_due(result.item)
+        location = "inline" if inline is not None else self.bodies.location(key)
+        return PutResult(id, result.outcome, result.version, body.sha256, location)
+
+    def delete(self, id: str, *, deleted_at: datetime | str) -> DeleteResult:
+        """Delete `id` as of `deleted_at`, ordered like a put: puts that arrive later with
+        `updated_at <= deleted_at` are stale. Bodies are left to the garbage collector."""
+        id = keys.validate_id(id)
+        stamp = parse_timestamp(deleted_at, field="deleted_at", max_future=self.max_future)
+        entry = Entry(
+            updated_at=stamp,
+            content_hash=TOMBSTONE_HASH,
+            size=0,
+            written_at=int(self.clock()),
+            token=_token(),
+        )
+        result = self.index.write(id, entry, keep_history=self.retention.versions > 0)
+        self._trim_if_due(result.item)
+        return DeleteResult(id, result.outcome, result.version)
+
+    def _inline_form(self, body: Body) -> tuple[bytes | None, str | None]:
+        if body.data is None or body.size > self.inline_threshold * _COMPRESSIBLE_RATIO:
+            return None, None
+        packed, codec = compress(body.data)
+        if len(packed) <= self.inline_threshold:
+            return packed, codec
+        return None, None
+
+    @staticmethod
+    def _metadata(id: str, stamp: str) -> dict[str, str]:
+        # S3 metadata is ASCII and at most 2 KB: base64url holds any id of up to 256 characters.
+        encoded = base64.urlsafe_b64encode(id.encode()).decode()
+        return {"vhs-id": encoded, "vhs-updated-at": stamp}
+
+    def _trim_if_due(self, item: Item | None) -> None:
+        if item is None:
+            return
+        expired = self.retention.expired_count(item, self.clock())
+        if expired >= self.retention.trim_batch:
+            self.index.trim(item.id, item.version, expired)
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def get(self, id: str, version: int | None = None) -> Record:
+        """The current record, or a retained `version`. Raises RecordNotFound."""
+        id = keys.validate_id(id)
+        if version is not None and (
+            isinstance(version, bool) or not isinstance(version, int) or version < 1
+        ):
+            from .errors import InvalidInput
+
+            raise InvalidInput("version", "must be a whole number >= 1")
+        item = self.index.read(id, current_only=version is None)
+        if item is None:
+            raise RecordNotFound(id, version)
+        if version is None:
+            if item.current.deleted:
+                raise RecordNotFound(id, why=f"deleted at version {item.version}")
+            return self._record(id, item.version, item.current)
+        for number, entry in self.retention.retained(item, self.clock()):
+            if number == version:
+                if entry.deleted:
+                    raise RecordNotFound(id, version, "that version is a delete")
+                return self._record(id, number, entry)
+        raise RecordNotFound(id, version, "not retained")
+
+    def history(self, id: str) -> list[VersionInfo]:
+        """The retained versions of `id`, oldest first, deletes included."""
+        id = keys.validate_id(id)
+        item = self.index.read(id)
+        if item is None:
+            raise RecordNotFound(id)
+        return [
+            self._info(id, number, entry)
+            for number, entry in self.retention.retained(item, self.clock())
+        ]
+
+    def _record(self, id: str, version: int, entry: Entry) -> Record:
+        if entry.inline is not None:
+            body = decompress(entry.inline, entry.codec)
+            actual = sha256_hex(body)
+            if actual != entry.content_hash:
+                raise BodyHashMismatch(
+                    f"dynamodb://{self.table_name}/{id}", entry.content_hash, actual
+                )
+        else:
+            body = self.bodies.get(
+                keys.body_key(self.prefix, id, entry.content_hash), entry.content_hash
+            )
+        return Record(
+            id=id,
+            version=version,
+            updated_at=entry_time(entry),
+            content_type=entry.content_type or "",
+            body=body,
+            content_hash=entry.content_hash,
+        )
+
+    def _info(self, id: str, version: int, entry: Entry) -> VersionInfo:
+        if entry.deleted:
+            location = None
+        elif entry.inline is not None:
+            location = "inline"
+        else:
+            location = self.bodies.location(keys.body_key(self.prefix, id, entry.content_hash))
+        return VersionInfo(
+            version=version,
+            updated_at=entry_time(entry),
+            size=entry.size,
+            content_hash=None if entry.deleted else entry.content_hash,
+            deleted=entry.deleted,
+            content_type=entry.content_type,
+            location=location,
+        )
+
+    def body_key(self, id: str, content_hash: str) -> str:
+        return keys.body_key(self.prefix, id, content_hash)
+
+
+def _token() -> str:
+    return secrets.token_urlsafe(9)
+
+
+def _env_int(name: str, default: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        assert default is not None
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be a whole number, not {raw!r}") from None
