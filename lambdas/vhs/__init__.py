@@ -45,4 +45,5 @@ __all__ = [
     "VersionInfo",
     "VersionedHybridStore",
     "VhsError",
+    "WriteConflict",
 ]

@@ -9,9 +9,10 @@ only the garbage collector does, under its own protocol.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
@@ -60,6 +61,7 @@ class S3BodyStore:
                 Bucket=self.bucket,
                 Key=key,
                 Body=body.read_all(),
+                ChecksumAlgorithm="SHA256",
                 ChecksumSHA256=_b64_digest(body.sha256),
                 ContentType=body.content_type,
                 Metadata=dict(metadata),
@@ -91,8 +93,7 @@ class S3BodyStore:
             return {"PartNumber": number, "ETag": response["ETag"], "ChecksumSHA256": part_digest}
 
         try:
-            with ThreadPoolExecutor(MULTIPART_CONCURRENCY) as pool:
-                parts = list(pool.map(send, enumerate(body.chunks(self.part_size), start=1)))
+            parts = self._send_parts(body, send)
             self.s3.complete_multipart_upload(
                 Bucket=self.bucket,
                 Key=key,
@@ -102,11 +103,22 @@ class S3BodyStore:
         except BaseException:
             # Aborting removes only the unfinished parts, never a stored body; the bucket's
             # lifecycle rule aborts it anyway if this process dies first.
-            try:
+            with contextlib.suppress(ClientError):
                 self.s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
-            except ClientError:
-                pass
             raise
+
+    def _send_parts(self, body: Body, send: Any) -> list[dict[str, Any]]:
+        """Upload parts concurrently, with at most MULTIPART_CONCURRENCY parts in memory."""
+        done: list[dict[str, Any]] = []
+        with ThreadPoolExecutor(MULTIPART_CONCURRENCY) as pool:
+            running: set[Future] = set()
+            for numbered in enumerate(body.chunks(self.part_size), start=1):
+                if len(running) >= MULTIPART_CONCURRENCY:
+                    finished, running = wait(running, return_when=FIRST_COMPLETED)
+                    done += [f.result() for f in finished]
+                running.add(pool.submit(send, numbered))
+            done += [f.result() for f in running]
+        return sorted(done, key=lambda part: part["PartNumber"])
 
     def get(self, key: str, sha256: str) -> bytes:
         try:

@@ -1,0 +1,51 @@
+# VHS developer entry points. Every target sets up what it needs, and is safe to re-run.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup demo test lint format unit bench local clean
+
+setup: $(STAMP)
+
+# Reinstall only when a requirements or project file changes.
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing Python dependencies into $(VENV) (first run takes about 2 minutes)"
+	@$(BIN)/pip install --quiet --upgrade pip 2> >(grep -v '^WARNING: Location' >&2)
+	@$(BIN)/pip install --quiet -r requirements-dev.txt 2> >(grep -v '^WARNING: Location' >&2)
+	@$(BIN)/pip install --quiet --no-deps -e . 2> >(grep -v '^WARNING: Location' >&2)
+	@$(BIN)/pip check
+	@touch $@
+
+## demo: run the main job on the local stack (moto's server on 127.0.0.1)
+demo: $(STAMP)
+	@$(BIN)/python -m vhs.demo
+
+## test: every test and check, as CI runs them
+test: $(STAMP) lint unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+## bench: benchmarks against the floor and the peers; writes docs/benchmarks.md
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py --write docs/benchmarks.md
+
+## local: start the local stack and keep it running (Ctrl-C stops it)
+local: $(STAMP)
+	$(BIN)/vhs local up
+
+clean:
+	rm -rf $(VENV) cdk.out .pytest_cache .ruff_cache .hypothesis .bench

@@ -1,0 +1,155 @@
+"""The local stack: moto's server on 127.0.0.1 with the store's resources, the embedded default.
+
+`vhs local up` uses it, and so do the integration tests and the benchmarks. The server runs
+as a child process (so its state is never shared with an in-process `mock_aws`), and the
+resources are created from the same shapes (resources.py) that the CDK app deploys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import resources
+
+DEFAULT_PORT = 4567
+DEFAULT_REGION = "us-east-1"
+LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+DEFAULT_TABLE = "vhs-local-records"
+DEFAULT_BUCKET = "vhs-local-bodies"
+
+
+class LocalStackError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class MotoServer:
+    """moto's server in a child process, bound to 127.0.0.1 only."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port or free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30.0) -> str:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                error = (self.process.stderr.read() if self.process.stderr else b"").decode()
+                raise LocalStackError(f"moto server exited: {error.strip()[-500:]}")
+            with contextlib.suppress(OSError, urllib.error.URLError):
+                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
+                return self.endpoint
+            time.sleep(0.05)
+        self.stop()
+        raise LocalStackError(f"moto server did not answer on {self.endpoint} in {timeout}s")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process and self.process.stderr:
+            self.process.stderr.close()
+        self.process = None
+
+    def __enter__(self) -> MotoServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def client(service: str, endpoint: str | None, region: str = DEFAULT_REGION, **kw: Any) -> Any:
+    """A boto3 client for `endpoint` (None: AWS), with the store's retry settings."""
+    import boto3
+
+    from .store import _default_config
+
+    if endpoint:
+        kw.setdefault("aws_access_key_id", LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"])
+        kw.setdefault("aws_secret_access_key", LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+    return boto3.client(
+        service, endpoint_url=endpoint, region_name=region, config=_default_config(), **kw
+    )
+
+
+@dataclass
+class LocalStack:
+    """The store's resources on a moto server, and the environment that points at them."""
+
+    endpoint: str
+    region: str = DEFAULT_REGION
+    table_name: str = DEFAULT_TABLE
+    bucket_name: str = DEFAULT_BUCKET
+    prefix: str = ""
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def provision(self) -> LocalStack:
+        dynamodb = client("dynamodb", self.endpoint, self.region)
+        s3 = client("s3", self.endpoint, self.region)
+        existing = dynamodb.list_tables().get("TableNames", [])
+        if self.table_name not in existing:
+            resources.create_table(dynamodb, self.table_name)
+        buckets = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
+        if self.bucket_name not in buckets:
+            resources.create_bucket(s3, self.bucket_name, self.region)
+        return self
+
+    def env(self) -> dict[str, str]:
+        values = {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_DEFAULT_REGION": self.region,
+            **LOCAL_CREDENTIALS,
+            "VHS_TABLE_NAME": self.table_name,
+            "VHS_BUCKET_NAME": self.bucket_name,
+        }
+        if self.prefix:
+            values["VHS_PREFIX"] = self.prefix
+        values.update(self.extra_env)
+        return values
+
+
+@contextlib.contextmanager
+def local_stack(port: int = 0, **options: Any) -> Iterator[LocalStack]:
+    """Start moto's server, provision the store, and stop the server on exit."""
+    with MotoServer(port) as server:
+        yield LocalStack(server.endpoint, **options).provision()
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from support.backends import BACKENDS, Backend, fake_credentials, live_enabled, open_backend
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Unit and integration tests must never reach real AWS by accident.
+    if not live_enabled():
+        for name, value in fake_credentials().items():
+            os.environ[name] = value
+        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+            os.environ.pop(name, None)
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    from vhs.local import MotoServer
+
+    with MotoServer() as server:
+        yield server.endpoint
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    name = request.param
+    if name == "live" and not live_enabled():
+        pytest.skip("live AWS: set VHS_TEST_LIVE=1, VHS_TABLE_NAME and VHS_BUCKET_NAME")
+    endpoint = request.getfixturevalue("moto_server") if name == "server" else None
+    with open_backend(name, endpoint) as opened:
+        yield opened
+
+
+@pytest.fixture
+def inprocess() -> Iterator[Backend]:
+    """Only in-process moto: for tests about our logic rather than about a backend."""
+    with open_backend("inprocess", None) as opened:
+        yield opened
+
+
+@pytest.fixture
+def server(moto_server: str) -> Iterator[Backend]:
+    """moto's server over HTTP: for integration tests (and fault injection at the HTTP layer)."""
+    with open_backend("server", moto_server) as opened:
+        yield opened

@@ -1,0 +1,491 @@
+"""The store's contract, run against every backend (in-process moto, moto's server, live AWS).
+
+Each test names the semantic of the issue it holds: two phases, order, content-addressed keys,
+inline bodies, the request floor, retention and bad input.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from vhs import (
+    BodyHashMismatch,
+    BodyTooLarge,
+    DanglingPointer,
+    InvalidId,
+    InvalidRecord,
+    InvalidTimestamp,
+    RecordNotFound,
+    Retention,
+)
+from vhs.keys import MAX_ID_LENGTH, encode_id
+from vhs.metering import RequestMeter
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def at(minutes: int) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def large(seed: int, size: int = 40_000) -> bytes:
+    """Incompressible bytes, so the body cannot be inlined."""
+    out = bytearray()
+    block = hashlib.sha256(str(seed).encode()).digest()
+    while len(out) < size:
+        block = hashlib.sha256(block).digest()
+        out += block
+    return bytes(out[:size])
+
+
+def s3_keys(backend) -> list[str]:
+    response = backend.s3.list_objects_v2(Bucket=backend.bucket_name)
+    return [o["Key"] for o in response.get("Contents", [])]
+
+
+# --- 1. Two phases --------------------------------------------------------------------------
+
+
+def test_large_body_goes_to_s3_before_the_index_points_at_it(backend):
+    store = backend.store()
+    rid = backend.id("big")
+    meter = RequestMeter(backend.s3, backend.dynamodb)
+    order: list[str] = []
+    for client in (backend.s3, backend.dynamodb):
+        client.meta.events.register(
+            "request-created", lambda operation_name, **_: order.append(operation_name)
+        )
+    result = store.put(rid, large(1), updated_at=at(0))
+    meter.close()
+    assert result.outcome == "stored"
+    assert order == ["PutObject", "UpdateItem"]
+    record = store.get(rid)
+    assert record.body == large(1)
+    assert (
+        result.location == f"s3://{backend.bucket_name}/{store.body_key(rid, result.content_hash)}"
+    )
+
+
+def test_delete_writes_the_index_only_and_leaves_bodies_to_gc(backend):
+    store = backend.store()
+    rid = backend.id("gone")
+    put = store.put(rid, large(2), updated_at=at(0))
+    meter = RequestMeter(backend.s3, backend.dynamodb)
+    with meter.measure() as counts:
+        result = store.delete(rid, deleted_at=at(1))
+    assert result.outcome == "deleted"
+    assert dict(counts) == {"UpdateItem": 1}
+    with pytest.raises(RecordNotFound):
+        store.get(rid)
+    key = store.body_key(rid, put.content_hash)
+    assert backend.s3.head_object(Bucket=backend.bucket_name, Key=key)["ContentLength"] > 0
+
+
+# --- 2. Order -------------------------------------------------------------------------------
+
+
+def test_stale_and_unchanged_outcomes(backend):
+    store = backend.store()
+    rid = backend.id("ordered")
+    assert store.put(rid, {"v": 1}, updated_at=at(10)).outcome == "stored"
+    assert store.put(rid, {"v": 0}, updated_at=at(5)).outcome == "stale"
+    duplicate = store.put(rid, {"v": 1}, updated_at=at(10))
+    assert (duplicate.outcome, duplicate.version) == ("unchanged", 1)
+    second = store.put(rid, {"v": 2}, updated_at=at(20))
+    assert (second.outcome, second.version) == ("stored", 2)
+    assert store.get(rid).json() == {"v": 2}
+
+
+def test_same_timestamp_ties_are_broken_by_content_hash(backend):
+    store = backend.store()
+    rid_a, rid_b = backend.id("tie-a"), backend.id("tie-b")
+    first, second = {"n": "first"}, {"n": "second"}
+    # Same two writes, opposite arrival order: the same winner.
+    store.put(rid_a, first, updated_at=at(0))
+    store.put(rid_a, second, updated_at=at(0))
+    store.put(rid_b, second, updated_at=at(0))
+    store.put(rid_b, first, updated_at=at(0))
+    assert store.get(rid_a).body == store.get(rid_b).body
+    winner = max(
+        first,
+        second,
+        key=lambda r: hashlib.sha256(json.dumps(r).replace(" ", "").encode()).hexdigest(),
+    )
+    assert store.get(rid_a).json() == winner
+
+
+def test_same_content_with_a_later_timestamp_moves_updated_at_without_a_new_version(backend):
+    store = backend.store()
+    rid = backend.id("touch")
+    store.put(rid, {"v": "A"}, updated_at=at(1))
+    store.put(rid, {"v": "B"}, updated_at=at(2))
+    again = store.put(rid, {"v": "B"}, updated_at=at(3))
+    assert (again.outcome, again.version) == ("unchanged", 2)
+    assert store.get(rid).updated_at == at(3)
+    # A write between the two B timestamps is now stale, as if B@3 had arrived first.
+    assert store.put(rid, {"v": "C"}, updated_at=at(2) + timedelta(seconds=30)).outcome == "stale"
+
+
+def test_delete_makes_later_arriving_older_or_equal_puts_stale(backend):
+    store = backend.store()
+    rid = backend.id("tomb")
+    store.put(rid, {"v": 1}, updated_at=at(1))
+    assert store.delete(rid, deleted_at=at(5)).outcome == "deleted"
+    assert store.put(rid, {"v": 2}, updated_at=at(5)).outcome == "stale"
+    assert store.put(rid, {"v": 2}, updated_at=at(4)).outcome == "stale"
+    assert store.delete(rid, deleted_at=at(5)).outcome == "unchanged"
+    assert store.delete(rid, deleted_at=at(3)).outcome == "stale"
+    reborn = store.put(rid, {"v": 3}, updated_at=at(6))
+    assert (reborn.outcome, reborn.version) == ("stored", 3)
+    assert store.get(rid).json() == {"v": 3}
+
+
+def test_delete_of_an_unknown_id_is_remembered(backend):
+    store = backend.store()
+    rid = backend.id("never-seen")
+    assert store.delete(rid, deleted_at=at(5)).version == 1
+    assert store.put(rid, {"late": True}, updated_at=at(4)).outcome == "stale"
+    with pytest.raises(RecordNotFound):
+        store.get(rid)
+
+
+def test_versions_are_numbered_without_gaps_or_reuse(backend):
+    store = backend.store(retention=Retention(versions=20))
+    rid = backend.id("numbers")
+    outcomes = []
+    for minute, value in [(1, "a"), (3, "b"), (2, "x"), (3, "b"), (4, "c"), (4, "c")]:
+        outcomes.append(store.put(rid, {"v": value}, updated_at=at(minute)))
+    store.delete(rid, deleted_at=at(5))
+    store.put(rid, {"v": "d"}, updated_at=at(6))
+    versions = [info.version for info in store.history(rid)]
+    assert versions == [1, 2, 3, 4, 5]
+    assert [o.version for o in outcomes] == [1, 2, 2, 2, 3, 3]
+    assert [info.deleted for info in store.history(rid)] == [False, False, False, True, False]
+
+
+def test_the_final_state_does_not_depend_on_arrival_order(backend):
+    store = backend.store()
+    writes = [({"v": n}, at(n % 4)) for n in range(6)] + [(None, at(2))]
+    orders = [writes, list(reversed(writes)), writes[3:] + writes[:3]]
+    finals = []
+    for n, order in enumerate(orders):
+        rid = backend.id(f"arrival-{n}")
+        for record, when in order + order[:2]:  # with duplicates
+            if record is None:
+                store.delete(rid, deleted_at=when)
+            else:
+                store.put(rid, record, updated_at=when)
+        current = store.get(rid)
+        finals.append((current.body, current.updated_at))
+    assert finals[0] == finals[1] == finals[2]
+
+
+# --- 3. Content-addressed keys --------------------------------------------------------------
+
+
+def test_s3_keys_are_prefix_shard_id_sha256_with_metadata_and_checksum(backend):
+    store = backend.store(prefix="catalogue")
+    rid = backend.id("b1234/5")
+    body = large(3)
+    result = store.put(rid, body, updated_at=at(0), content_type="application/marc")
+    sha = hashlib.sha256(body).hexdigest()
+    key = store.body_key(rid, sha)
+    parts = key.split("/")
+    assert parts[0] == "catalogue"
+    assert parts[1] == hashlib.sha256(rid.encode()).hexdigest()[:2]
+    assert parts[2] == encode_id(rid) and "/" not in parts[2]
+    assert parts[3] == sha == result.content_hash
+    head = backend.s3.head_object(Bucket=backend.bucket_name, Key=key, ChecksumMode="ENABLED")
+    assert base64.urlsafe_b64decode(head["Metadata"]["vhs-id"]).decode() == rid
+    assert head["Metadata"]["vhs-updated-at"] == "2026-01-01T00:00:00.000000Z"
+    assert head["ChecksumSHA256"] == base64.b64encode(bytes.fromhex(sha)).decode()
+    assert head["ContentType"] == "application/marc"
+
+
+def test_same_content_for_two_versions_shares_one_object(backend):
+    store = backend.store()
+    rid = backend.id("shared")
+    store.put(rid, large(4), updated_at=at(1))
+    store.put(rid, large(5), updated_at=at(2))
+    store.put(rid, large(4), updated_at=at(3))
+    assert len([k for k in s3_keys(backend) if encode_id(rid) in k]) == 2
+    assert [h.content_hash for h in store.history(rid)][0] == store.get(rid).content_hash
+
+
+@pytest.mark.parametrize(
+    "rid",
+    [
+        "a/b",
+        "../etc",
+        "..",
+        ".",
+        "x%2Fy",
+        "~tilde",
+        "sp ace",
+        "ünïcödé",
+        "日本語",
+        "emoji-🙂",
+        "a\u200db",
+        "x" * MAX_ID_LENGTH,
+        "🙂" * MAX_ID_LENGTH,
+        "%" * MAX_ID_LENGTH,
+    ],
+)
+def test_every_valid_id_gives_a_valid_key_that_round_trips(backend, rid):
+    store = backend.store(prefix="p" * 40)
+    full = backend.id(rid)[:MAX_ID_LENGTH]
+    result = store.put(full, large(6, 1000), updated_at=at(0))
+    assert store.get(full).body == large(6, 1000)
+    key = store.body_key(full, result.content_hash)
+    assert len(key.encode()) <= 1024
+    segment = key.split("/")[2]
+    assert ".." not in segment.split("/") and segment not in {".", ".."}
+
+
+def test_distinct_ids_never_share_a_key_segment():
+    ids = ["a/b", "a%2Fb", "a%252Fb", "a.b", "a%2Eb", "x" * 256, "x" * 255 + "y", "~", "%7E"]
+    ids += ["🙂" * 256, "🙂" * 255 + "🙃", "%" * 256, "%" * 255 + "&"]
+    segments = {encode_id(i) for i in ids}
+    assert len(segments) == len(ids)
+
+
+def test_a_corrupted_s3_body_raises_instead_of_returning_wrong_data(backend):
+    store = backend.store()
+    rid = backend.id("corrupt")
+    result = store.put(rid, large(7), updated_at=at(0))
+    key = store.body_key(rid, result.content_hash)
+    backend.s3.put_object(Bucket=backend.bucket_name, Key=key, Body=b"not the body")
+    with pytest.raises(BodyHashMismatch):
+        store.get(rid)
+
+
+def test_a_missing_s3_body_raises_dangling_pointer(backend):
+    store = backend.store()
+    rid = backend.id("dangling")
+    result = store.put(rid, large(8), updated_at=at(0))
+    backend.s3.delete_object(
+        Bucket=backend.bucket_name, Key=store.body_key(rid, result.content_hash)
+    )
+    with pytest.raises(DanglingPointer):
+        store.get(rid)
+
+
+# --- 4. Inline small bodies -----------------------------------------------------------------
+
+
+def test_small_bodies_are_inline_and_compressed_where_that_pays(backend):
+    store = backend.store()
+    rid = backend.id("small")
+    record = {"title": "Moby-Dick; or, The Whale", "subjects": ["whaling"] * 50}
+    result = store.put(rid, record, updated_at=at(0))
+    assert result.location == "inline"
+    assert not [k for k in s3_keys(backend) if encode_id(rid) in k]
+    raw = backend.dynamodb.get_item(TableName=backend.table_name, Key={"id": {"S": rid}})["Item"]
+    entry = raw["c"]["L"][0]["M"]
+    assert entry["z"]["S"] == "zlib"
+    assert len(entry["b"]["B"]) < len(json.dumps(record))
+    assert store.get(rid).json() == record
+
+
+def test_incompressible_small_bodies_are_stored_as_they_are(backend):
+    store = backend.store()
+    rid = backend.id("tiny")
+    store.put(rid, b"\x00\x01", updated_at=at(0))
+    raw = backend.dynamodb.get_item(TableName=backend.table_name, Key={"id": {"S": rid}})["Item"]
+    assert "z" not in raw["c"]["L"][0]["M"]
+    assert store.get(rid).body == b"\x00\x01"
+
+
+def test_bodies_over_the_threshold_go_to_s3(backend):
+    store = backend.store(inline_threshold=1024)
+    rid = backend.id("threshold")
+    assert store.put(rid, large(9, 1025), updated_at=at(0)).location != "inline"
+    assert store.put(rid, large(9, 1024), updated_at=at(1)).location == "inline"
+
+
+def test_multipart_upload_for_large_file_bodies(backend):
+    store = backend.store(multipart_threshold=5 * 1024 * 1024)
+    store.bodies.part_size = 5 * 1024 * 1024
+    rid = backend.id("multipart")
+    data = large(10, 11 * 1024 * 1024)
+    result = store.put(rid, io.BytesIO(data), updated_at=at(0))
+    assert result.content_hash == hashlib.sha256(data).hexdigest()
+    assert store.get(rid).body == data
+
+
+# --- 5. The request floor -------------------------------------------------------------------
+
+
+def test_request_floor(backend):
+    store = backend.store()
+    rid_small, rid_large = backend.id("floor-small"), backend.id("floor-large")
+    meter = RequestMeter(backend.s3, backend.dynamodb)
+    cases = [
+        ("small put", lambda: store.put(rid_small, {"a": 1}, updated_at=at(1)), {"UpdateItem": 1}),
+        (
+            "small update",
+            lambda: store.put(rid_small, {"a": 2}, updated_at=at(2)),
+            {"UpdateItem": 1},
+        ),
+        ("duplicate", lambda: store.put(rid_small, {"a": 2}, updated_at=at(2)), {"UpdateItem": 1}),
+        ("stale", lambda: store.put(rid_small, {"a": 0}, updated_at=at(0)), {"UpdateItem": 1}),
+        ("small read", lambda: store.get(rid_small), {"GetItem": 1}),
+        (
+            "large put",
+            lambda: store.put(rid_large, large(11), updated_at=at(1)),
+            {"PutObject": 1, "UpdateItem": 1},
+        ),
+        ("large read", lambda: store.get(rid_large), {"GetItem": 1, "GetObject": 1}),
+        ("delete", lambda: store.delete(rid_small, deleted_at=at(3)), {"UpdateItem": 1}),
+    ]
+    for name, operation, expected in cases:
+        with meter.measure() as counts:
+            operation()
+        assert dict(counts) == expected, name
+    meter.close()
+
+
+# --- 6. Ambiguous outcomes ------------------------------------------------------------------
+
+
+def test_a_lost_response_followed_by_a_retry_still_reports_stored(backend):
+    """Replays Iceberg #7151: our first UpdateItem succeeded but its response was lost; the
+    retried request then fails its condition because of our own write."""
+    store = backend.store()
+    rid = backend.id("ambiguous")
+    store.put(rid, {"v": 1}, updated_at=at(1))
+    other = backend.new_client("dynamodb")
+    landed: list[dict] = []
+
+    def land_first_attempt(params, **_):
+        if not landed:
+            landed.append(params)
+            other.update_item(**params)  # the "lost" first attempt reaches DynamoDB
+
+    event = "provide-client-params.dynamodb.UpdateItem"
+    backend.dynamodb.meta.events.register(event, land_first_attempt)
+    try:
+        result = store.put(rid, {"v": 2}, updated_at=at(2))
+    finally:
+        backend.dynamodb.meta.events.unregister(event, land_first_attempt)
+    assert landed
+    assert (result.outcome, result.version) == ("stored", 2)
+    assert store.get(rid).json() == {"v": 2}
+
+
+# --- 8. Retention ---------------------------------------------------------------------------
+
+
+def test_earlier_versions_stay_readable_within_retention(backend):
+    store = backend.store(retention=Retention(versions=3))
+    rid = backend.id("retained")
+    for n in range(1, 10):
+        body = large(n, 2000) if n % 2 else {"n": n}
+        store.put(rid, body, updated_at=at(n))
+    history = store.history(rid)
+    assert [h.version for h in history] == [6, 7, 8, 9]
+    assert store.get(rid, version=6).json() == {"n": 6}
+    assert store.get(rid, version=7).body == large(7, 2000)
+    with pytest.raises(RecordNotFound):
+        store.get(rid, version=5)
+    with pytest.raises(RecordNotFound):
+        store.get(rid, version=10)
+    # Trimming keeps the item bounded: never more than versions + trim_batch earlier entries.
+    raw = backend.dynamodb.get_item(TableName=backend.table_name, Key={"id": {"S": rid}})["Item"]
+    assert len(raw["p"]["L"]) <= store.retention.max_held
+
+
+def test_time_based_retention(backend):
+    clock = [1_000_000.0]
+    store = backend.store(
+        retention=Retention(versions=10, age=timedelta(hours=1)), clock=lambda: clock[0]
+    )
+    rid = backend.id("aged")
+    store.put(rid, {"n": 1}, updated_at=at(1))
+    clock[0] += 600
+    store.put(rid, {"n": 2}, updated_at=at(2))
+    assert [h.version for h in store.history(rid)] == [1, 2]
+    clock[0] += 3601
+    assert [h.version for h in store.history(rid)] == [2]
+    with pytest.raises(RecordNotFound):
+        store.get(rid, version=1)
+
+
+def test_no_retention_keeps_only_the_current_version(backend):
+    store = backend.store(retention=Retention(versions=0))
+    rid = backend.id("latest-only")
+    for n in range(3):
+        store.put(rid, {"n": n}, updated_at=at(n))
+    assert [h.version for h in store.history(rid)] == [3]
+    raw = backend.dynamodb.get_item(TableName=backend.table_name, Key={"id": {"S": rid}})["Item"]
+    assert "p" not in raw
+
+
+def test_history_of_an_unknown_id_raises(backend):
+    with pytest.raises(RecordNotFound):
+        backend.store().history(backend.id("nobody"))
+
+
+# --- 9. Bad input ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "field"),
+    [
+        ({"id": ""}, InvalidId, "id"),
+        ({"id": "x" * (MAX_ID_LENGTH + 1)}, InvalidId, "id"),
+        ({"id": "tab\there"}, InvalidId, "id"),
+        ({"id": "nul\x00"}, InvalidId, "id"),
+        ({"id": "   "}, InvalidId, "id"),
+        ({"id": "\ud800"}, InvalidId, "id"),
+        ({"id": 42}, InvalidId, "id"),
+        ({"updated_at": datetime(2026, 1, 1)}, InvalidTimestamp, "updated_at"),
+        ({"updated_at": "2026-01-01T00:00:00"}, InvalidTimestamp, "updated_at"),
+        ({"updated_at": "yesterday"}, InvalidTimestamp, "updated_at"),
+        ({"updated_at": 1767225600}, InvalidTimestamp, "updated_at"),
+        ({"updated_at": "2026-01-01"}, InvalidTimestamp, "updated_at"),
+        ({"updated_at": "9999-01-01T00:00:00Z"}, InvalidTimestamp, "updated_at"),
+        ({"record": {"x": float("nan")}}, InvalidRecord, "record"),
+        ({"record": {"x": object()}}, InvalidRecord, "record"),
+        ({"record": {"x": "\ud800"}}, InvalidRecord, "record"),
+        ({"content_type": ""}, InvalidRecord, "content_type"),
+    ],
+)
+def test_bad_input_raises_a_typed_error_naming_the_field_and_writes_nothing(
+    backend, kwargs, error, field
+):
+    store = backend.store()
+    meter = RequestMeter(backend.s3, backend.dynamodb)
+    args = {"id": backend.id("valid"), "record": {"ok": True}, "updated_at": at(0)}
+    args.update(kwargs)
+    with meter.measure() as counts, pytest.raises(error) as raised:
+        store.put(args.pop("id"), args.pop("record"), **args)
+    meter.close()
+    assert raised.value.field == field
+    assert isinstance(raised.value, ValueError)
+    assert field in str(raised.value)
+    assert not counts
+
+
+def test_deeply_nested_records_are_refused():
+    from vhs.codec import canonical_json
+
+    nested: list = []
+    for _ in range(10_000):
+        nested = [nested]
+    with pytest.raises(InvalidRecord, match="record"):
+        canonical_json(nested)
+
+
+def test_bodies_over_the_maximum_size_are_refused(backend):
+    store = backend.store(max_body_size=1000)
+    with pytest.raises(BodyTooLarge) as raised:
+        store.put(backend.id("huge"), b"x" * 1001, updated_at=at(0))
+    assert raised.value.field == "record"
+    with pytest.raises(RecordNotFound):
+        store.get(backend.id("huge"))
