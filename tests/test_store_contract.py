@@ -214,7 +214,7 @@ def test_same_content_for_two_versions_shares_one_object(backend):
     store.put(rid, large(5), updated_at=at(2))
     store.put(rid, large(4), updated_at=at(3))
     assert len([k for k in s3_keys(backend) if encode_id(rid) in k]) == 2
-    assert [h.content_hash for h in store.history(rid)][0] == store.get(rid).content_hash
+    assert store.history(rid)[0].content_hash == store.get(rid).content_hash
 
 
 @pytest.mark.parametrize(
