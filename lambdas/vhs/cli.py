@@ -1,0 +1,219 @@
+"""The `vhs` command line.
+
+    vhs local up [--port N]          start the local stack and print its environment
+    vhs put ID FILE --updated-at T   store a record (JSON, or raw bytes with --raw)
+    vhs get ID [--version N]         print a record's body
+    vhs history ID                   list the retained versions
+    vhs delete ID --deleted-at T     delete a record
+
+Every command takes --json for output that scripts can parse. Configuration comes from the
+environment that `vhs local up` prints (or AWS's own, for a deployed stack).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .errors import RecordNotFound, VhsError
+
+
+def _store() -> Any:
+    from .store import VersionedHybridStore
+
+    return VersionedHybridStore.from_env()
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console()
+
+
+def _emit_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str, ensure_ascii=False))
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+# --- local ---------------------------------------------------------------------------------
+
+
+def cmd_local_up(args: argparse.Namespace) -> int:
+    from .local import DEFAULT_BUCKET, DEFAULT_TABLE, LocalStack, MotoServer
+
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with MotoServer(args.port) as server:
+        stack = LocalStack(
+            server.endpoint,
+            table_name=args.table or DEFAULT_TABLE,
+            bucket_name=args.bucket or DEFAULT_BUCKET,
+        ).provision()
+        env = stack.env()
+        if args.json:
+            _emit_json(env)
+        else:
+            for name, value in env.items():
+                print(f"export {name}={value}")
+        print("ready", flush=True)
+        stop.wait()
+    return 0
+
+
+# --- records -------------------------------------------------------------------------------
+
+
+def cmd_put(args: argparse.Namespace) -> int:
+    data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    record: Any = data
+    if not args.raw:
+        try:
+            record = json.loads(data)
+        except ValueError:
+            print(f"{args.file} is not JSON; pass --raw to store it as bytes", file=sys.stderr)
+            return 2
+    result = _store().put(
+        args.id, record, updated_at=args.updated_at or _now(), content_type=args.content_type
+    )
+    if args.json:
+        _emit_json(
+            {
+                "id": result.id,
+                "outcome": str(result.outcome),
+                "version": result.version,
+                "content_hash": result.content_hash,
+                "location": result.location,
+            }
+        )
+    else:
+        print(f"{result.id}: {result.outcome}, version {result.version} ({result.location})")
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    record = _store().get(args.id, version=args.version)
+    if args.json:
+        out: dict[str, Any] = {
+            "id": record.id,
+            "version": record.version,
+            "updated_at": record.updated_at.isoformat(),
+            "content_type": record.content_type,
+            "content_hash": record.content_hash,
+        }
+        if record.content_type == "application/json":
+            out["record"] = record.json()
+        else:
+            out["body_base64"] = base64.b64encode(record.body).decode()
+        _emit_json(out)
+    else:
+        sys.stdout.buffer.write(record.body)
+        if sys.stdout.isatty():
+            sys.stdout.write("\n")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    versions = _store().history(args.id)
+    if args.json:
+        _emit_json([v.__dict__ for v in versions])
+        return 0
+    from rich.table import Table
+
+    table = Table(title=f"history of {args.id}")
+    for column in ("version", "updated_at", "size", "sha256", "where"):
+        table.add_column(column, justify="right" if column in {"version", "size"} else "left")
+    for v in versions:
+        table.add_row(
+            str(v.version),
+            v.updated_at.isoformat(),
+            "-" if v.deleted else f"{v.size:,}",
+            "(deleted)" if v.deleted else (v.content_hash or "")[:16] + "…",
+            v.location or "",
+        )
+    _console().print(table)
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    result = _store().delete(args.id, deleted_at=args.deleted_at or _now())
+    if args.json:
+        _emit_json({"id": result.id, "outcome": str(result.outcome), "version": result.version})
+    else:
+        print(f"{result.id}: {result.outcome}, version {result.version}")
+    return 0
+
+
+# --- wiring --------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vhs", description="VHS: a versioned hybrid store")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, handler: Any, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+        p.set_defaults(handler=handler)
+        return p
+
+    local = sub.add_parser("local", help="the local stack on moto's server")
+    local_sub = local.add_subparsers(dest="local_command", required=True)
+    up = local_sub.add_parser("up", help="start it; print its environment, then 'ready'")
+    up.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default 4567)")
+    up.add_argument("--table", help="table name")
+    up.add_argument("--bucket", help="bucket name")
+    up.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    up.set_defaults(handler=cmd_local_up)
+
+    p = command("put", cmd_put, "store a record")
+    p.add_argument("id")
+    p.add_argument("file", help="a file, or - for standard input")
+    p.add_argument("--updated-at", help="RFC 3339 source timestamp (default: now)")
+    p.add_argument("--content-type")
+    p.add_argument("--raw", action="store_true", help="store the bytes as they are, not JSON")
+
+    p = command("get", cmd_get, "print a record's body")
+    p.add_argument("id")
+    p.add_argument("--version", type=int)
+
+    p = command("history", cmd_history, "list the retained versions")
+    p.add_argument("id")
+
+    p = command("delete", cmd_delete, "delete a record")
+    p.add_argument("id")
+    p.add_argument("--deleted-at", help="RFC 3339 timestamp (default: now)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "port", 0) is None:
+        from .local import DEFAULT_PORT
+
+        args.port = DEFAULT_PORT
+    try:
+        return args.handler(args)
+    except RecordNotFound as error:
+        print(f"not found: {error}", file=sys.stderr)
+        return 3
+    except VhsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
