@@ -4,6 +4,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+
 from support.backends import BACKENDS, Backend, fake_credentials, live_enabled, open_backend
 
 

@@ -13,6 +13,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from vhs import (
     BodyHashMismatch,
     BodyTooLarge,

@@ -5,6 +5,8 @@
     vhs get ID [--version N]         print a record's body
     vhs history ID                   list the retained versions
     vhs delete ID --deleted-at T     delete a record
+    vhs send FILE.jsonl              send messages to the ingest queue
+    vhs invoke ingest EVENT.json     run the ingest handler on an event, here
 
 Every command takes --json for output that scripts can parse. Configuration comes from the
 environment that `vhs local up` prints (or AWS's own, for a deployed stack).
@@ -155,6 +157,64 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_send(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from .producer import Producer
+
+    path = Path(args.file)
+    total = sum(1 for line in path.open("rb") if line.strip())
+    producer = Producer.from_env(validate=not args.no_validate)
+    bad_lines: list[tuple[int, str]] = []
+
+    def messages() -> Any:
+        for number, line in enumerate(path.open("rb"), start=1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except ValueError as error:
+                bad_lines.append((number, f"line {number}: not JSON: {error}"))
+                progress.advance(task)
+
+    columns = (
+        *Progress.get_default_columns()[:1],
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(
+        *columns, disable=args.json or not sys.stderr.isatty(), console=_console_err()
+    ) as progress:
+        task = progress.add_task(f"sending {path.name}", total=total)
+        report = producer.send(messages(), progress=lambda n: progress.advance(task, n))
+    failures = [reason for _, reason in bad_lines] + [
+        f"message {index + 1}: {reason}" for index, reason in report.failed
+    ]
+    if args.json:
+        _emit_json({"sent": report.sent, "claim_checks": report.claim_checks, "failed": failures})
+    else:
+        print(f"sent {report.sent} of {total} messages ({report.claim_checks} by claim check)")
+        for reason in failures:
+            print(f"  not sent: {reason}", file=sys.stderr)
+    return 0 if not failures else 1
+
+
+def cmd_invoke(args: argparse.Namespace) -> int:
+    from .invoke import invoke
+
+    event = json.loads(Path(args.event).read_text())
+    response = invoke(args.function, event)
+    _emit_json(response)
+    return 0
+
+
+def _console_err() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
 # --- wiring --------------------------------------------------------------------------------
 
 
@@ -191,6 +251,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("history", cmd_history, "list the retained versions")
     p.add_argument("id")
+
+    p = command("send", cmd_send, "send a JSON Lines file of messages to the ingest queue")
+    p.add_argument("file", help="one message per line (see docs/ingest.md)")
+    p.add_argument("--no-validate", action="store_true", help="send lines as they are")
+
+    p = command("invoke", cmd_invoke, "run a handler on an event file, in this process")
+    p.add_argument("function", choices=["ingest"])
+    p.add_argument("event", help="an event JSON file, e.g. events/sqs-small-record.json")
 
     p = command("delete", cmd_delete, "delete a record")
     p.add_argument("id")

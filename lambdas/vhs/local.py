@@ -39,7 +39,8 @@ def free_port() -> int:
 
 
 class MotoServer:
-    """moto's server in a child process, bound to 127.0.0.1 only."""
+    """moto's server (with atomic DynamoDB requests: see motoserver.py) in a child process,
+    bound to 127.0.0.1 only."""
 
     def __init__(self, port: int = 0) -> None:
         self.port = port or free_port()
@@ -48,7 +49,7 @@ class MotoServer:
 
     def start(self, timeout: float = 30.0) -> str:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            [sys.executable, "-m", "vhs.motoserver", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )

@@ -96,3 +96,218 @@ def create_store_resources(
     """Create the table and bucket a `VersionedHybridStore` needs."""
     create_table(dynamodb, table_name)
     create_bucket(s3, bucket_name, region)
+
+
+# --- The ingest pipeline -------------------------------------------------------------------
+# One definition of the queues, the function's limits and the event source, read by the CDK
+# constructs (infra/) and by the local stack's queues and event-source emulator.
+
+
+@dataclass(frozen=True)
+class IngestShape:
+    function_timeout_seconds: int = 60
+    function_memory_mb: int = 1024
+    # AWS: at least 6x the function timeout, so a message is not redelivered while a batch
+    # that holds it is still being retried by Lambda.
+    visibility_timeout_seconds: int = 360
+    # AWS: 5 or more, so throttling alone does not dead-letter a message.
+    max_receive_count: int = 5
+    queue_retention_seconds: int = 4 * 24 * 3600
+    dlq_retention_seconds: int = 14 * 24 * 3600  # SQS's maximum
+    max_message_bytes: int = 1024 * 1024  # SQS's maximum (raised from 256 KB in 2025)
+    batch_size: int = 10
+    max_batching_window_seconds: int = 1
+    # Caps concurrent invocations at the event source instead of reserved concurrency, whose
+    # throttled invocations would count as receives and dead-letter messages.
+    maximum_concurrency: int = 20
+    # Staged bodies and claim-check payloads must outlive the queue and the DLQ, or a redrive
+    # would find a dangling claim check.
+    staging_expiry_days: int = 30
+
+    def __post_init__(self) -> None:
+        if self.visibility_timeout_seconds < 6 * self.function_timeout_seconds:
+            raise ValueError("visibility timeout must be at least 6x the function timeout")
+        if (
+            self.staging_expiry_days * 86400
+            < self.queue_retention_seconds + self.dlq_retention_seconds
+        ):
+            raise ValueError("staged objects must outlive the queue and the DLQ retention")
+
+    def dlq_attributes(self) -> dict[str, str]:
+        """SQS CreateQueue attributes of the dead-letter queue."""
+        return {
+            "MessageRetentionPeriod": str(self.dlq_retention_seconds),
+            "MaximumMessageSize": str(self.max_message_bytes),
+        }
+
+    def queue_attributes(
+        self, dlq_arn: str, *, visibility_timeout: int | None = None
+    ) -> dict[str, str]:
+        """SQS CreateQueue attributes of the ingest queue, redriving to `dlq_arn`."""
+        import json
+
+        return {
+            "VisibilityTimeout": str(visibility_timeout or self.visibility_timeout_seconds),
+            "MessageRetentionPeriod": str(self.queue_retention_seconds),
+            "MaximumMessageSize": str(self.max_message_bytes),
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(self.max_receive_count)}
+            ),
+        }
+
+
+INGEST = IngestShape()
+
+STAGING_PREFIX = "staging/"
+
+
+@dataclass(frozen=True)
+class DlqAlarmShape:
+    """The dead-letter alarm: ALARM as soon as one message is visible in the DLQ."""
+
+    metric_name: str = "ApproximateNumberOfMessagesVisible"
+    namespace: str = "AWS/SQS"
+    statistic: str = "Maximum"
+    period_seconds: int = 60
+    evaluation_periods: int = 1
+    threshold: float = 1
+    comparison_operator: str = "GreaterThanOrEqualToThreshold"
+
+    def breached(self, visible: float) -> bool:
+        return visible >= self.threshold
+
+
+DLQ_ALARM = DlqAlarmShape()
+
+
+# --- The ingest pipeline: queue, dead-letter queue, function and event source ---------------
+# The CDK constructs (infra/ingest.py) and the local SQS event-source emulator read these, so
+# the retry and dead-letter behaviour seen locally is the behaviour deployed. AWS guidance for
+# SQS-triggered functions: visibility timeout at least 6x the function timeout, and a
+# maxReceiveCount of 5 or more so that throttling alone never dead-letters a message.
+QUEUE_VISIBILITY_TO_TIMEOUT_RATIO = 6
+MIN_MAX_RECEIVE_COUNT = 5
+MAX_SQS_RETENTION_SECONDS = 14 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class IngestShape:
+    function_timeout_seconds: int = 60
+    visibility_timeout_seconds: int = 360
+    max_receive_count: int = 5
+    # Standard queues expire a message by its first enqueue time, even after it moves to the
+    # DLQ, so the DLQ keeps the maximum and the source queue keeps less: a dead letter then
+    # stays at least (dlq - queue) = 10 days in the DLQ.
+    queue_retention_seconds: int = 4 * 24 * 3600
+    dlq_retention_seconds: int = MAX_SQS_RETENTION_SECONDS
+    batch_size: int = 10
+    max_batching_window_seconds: int = 5
+    # The event source's maximum concurrency (2..1000), not reserved concurrency: throttled
+    # invocations would count as receives and dead-letter healthy messages.
+    max_concurrency: int = 10
+    function_memory_mb: int = 1024
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.visibility_timeout_seconds < (
+            QUEUE_VISIBILITY_TO_TIMEOUT_RATIO * self.function_timeout_seconds
+        ):
+            problems.append(
+                f"visibility timeout {self.visibility_timeout_seconds}s is under "
+                f"{QUEUE_VISIBILITY_TO_TIMEOUT_RATIO}x the function timeout "
+                f"{self.function_timeout_seconds}s"
+            )
+        if not 1 <= self.function_timeout_seconds <= 900:
+            problems.append("function timeout must be 1..900 s")
+        if self.visibility_timeout_seconds > 12 * 3600:
+            problems.append("visibility timeout must be at most 12 hours")
+        if self.max_receive_count < MIN_MAX_RECEIVE_COUNT:
+            problems.append(f"max receive count must be at least {MIN_MAX_RECEIVE_COUNT}")
+        if not 60 <= self.queue_retention_seconds < self.dlq_retention_seconds:
+            problems.append("the queue must keep messages for less time than the DLQ")
+        if self.dlq_retention_seconds > MAX_SQS_RETENTION_SECONDS:
+            problems.append("the DLQ can keep messages for at most 14 days")
+        if not 1 <= self.batch_size <= 10_000:
+            problems.append("batch size must be 1..10000")
+        if self.batch_size > 10 and self.max_batching_window_seconds < 1:
+            problems.append("a batch size over 10 needs a batching window")
+        if not 0 <= self.max_batching_window_seconds <= 300:
+            problems.append("maximum batching window must be 0..300 s")
+        if not 2 <= self.max_concurrency <= 1000:
+            problems.append("maximum concurrency must be 2..1000")
+        if problems:
+            raise ValueError("invalid ingest shape: " + "; ".join(problems))
+
+    def redrive_policy(self, dlq_arn: str) -> str:
+        import json  # local: this section of the module is append-only
+
+        return json.dumps(
+            {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": self.max_receive_count}
+        )
+
+    def queue_attributes(self, dlq_arn: str) -> dict[str, str]:
+        """SQS CreateQueue Attributes for the ingest queue (local stack and tests)."""
+        return {
+            "VisibilityTimeout": str(self.visibility_timeout_seconds),
+            "MessageRetentionPeriod": str(self.queue_retention_seconds),
+            "RedrivePolicy": self.redrive_policy(dlq_arn),
+            "SqsManagedSseEnabled": "true",
+        }
+
+    def dlq_attributes(self) -> dict[str, str]:
+        """SQS CreateQueue Attributes for the dead-letter queue."""
+        return {
+            "MessageRetentionPeriod": str(self.dlq_retention_seconds),
+            "SqsManagedSseEnabled": "true",
+        }
+
+
+INGEST = IngestShape()
+
+
+def create_ingest_queues(sqs: Any, *, queue_name: str, dlq_name: str) -> tuple[str, str]:
+    """Create the DLQ and the ingest queue with the shared shape; returns (queue, DLQ) URLs."""
+    dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes=INGEST.dlq_attributes())["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    queue_url = sqs.create_queue(QueueName=queue_name, Attributes=INGEST.queue_attributes(dlq_arn))[
+        "QueueUrl"
+    ]
+    return queue_url, dlq_url
+
+
+# --- Alarms -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AlarmThresholds:
+    # Any dead letter is a record that was not stored: alarm on the first one, at once.
+    dlq_visible_messages: int = 1
+    dlq_period_seconds: int = 60
+    dlq_evaluation_periods: int = 1
+    # The oldest message waiting longer than this means ingest is falling behind.
+    oldest_message_age_seconds: int = 900
+    oldest_message_period_seconds: int = 60
+    # Function errors (a failed invocation, not a partial batch failure), throttles and
+    # DynamoDB throttled requests: the sum over one period.
+    function_errors: int = 1
+    function_throttles: int = 1
+    dynamodb_throttled_requests: int = 1
+    period_seconds: int = 300
+
+
+ALARMS = AlarmThresholds()
+
+# --- Staging: claim-check payloads and staged bodies -------------------------------------------
+# Producers put large payloads in a staging bucket and send a pointer (the SQS Extended Client
+# format). The extended clients write object keys at the bucket root, so staging is a bucket of
+# its own rather than a prefix. Staged objects outlive every message that can point at them:
+# a message lives at most the DLQ retention (14 days from its first enqueue).
+STAGING_PREFIX = ""
+STAGING_EXPIRATION_DAYS = MAX_SQS_RETENTION_SECONDS // (24 * 3600) + 1
+# The deployed body bucket keeps bodies under this prefix (VHS_PREFIX), so the ingest role's
+# object permissions name it.
+DEPLOYED_BODY_PREFIX = "bodies"
+# Deployed buckets are versioned; a body the garbage collector deletes stays recoverable
+# for this many days (a safety net against a collector that runs too early).
+BUCKET_NONCURRENT_VERSION_DAYS = 30
+ACCESS_LOG_EXPIRATION_DAYS = 365

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
+
 from vhs import VersionedHybridStore, resources
 from vhs.local import DEFAULT_REGION, LOCAL_CREDENTIALS, client
 
@@ -73,7 +75,7 @@ def open_backend(name: str, server_endpoint: str | None) -> Iterator[Backend]:
     if name == "inprocess":
         import moto
 
-        with moto.mock_aws():
+        with moto.mock_aws(), atomic_inprocess_dynamodb():
             s3 = boto3.client("s3", region_name=DEFAULT_REGION)
             dynamodb = boto3.client("dynamodb", region_name=DEFAULT_REGION)
             table, bucket = _fresh_names()
@@ -106,3 +108,27 @@ def open_backend(name: str, server_endpoint: str | None) -> Iterator[Backend]:
 
 def fake_credentials() -> dict[str, str]:
     return {**LOCAL_CREDENTIALS, "AWS_DEFAULT_REGION": DEFAULT_REGION}
+
+
+@contextlib.contextmanager
+def atomic_inprocess_dynamodb() -> Iterator[None]:
+    """Make in-process moto apply one DynamoDB request at a time, as DynamoDB does.
+
+    moto checks a condition and then writes, with no lock, so concurrent threads can both pass
+    a condition only one should (see vhs/motoserver.py, which does the same for the server).
+    Tests that write concurrently in-process need the real semantics.
+    """
+    from moto.dynamodb.responses import DynamoHandler
+
+    lock = threading.Lock()
+    original = DynamoHandler._dispatch
+
+    def atomic(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return original(self, *args, **kwargs)
+
+    DynamoHandler._dispatch = atomic  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        DynamoHandler._dispatch = original  # type: ignore[method-assign]

@@ -1,0 +1,116 @@
+"""The ingest Lambda: SQS messages in, two-phase writes to the store out.
+
+Wired with Powertools: `BatchProcessor` reports batch item failures (the event source has
+ReportBatchItemFailures), Logger writes JSON with the message and record ids, Metrics emits
+EMF counts, and Tracer traces where tracing is on (see observability.traced). The messages
+of one batch are stored concurrently; their order in the batch cannot matter, because the
+store orders writes by (updated_at, content hash).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from handlers.observability import traced
+from vhs.ingest import Ingestor, IngestResult
+from vhs.messages import InvalidMessage
+
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "vhs-ingest"))
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "VHS"))
+processor = BatchProcessor(event_type=EventType.SQS)
+
+CONCURRENCY = int(os.environ.get("VHS_INGEST_CONCURRENCY", "16"))
+_ingestor: Ingestor | None = None
+
+
+def ingestor() -> Ingestor:
+    # Built on first use, not at import, so the import stays cheap and tests can set the env.
+    global _ingestor
+    if _ingestor is None:
+        _ingestor = Ingestor.from_env()
+    return _ingestor
+
+
+def reset() -> None:
+    """Forget the configured ingestor (tests point the handler at a fresh stack)."""
+    global _ingestor
+    _ingestor = None
+
+
+def _ingest_one(worker: Ingestor, record: dict[str, Any]) -> IngestResult | BaseException:
+    message_id = record.get("messageId", "")
+    try:
+        try:
+            result = worker.handle(record)
+        except InvalidMessage as error:
+            worker.dead_letter(record, error)
+            logger.warning(
+                "dead-lettered an invalid message",
+                extra={
+                    "message_id": message_id,
+                    "error_type": type(error).__name__,
+                    "field": error.field,
+                    "reason": error.reason,
+                },
+            )
+            return IngestResult(message_id, None, "invalid")
+        logger.info(
+            result.outcome,
+            extra={
+                "message_id": message_id,
+                "record_id": result.record_id,
+                "version": result.version,
+            },
+        )
+        return result
+    except Exception as error:  # retried by SQS; dead-lettered by redrive if it persists
+        logger.warning(
+            "will retry",
+            extra={"message_id": message_id, "error": f"{type(error).__name__}: {error}"},
+        )
+        return error
+
+
+@traced
+@logger.inject_lambda_context
+@metrics.log_metrics(capture_cold_start_metric=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    worker = ingestor()
+    records = event.get("Records") or []
+    with ThreadPoolExecutor(max(1, min(CONCURRENCY, len(records)))) as pool:
+        results = list(pool.map(lambda r: _ingest_one(worker, r), records))
+    by_message = {r.get("messageId"): result for r, result in zip(records, results, strict=True)}
+
+    counts: Counter[str] = Counter()
+    stored_bytes = 0
+    for result in results:
+        if isinstance(result, BaseException):
+            counts["retried"] += 1
+        else:
+            counts[result.outcome] += 1
+            stored_bytes += result.bytes if result.outcome == "stored" else 0
+    for name in ("stored", "deleted", "stale", "unchanged", "invalid", "retried"):
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=counts[name])
+    metrics.add_metric(name="bytes_stored", unit=MetricUnit.Bytes, value=stored_bytes)
+
+    def record_handler(record: SQSRecord) -> Any:
+        outcome = by_message[record.message_id]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome.outcome
+
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

@@ -1,0 +1,32 @@
+"""Powertools wiring shared by every VHS handler."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools import Tracer
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+def traced(handler: Handler) -> Handler:
+    """`Tracer().capture_lambda_handler`, built on the first invocation and only where tracing
+    is on. Importing aws_xray_sdk builds a botocore X-Ray client (about 120 ms here, before
+    any work is done); with tracing off (locally, in tests, under SAM) that is pure
+    cold-start cost, so it is never paid there."""
+    wrapped: Handler | None = None
+
+    @functools.wraps(handler)
+    def invoke(event: dict[str, Any], context: Any) -> Any:
+        nonlocal wrapped
+        if wrapped is None:
+            wrapped = (
+                handler
+                if Tracer._is_tracer_disabled()
+                else Tracer().capture_lambda_handler(handler)
+            )
+        return wrapped(event, context)
+
+    return invoke

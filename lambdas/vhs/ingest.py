@@ -1,0 +1,256 @@
+"""Ingest: turn one SQS message into one store write, or one dead letter.
+
+The policy is "nothing lost": every message ends stored, stale or unchanged (and is deleted
+from the queue), or in the dead-letter queue.
+
+* An **invalid** message (not JSON, a schema error, a claim check that points at a missing
+  object or outside the staging location, too large) can never succeed, so it is not retried:
+  `dead_letter` sends it to the DLQ with its reason, and the handler then acknowledges it.
+* Anything else (throttling, 5xx, timeouts, a write conflict, a misconfiguration) is
+  **transient**: it propagates, the handler reports a batch item failure, SQS retries, and its
+  redrive policy dead-letters the message after maxReceiveCount, so it is never lost either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from .errors import InvalidInput, InvalidTimestamp
+from .messages import (
+    CLAIM_CHECK_ATTRIBUTES,
+    IngestMessage,
+    InvalidMessage,
+    MissingStagedObject,
+    S3Location,
+    StagingLocation,
+    claim_check_pointer,
+    parse_json_body,
+    validate_message,
+)
+from .store import VersionedHybridStore, aws_client
+
+# SQS's largest message (body and attributes). A dead letter that would not fit is staged in
+# S3 and sent as a claim check instead, so nothing is cut.
+MAX_MESSAGE_BYTES = 1024 * 1024
+DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
+_SPOOL_IN_MEMORY = 64 * 1024 * 1024
+_SQS_ATTRIBUTE_LIMIT = 10
+
+# Message attributes on a dead letter.
+ERROR_TYPE = "vhs-error-type"
+ERROR_FIELD = "vhs-error-field"
+ERROR_MESSAGE = "vhs-error-message"
+SOURCE_MESSAGE_ID = "vhs-source-message-id"
+FIRST_SEEN = "vhs-first-seen"
+DEAD_LETTER_ATTRIBUTES = (ERROR_TYPE, ERROR_FIELD, ERROR_MESSAGE, SOURCE_MESSAGE_ID, FIRST_SEEN)
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    message_id: str
+    record_id: str | None
+    outcome: str  # an Outcome value, or "invalid"
+    version: int | None = None
+    bytes: int = 0
+
+
+class Ingestor:
+    def __init__(
+        self,
+        store: VersionedHybridStore,
+        *,
+        sqs_client: Any,
+        dlq_url: str,
+        staging: StagingLocation | None,
+        s3_client: Any = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> None:
+        self.store = store
+        self.sqs = sqs_client
+        self.s3 = s3_client or store.bodies.s3
+        self.dlq_url = dlq_url
+        self.staging = staging
+        self.max_payload_bytes = max_payload_bytes
+
+    @classmethod
+    def from_env(cls) -> Ingestor:
+        dlq_url = os.environ.get("VHS_DLQ_URL", "")
+        if not dlq_url:
+            from .errors import ConfigurationError
+
+            raise ConfigurationError("set VHS_DLQ_URL: invalid messages are dead-lettered there")
+        staging_bucket = os.environ.get("VHS_STAGING_BUCKET", "")
+        staging = (
+            StagingLocation(staging_bucket, os.environ.get("VHS_STAGING_PREFIX", ""))
+            if staging_bucket
+            else None
+        )
+        return cls(
+            VersionedHybridStore.from_env(),
+            sqs_client=aws_client("sqs"),
+            dlq_url=dlq_url,
+            staging=staging,
+            max_payload_bytes=int(
+                os.environ.get("VHS_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES)
+            ),
+        )
+
+    # --- one message -------------------------------------------------------------------------
+
+    def handle(self, record: dict[str, Any]) -> IngestResult:
+        """Store one SQS record (Lambda event shape). Raises InvalidMessage for a message that
+        can never be stored; any other exception means "retry"."""
+        message = self.parse(record)
+        message_id = record["messageId"]
+        try:
+            if message.kind == "deleted":
+                deleted = self.store.delete(message.id, deleted_at=message.updated_at)
+                return IngestResult(message_id, message.id, deleted.outcome, deleted.version)
+            result, size = self._put(message)
+        except InvalidTimestamp as error:
+            raise InvalidMessage("updated_at", error.reason) from None
+        except InvalidInput as error:
+            raise InvalidMessage(error.field, error.reason) from None
+        return IngestResult(message_id, message.id, result.outcome, result.version, size)
+
+    def parse(self, record: dict[str, Any]) -> IngestMessage:
+        body = parse_json_body(record.get("body", ""))
+        pointer = claim_check_pointer(body, record.get("messageAttributes") or {})
+        if pointer is None:
+            return validate_message(body)
+        self._check_staged(pointer, "body.s3Key")
+        payload = self._fetch(pointer, "body.s3Key", self.max_payload_bytes)
+        return validate_message(parse_json_body(payload, "payload"), field_prefix="payload.")
+
+    def _put(self, message: IngestMessage) -> tuple[Any, int]:
+        if message.kind == "record":
+            result = self.store.put(message.id, message.record, updated_at=message.updated_at)
+            return result, 0
+        if message.kind == "body_base64":
+            assert message.body is not None
+            result = self.store.put(
+                message.id,
+                message.body,
+                updated_at=message.updated_at,
+                content_type=message.content_type,
+            )
+            return result, len(message.body)
+        assert message.location is not None
+        self._check_staged(message.location, "record_location")
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY) as spool:
+            content_type = self._download(message.location, "record_location", spool)
+            size = spool.tell()
+            result = self.store.put(
+                message.id,
+                spool,
+                updated_at=message.updated_at,
+                content_type=message.content_type or content_type,
+            )
+        return result, size
+
+    def _check_staged(self, location: S3Location, field: str) -> None:
+        if self.staging is None:
+            raise InvalidMessage(field, "this stack has no staging location for staged bodies")
+        self.staging.check(location, field)
+
+    def _get_object(self, location: S3Location, field: str) -> dict[str, Any]:
+        try:
+            return self.s3.get_object(Bucket=location.bucket, Key=location.key)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in {"NoSuchKey", "404", "NotFound"}:
+                raise MissingStagedObject(field, f"{location} does not exist") from None
+            raise
+
+    def _fetch(self, location: S3Location, field: str, limit: int) -> bytes:
+        response = self._get_object(location, field)
+        if response.get("ContentLength", 0) > limit:
+            raise InvalidMessage(
+                field, f"payload of {response['ContentLength']} bytes is over {limit}"
+            )
+        return response["Body"].read()
+
+    def _download(self, location: S3Location, field: str, spool: Any) -> str | None:
+        response = self._get_object(location, field)
+        for chunk in response["Body"].iter_chunks(8 * 1024 * 1024):
+            spool.write(chunk)
+        return response.get("ContentType")
+
+    # --- dead letters ------------------------------------------------------------------------
+
+    def dead_letter(self, record: dict[str, Any], error: InvalidMessage) -> None:
+        """Send an invalid message to the DLQ with its reason. Raises if that fails, so the
+        message is retried rather than lost."""
+        attributes = dead_letter_attributes(record, error)
+        body = record.get("body", "")
+        size = len(body.encode()) + sum(
+            len(name) + len(value["StringValue"].encode()) for name, value in attributes.items()
+        )
+        if size > MAX_MESSAGE_BYTES:
+            body = self._stage_dead_letter(record, body)
+            attributes["ExtendedPayloadSize"] = {
+                "DataType": "Number",
+                "StringValue": str(len(record.get("body", "").encode())),
+            }
+        self.sqs.send_message(QueueUrl=self.dlq_url, MessageBody=body, MessageAttributes=attributes)
+
+    def _stage_dead_letter(self, record: dict[str, Any], body: str) -> str:
+        if self.staging is None:
+            raise InvalidMessage("body", "too large to dead-letter and no staging location")
+        key = f"{self.staging.prefix}dead-letters/{record['messageId']}"
+        self.s3.put_object(Bucket=self.staging.bucket, Key=key, Body=body.encode())
+        pointer = {"s3BucketName": self.staging.bucket, "s3Key": key}
+        return json.dumps(["software.amazon.payloadoffloading.PayloadS3Pointer", pointer])
+
+
+def dead_letter_attributes(record: dict[str, Any], error: InvalidMessage) -> dict[str, Any]:
+    first_seen = (record.get("attributes") or {}).get("ApproximateFirstReceiveTimestamp")
+    seen = (
+        datetime.fromtimestamp(int(first_seen) / 1000, UTC)
+        if first_seen and str(first_seen).isdigit()
+        else datetime.now(UTC)
+    )
+    ours = {
+        ERROR_TYPE: type(error).__name__,
+        ERROR_FIELD: error.field,
+        ERROR_MESSAGE: error.reason[:1024],
+        SOURCE_MESSAGE_ID: record.get("messageId", ""),
+        FIRST_SEEN: seen.isoformat(),
+    }
+    attributes = {
+        name: {"DataType": "String", "StringValue": value or "-"} for name, value in ours.items()
+    }
+    # Keep the producer's own attributes (claim-check flags first, so a redrive still
+    # resolves), as many as SQS's limit of 10 allows.
+    original = record.get("messageAttributes") or {}
+    ordered = sorted(original, key=lambda name: name not in CLAIM_CHECK_ATTRIBUTES)
+    for name in ordered:
+        if len(attributes) >= _SQS_ATTRIBUTE_LIMIT or name in attributes:
+            break
+        converted = _attribute_from_event(original[name])
+        if converted:
+            attributes[name] = converted
+    return attributes
+
+
+def _attribute_from_event(value: dict[str, Any]) -> dict[str, Any] | None:
+    """A Lambda event's messageAttributes entry, in SendMessage's shape."""
+    data_type = value.get("dataType") or value.get("DataType")
+    if not data_type:
+        return None
+    string = value.get("stringValue", value.get("StringValue"))
+    binary = value.get("binaryValue", value.get("BinaryValue"))
+    if string is not None:
+        return {"DataType": data_type, "StringValue": string}
+    if binary is not None:
+        import base64
+
+        raw = base64.b64decode(binary) if isinstance(binary, str) else binary
+        return {"DataType": data_type, "BinaryValue": raw}
+    return None

@@ -1,0 +1,48 @@
+"""Run a VHS Lambda handler in this process, as Lambda would: the Docker-free counterpart of
+`sam local invoke`. The event source emulator and `vhs invoke` both use it."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# The handler modules, by the names the CDK app gives the functions.
+HANDLERS = {"ingest": "handlers.ingest"}
+
+
+@dataclass
+class LambdaContext:
+    """The attributes of Lambda's context object that Powertools and our handlers read."""
+
+    function_name: str = "vhs-local"
+    memory_limit_in_mb: int = 1024
+    timeout_seconds: int = 60
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    region: str = "us-east-1"
+    function_version: str = "$LATEST"
+    log_group_name: str = "/aws/lambda/vhs-local"
+    log_stream_name: str = "local"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{self.region}:000000000000:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.timeout_seconds * 1000
+
+
+def load_handler(name: str) -> Any:
+    """The `handler` function of a VHS Lambda ("ingest", or a module path)."""
+    lambdas = str(Path(__file__).resolve().parent.parent)
+    if lambdas not in sys.path:  # the handlers live beside the vhs package, in the asset
+        sys.path.insert(0, lambdas)
+    module = importlib.import_module(HANDLERS.get(name, name))
+    return module.handler
+
+
+def invoke(name: str, event: dict[str, Any], context: LambdaContext | None = None) -> Any:
+    return load_handler(name)(event, context or LambdaContext(function_name=f"vhs-{name}"))
