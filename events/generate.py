@@ -33,9 +33,9 @@ E["sqs-poison"] = event(
     rec(4, msg(id="b3000003", updated_at="2026-11-01T09:00:00Z", record={}, deleted=True)),
     rec(5, msg(id="", updated_at="2026-11-01T09:00:00Z", record={})),
 )
-E["sqs-claim-check"] = event(rec(1, json.dumps(["software.amazon.payloadoffloading.PayloadS3Pointer", {"s3BucketName": "vhs-local-bodies", "s3Key": "staging/claim-checks/example.json"}]), {"ExtendedPayloadSize": "1048577"}))
-E["sqs-claim-check-legacy"] = event(rec(1, json.dumps(["com.amazon.sqs.javamessaging.MessageS3Pointer", {"s3BucketName": "vhs-local-bodies", "s3Key": "staging/claim-checks/example.json"}]), {"SQSLargePayloadSize": "1048577"}))
-E["sqs-record-location"] = event(rec(1, msg(id="scan-0001.tiff", updated_at="2026-11-01T09:00:00Z", record_location="s3://vhs-local-bodies/staging/bodies/scan-0001.tiff", content_type="image/tiff")))
+E["sqs-claim-check"] = event(rec(1, json.dumps(["software.amazon.payloadoffloading.PayloadS3Pointer", {"s3BucketName": "vhs-local-staging", "s3Key": "claim-checks/example.json"}]), {"ExtendedPayloadSize": "1048577"}))
+E["sqs-claim-check-legacy"] = event(rec(1, json.dumps(["com.amazon.sqs.javamessaging.MessageS3Pointer", {"s3BucketName": "vhs-local-staging", "s3Key": "claim-checks/example.json"}]), {"SQSLargePayloadSize": "1048577"}))
+E["sqs-record-location"] = event(rec(1, msg(id="scan-0001.tiff", updated_at="2026-11-01T09:00:00Z", record_location="s3://vhs-local-staging/bodies/scan-0001.tiff", content_type="image/tiff")))
 for name, ev in E.items():
     with open(f"events/{name}.json", "w") as f:
         json.dump(ev, f, indent=2); f.write("\n")

@@ -36,7 +36,8 @@ from vhs.ingest import (
 from vhs.invoke import LambdaContext, load_handler
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"
-BUCKET = "vhs-local-bodies"  # the fixtures' staging bucket
+BUCKET = "vhs-local-bodies"
+STAGING = "vhs-local-staging"  # the fixtures' staging bucket
 REGION = "us-east-1"
 
 
@@ -48,6 +49,7 @@ class Stack:
         resources.create_store_resources(
             self.dynamodb, self.s3, table_name="records", bucket_name=BUCKET, region=REGION
         )
+        resources.create_bucket(self.s3, STAGING, REGION)
         self.dlq_url = self.sqs.create_queue(
             QueueName="dlq", Attributes=resources.INGEST.dlq_attributes()
         )["QueueUrl"]
@@ -66,7 +68,7 @@ class Stack:
             "VHS_TABLE_NAME": "records",
             "VHS_BUCKET_NAME": BUCKET,
             "VHS_DLQ_URL": self.dlq_url,
-            "VHS_STAGING_BUCKET": BUCKET,
+            "VHS_STAGING_BUCKET": STAGING,
             "VHS_STAGING_PREFIX": resources.STAGING_PREFIX,
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_METRICS_NAMESPACE": "VHS",
@@ -127,7 +129,7 @@ def failures(response: dict[str, Any]) -> set[str]:
 
 
 def stage(stack: Stack, key: str, body: bytes, content_type: str = "application/json") -> None:
-    stack.s3.put_object(Bucket=BUCKET, Key=key, Body=body, ContentType=content_type)
+    stack.s3.put_object(Bucket=STAGING, Key=key, Body=body, ContentType=content_type)
 
 
 # --- every fixture ------------------------------------------------------------------------
@@ -182,14 +184,14 @@ def test_fixture_poison_goes_to_the_dlq_with_reasons_and_is_acknowledged(stack):
 def test_fixture_claim_checks_are_resolved(stack, name):
     big = {"title": "A Very Long Record", "notes": ["n" * 100] * 12_000}
     payload = {"id": "claim-1", "updated_at": "2026-11-01T09:00:00Z", "record": big}
-    stage(stack, "staging/claim-checks/example.json", json.dumps(payload).encode())
+    stage(stack, "claim-checks/example.json", json.dumps(payload).encode())
     assert failures(run(load(name))) == set()
     assert stack.store.get("claim-1").json() == big
 
 
 def test_fixture_record_location(stack):
     body = bytes(random.Random(1).getrandbits(8) for _ in range(200_000))
-    stage(stack, "staging/bodies/scan-0001.tiff", body, "image/tiff")
+    stage(stack, "bodies/scan-0001.tiff", body, "image/tiff")
     assert failures(run(load("sqs-record-location"))) == set()
     record = stack.store.get("scan-0001.tiff")
     assert record.body == body and record.content_type == "image/tiff"
@@ -241,7 +243,7 @@ def test_every_fixture_is_covered():
             {
                 "id": "x",
                 "updated_at": "2026-01-01T00:00:00Z",
-                "record_location": "s3://elsewhere/staging/x",
+                "record_location": "s3://elsewhere/x",
             },
             "record_location",
         ),
@@ -249,7 +251,7 @@ def test_every_fixture_is_covered():
             {
                 "id": "x",
                 "updated_at": "2026-01-01T00:00:00Z",
-                "record_location": f"s3://{BUCKET}/staging/missing",
+                "record_location": f"s3://{STAGING}/missing",
             },
             "record_location",
         ),
@@ -257,7 +259,7 @@ def test_every_fixture_is_covered():
             {
                 "id": "x",
                 "updated_at": "2026-01-01T00:00:00Z",
-                "record_location": f"s3://{BUCKET}/not-staging/x",
+                "record_location": f"s3://{BUCKET}/bodies/x",
             },
             "record_location",
         ),
@@ -273,11 +275,11 @@ def test_invalid_messages_are_dead_lettered_with_the_field_named(stack, body, fi
 def test_claim_checks_outside_staging_or_missing_are_dead_lettered(stack):
     foreign = [
         "software.amazon.payloadoffloading.PayloadS3Pointer",
-        {"s3BucketName": "other-bucket", "s3Key": "staging/x"},
+        {"s3BucketName": BUCKET, "s3Key": "x"},
     ]
     missing = [
         "software.amazon.payloadoffloading.PayloadS3Pointer",
-        {"s3BucketName": BUCKET, "s3Key": "staging/nope.json"},
+        {"s3BucketName": STAGING, "s3Key": "nope.json"},
     ]
     flagged_only = {"id": "x", "updated_at": "2026-01-01T00:00:00Z", "record": 1}
     event = message_event(foreign, missing, flagged_only)
@@ -301,12 +303,12 @@ def test_claim_checks_outside_staging_or_missing_are_dead_lettered(stack):
 def test_an_invalid_payload_behind_a_claim_check_names_the_payload_field(stack):
     stage(
         stack,
-        "staging/claim-checks/bad.json",
+        "claim-checks/bad.json",
         json.dumps({"id": "x", "updated_at": "nope", "record": 1}).encode(),
     )
     pointer = [
         "software.amazon.payloadoffloading.PayloadS3Pointer",
-        {"s3BucketName": BUCKET, "s3Key": "staging/claim-checks/bad.json"},
+        {"s3BucketName": STAGING, "s3Key": "claim-checks/bad.json"},
     ]
     run(message_event(pointer))
     [letter] = stack.dead_letters()

@@ -98,96 +98,15 @@ def create_store_resources(
     create_bucket(s3, bucket_name, region)
 
 
-# --- The ingest pipeline -------------------------------------------------------------------
-# One definition of the queues, the function's limits and the event source, read by the CDK
-# constructs (infra/) and by the local stack's queues and event-source emulator.
-
-
-@dataclass(frozen=True)
-class IngestShape:
-    function_timeout_seconds: int = 60
-    function_memory_mb: int = 1024
-    # AWS: at least 6x the function timeout, so a message is not redelivered while a batch
-    # that holds it is still being retried by Lambda.
-    visibility_timeout_seconds: int = 360
-    # AWS: 5 or more, so throttling alone does not dead-letter a message.
-    max_receive_count: int = 5
-    queue_retention_seconds: int = 4 * 24 * 3600
-    dlq_retention_seconds: int = 14 * 24 * 3600  # SQS's maximum
-    max_message_bytes: int = 1024 * 1024  # SQS's maximum (raised from 256 KB in 2025)
-    batch_size: int = 10
-    max_batching_window_seconds: int = 1
-    # Caps concurrent invocations at the event source instead of reserved concurrency, whose
-    # throttled invocations would count as receives and dead-letter messages.
-    maximum_concurrency: int = 20
-    # Staged bodies and claim-check payloads must outlive the queue and the DLQ, or a redrive
-    # would find a dangling claim check.
-    staging_expiry_days: int = 30
-
-    def __post_init__(self) -> None:
-        if self.visibility_timeout_seconds < 6 * self.function_timeout_seconds:
-            raise ValueError("visibility timeout must be at least 6x the function timeout")
-        if (
-            self.staging_expiry_days * 86400
-            < self.queue_retention_seconds + self.dlq_retention_seconds
-        ):
-            raise ValueError("staged objects must outlive the queue and the DLQ retention")
-
-    def dlq_attributes(self) -> dict[str, str]:
-        """SQS CreateQueue attributes of the dead-letter queue."""
-        return {
-            "MessageRetentionPeriod": str(self.dlq_retention_seconds),
-            "MaximumMessageSize": str(self.max_message_bytes),
-        }
-
-    def queue_attributes(
-        self, dlq_arn: str, *, visibility_timeout: int | None = None
-    ) -> dict[str, str]:
-        """SQS CreateQueue attributes of the ingest queue, redriving to `dlq_arn`."""
-        import json
-
-        return {
-            "VisibilityTimeout": str(visibility_timeout or self.visibility_timeout_seconds),
-            "MessageRetentionPeriod": str(self.queue_retention_seconds),
-            "MaximumMessageSize": str(self.max_message_bytes),
-            "RedrivePolicy": json.dumps(
-                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(self.max_receive_count)}
-            ),
-        }
-
-
-INGEST = IngestShape()
-
-STAGING_PREFIX = "staging/"
-
-
-@dataclass(frozen=True)
-class DlqAlarmShape:
-    """The dead-letter alarm: ALARM as soon as one message is visible in the DLQ."""
-
-    metric_name: str = "ApproximateNumberOfMessagesVisible"
-    namespace: str = "AWS/SQS"
-    statistic: str = "Maximum"
-    period_seconds: int = 60
-    evaluation_periods: int = 1
-    threshold: float = 1
-    comparison_operator: str = "GreaterThanOrEqualToThreshold"
-
-    def breached(self, visible: float) -> bool:
-        return visible >= self.threshold
-
-
-DLQ_ALARM = DlqAlarmShape()
-
-
 # --- The ingest pipeline: queue, dead-letter queue, function and event source ---------------
-# The CDK constructs (infra/ingest.py) and the local SQS event-source emulator read these, so
-# the retry and dead-letter behaviour seen locally is the behaviour deployed. AWS guidance for
-# SQS-triggered functions: visibility timeout at least 6x the function timeout, and a
-# maxReceiveCount of 5 or more so that throttling alone never dead-letters a message.
+# The CDK constructs (infra/) and the local stack's queues and SQS event-source emulator read
+# these, so the retry and dead-letter behaviour seen locally is the behaviour deployed. AWS
+# guidance for SQS-triggered functions: visibility timeout at least 6x the function timeout,
+# and a maxReceiveCount of 5 or more so that throttling alone never dead-letters a message.
 QUEUE_VISIBILITY_TO_TIMEOUT_RATIO = 6
 MIN_MAX_RECEIVE_COUNT = 5
 MAX_SQS_RETENTION_SECONDS = 14 * 24 * 3600
+MAX_SQS_MESSAGE_BYTES = 1024 * 1024  # raised from 256 KB in 2025
 
 
 @dataclass(frozen=True)
@@ -200,6 +119,7 @@ class IngestShape:
     # stays at least (dlq - queue) = 10 days in the DLQ.
     queue_retention_seconds: int = 4 * 24 * 3600
     dlq_retention_seconds: int = MAX_SQS_RETENTION_SECONDS
+    max_message_bytes: int = MAX_SQS_MESSAGE_BYTES
     batch_size: int = 10
     max_batching_window_seconds: int = 5
     # The event source's maximum concurrency (2..1000), not reserved concurrency: throttled
@@ -227,6 +147,8 @@ class IngestShape:
             problems.append("the queue must keep messages for less time than the DLQ")
         if self.dlq_retention_seconds > MAX_SQS_RETENTION_SECONDS:
             problems.append("the DLQ can keep messages for at most 14 days")
+        if not 1024 <= self.max_message_bytes <= MAX_SQS_MESSAGE_BYTES:
+            problems.append(f"maximum message size must be 1024..{MAX_SQS_MESSAGE_BYTES} bytes")
         if not 1 <= self.batch_size <= 10_000:
             problems.append("batch size must be 1..10000")
         if self.batch_size > 10 and self.max_batching_window_seconds < 1:
@@ -238,26 +160,37 @@ class IngestShape:
         if problems:
             raise ValueError("invalid ingest shape: " + "; ".join(problems))
 
+    @property
+    def staging_expiry_days(self) -> int:
+        return STAGING_EXPIRATION_DAYS
+
     def redrive_policy(self, dlq_arn: str) -> str:
-        import json  # local: this section of the module is append-only
+        import json
 
         return json.dumps(
             {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": self.max_receive_count}
         )
 
-    def queue_attributes(self, dlq_arn: str) -> dict[str, str]:
-        """SQS CreateQueue Attributes for the ingest queue (local stack and tests)."""
+    def queue_attributes(
+        self, dlq_arn: str, *, visibility_timeout: int | None = None
+    ) -> dict[str, str]:
+        """SQS CreateQueue attributes of the ingest queue, redriving to `dlq_arn`.
+
+        `visibility_timeout` overrides the shape's for tests only, so that a retried message
+        comes back in seconds rather than minutes."""
         return {
-            "VisibilityTimeout": str(self.visibility_timeout_seconds),
+            "VisibilityTimeout": str(visibility_timeout or self.visibility_timeout_seconds),
             "MessageRetentionPeriod": str(self.queue_retention_seconds),
+            "MaximumMessageSize": str(self.max_message_bytes),
             "RedrivePolicy": self.redrive_policy(dlq_arn),
             "SqsManagedSseEnabled": "true",
         }
 
     def dlq_attributes(self) -> dict[str, str]:
-        """SQS CreateQueue Attributes for the dead-letter queue."""
+        """SQS CreateQueue attributes of the dead-letter queue."""
         return {
             "MessageRetentionPeriod": str(self.dlq_retention_seconds),
+            "MaximumMessageSize": str(self.max_message_bytes),
             "SqsManagedSseEnabled": "true",
         }
 
@@ -265,15 +198,16 @@ class IngestShape:
 INGEST = IngestShape()
 
 
-def create_ingest_queues(sqs: Any, *, queue_name: str, dlq_name: str) -> tuple[str, str]:
+def create_ingest_queues(
+    sqs: Any, *, queue_name: str, dlq_name: str, visibility_timeout: int | None = None
+) -> tuple[str, str]:
     """Create the DLQ and the ingest queue with the shared shape; returns (queue, DLQ) URLs."""
     dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes=INGEST.dlq_attributes())["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
-    queue_url = sqs.create_queue(QueueName=queue_name, Attributes=INGEST.queue_attributes(dlq_arn))[
-        "QueueUrl"
-    ]
+    attributes = INGEST.queue_attributes(dlq_arn, visibility_timeout=visibility_timeout)
+    queue_url = sqs.create_queue(QueueName=queue_name, Attributes=attributes)["QueueUrl"]
     return queue_url, dlq_url
 
 
@@ -296,6 +230,26 @@ class AlarmThresholds:
 
 
 ALARMS = AlarmThresholds()
+
+
+@dataclass(frozen=True)
+class DlqAlarmShape:
+    """The dead-letter alarm as CloudWatch defines it: ALARM as soon as one message is
+    visible in the DLQ. The CDK alarm and the local stack's evaluator both use it."""
+
+    metric_name: str = "ApproximateNumberOfMessagesVisible"
+    namespace: str = "AWS/SQS"
+    statistic: str = "Maximum"
+    period_seconds: int = ALARMS.dlq_period_seconds
+    evaluation_periods: int = ALARMS.dlq_evaluation_periods
+    threshold: float = ALARMS.dlq_visible_messages
+    comparison_operator: str = "GreaterThanOrEqualToThreshold"
+
+    def breached(self, visible: float) -> bool:
+        return visible >= self.threshold
+
+
+DLQ_ALARM = DlqAlarmShape()
 
 # --- Staging: claim-check payloads and staged bodies -------------------------------------------
 # Producers put large payloads in a staging bucket and send a pointer (the SQS Extended Client
