@@ -1,0 +1,111 @@
+"""The message contract: the validator the handler runs and the JSON Schema shipped to
+producers must agree on every case."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from vhs.messages import (
+    InvalidMessage,
+    S3Location,
+    StagingLocation,
+    claim_check_pointer,
+    schema_path,
+    validate_message,
+)
+
+T = "2026-01-01T00:00:00Z"
+VALID = [
+    {"id": "a", "updated_at": T, "record": {"title": "x"}},
+    {"id": "a", "updated_at": T, "record": None},
+    {"id": "a", "updated_at": T, "record": [1, 2, 3]},
+    {"id": "日本語", "updated_at": "2026-01-01T09:00:00+09:00", "record": "text"},
+    {"id": "a", "updated_at": T, "body_base64": "AAEC"},
+    {"id": "a", "updated_at": T, "body_base64": "AAEC", "content_type": "image/tiff"},
+    {"id": "a", "updated_at": T, "record_location": "s3://b/k/ey"},
+    {"id": "a", "updated_at": T, "record_location": "s3://b/k", "content_type": "text/xml"},
+    {"id": "a", "updated_at": T, "deleted": True},
+]
+INVALID = [
+    ({"updated_at": T, "record": 1}, "id"),
+    ({"id": "", "updated_at": T, "record": 1}, "id"),
+    ({"id": "   ", "updated_at": T, "record": 1}, "id"),
+    ({"id": "a\nb", "updated_at": T, "record": 1}, "id"),
+    ({"id": "x" * 257, "updated_at": T, "record": 1}, "id"),
+    ({"id": 7, "updated_at": T, "record": 1}, "id"),
+    ({"id": "a", "record": 1}, "updated_at"),
+    ({"id": "a", "updated_at": 1767225600, "record": 1}, "updated_at"),
+    ({"id": "a", "updated_at": "2026-01-01", "record": 1}, "updated_at"),
+    ({"id": "a", "updated_at": "2026-01-01T00:00:00", "record": 1}, "updated_at"),
+    ({"id": "a", "updated_at": "soon", "record": 1}, "updated_at"),
+    ({"id": "a", "updated_at": T}, "record"),
+    ({"id": "a", "updated_at": T, "record": 1, "deleted": True}, "record"),
+    ({"id": "a", "updated_at": T, "record": 1, "body_base64": "AA=="}, "record"),
+    ({"id": "a", "updated_at": T, "deleted": False}, "deleted"),
+    ({"id": "a", "updated_at": T, "deleted": "yes"}, "deleted"),
+    ({"id": "a", "updated_at": T, "body_base64": 5}, "body_base64"),
+    ({"id": "a", "updated_at": T, "record_location": "http://b/k"}, "record_location"),
+    ({"id": "a", "updated_at": T, "record_location": "s3://bucket-only"}, "record_location"),
+    ({"id": "a", "updated_at": T, "record": 1, "content_type": "text/plain"}, "content_type"),
+    ({"id": "a", "updated_at": T, "body_base64": "AA==", "content_type": ""}, "content_type"),
+    ({"id": "a", "updated_at": T, "record": 1, "extra": 1}, "extra"),
+    ([{"id": "a"}], "body"),
+    ("just a string", "body"),
+]
+
+
+@pytest.fixture(scope="module")
+def schema() -> jsonschema.Validator:
+    with open(schema_path()) as f:
+        document = json.load(f)
+    cls = jsonschema.validators.validator_for(document)
+    cls.check_schema(document)
+    return cls(document, format_checker=cls.FORMAT_CHECKER)
+
+
+@pytest.mark.parametrize("message", VALID)
+def test_valid_messages_pass_both(message, schema):
+    validate_message(message)
+    schema.validate(message)
+
+
+@pytest.mark.parametrize(("message", "field"), INVALID)
+def test_invalid_messages_fail_both_and_name_the_field(message, field, schema):
+    with pytest.raises(InvalidMessage) as raised:
+        validate_message(message)
+    assert raised.value.field == field
+    assert not schema.is_valid(message)
+
+
+def test_invalid_base64_is_refused():
+    # JSON Schema's contentEncoding is an annotation only; the validator checks it.
+    with pytest.raises(InvalidMessage, match="base64"):
+        validate_message({"id": "a", "updated_at": T, "body_base64": "***"})
+
+
+def test_claim_check_pointers_are_recognised_in_both_class_names():
+    for cls in (
+        "software.amazon.payloadoffloading.PayloadS3Pointer",
+        "com.amazon.sqs.javamessaging.MessageS3Pointer",
+    ):
+        pointer = claim_check_pointer([cls, {"s3BucketName": "b", "s3Key": "k"}], {})
+        assert pointer == S3Location("b", "k")
+    assert claim_check_pointer({"id": "a"}, {}) is None
+    with pytest.raises(InvalidMessage):
+        claim_check_pointer({"id": "a"}, {"SQSLargePayloadSize": {"stringValue": "1"}})
+    with pytest.raises(InvalidMessage) as raised:
+        claim_check_pointer(
+            ["software.amazon.payloadoffloading.PayloadS3Pointer", {"s3BucketName": "b"}], {}
+        )
+    assert raised.value.field == "body.s3Key"
+
+
+def test_staging_location_refuses_other_buckets_and_prefixes():
+    staging = StagingLocation("stage", "in/")
+    assert staging.check(S3Location("stage", "in/x"), "f") == S3Location("stage", "in/x")
+    for outside in (S3Location("other", "in/x"), S3Location("stage", "out/x")):
+        with pytest.raises(InvalidMessage, match="outside the staging location"):
+            staging.check(outside, "record_location")
