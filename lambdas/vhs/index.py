@@ -7,6 +7,9 @@ Item layout (short attribute names, because every byte is billed in write units)
     c    L  [current entry]   a one-element list, so an update can move it into `p` as is
     p    L  [earlier entries] oldest first; entry i has version v - len(p) + i
 
+    gc   M  {sha256: deadline}  S3 bodies of this id that the garbage collector condemned:
+            it deletes each one before its deadline (epoch seconds), see docs/gc.md
+
     entry (M): t updated_at, h sha256 or "~" for a delete, n size, w written-at epoch seconds,
                k writer token, ct content type (absent: application/json),
                b inline body, z codec of b (absent: not compressed)
@@ -17,6 +20,10 @@ to `v`. DynamoDB evaluates every action against the item as it was before the up
 is atomic. When the condition fails, ReturnValuesOnConditionCheckFailure hands back the item,
 which says whether the write was stale, a duplicate, only a newer timestamp, or our own earlier
 attempt whose response was lost (the writer token finds it).
+
+A write that points at an S3 body also requires that the garbage collector has not condemned
+that body since the upload began: `gc.<sha256>` absent, or a deadline before the upload. This
+is the writer's half of the collector's protocol (docs/gc.md); it costs no extra request.
 """
 
 from __future__ import annotations
@@ -34,8 +41,22 @@ from .model import Entry, Item
 from .ordering import Outcome
 from .resources import TABLE
 
-_NAMES = {"#c": "c", "#p": "p", "#v": "v", "#t": "t", "#h": "h", "#ct": "ct"}
+_NAMES = {"#c": "c", "#p": "p", "#v": "v", "#t": "t", "#h": "h", "#ct": "ct", "#gc": "gc"}
 _MAX_ATTEMPTS = 8
+GC_ATTRIBUTE = "gc"
+
+# The writer's half of the garbage collector's protocol (docs/gc.md).
+NOT_CONDEMNED_SINCE_UPLOAD = "(attribute_not_exists(#gc.#gk) OR #gc.#gk < :uploaded)"
+
+
+class BodyCondemned(Exception):
+    """The garbage collector condemned the body this write points at, after the upload began:
+    it may delete the object until `deadline` (epoch seconds). The writer waits until then,
+    uploads the body again, and retries."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        super().__init__(f"body condemned by the garbage collector until {deadline}")
 
 
 @dataclass(frozen=True)
@@ -88,6 +109,11 @@ def item_from_dynamo(raw: dict[str, Any]) -> Item | None:
         current=entry_from_dynamo(raw["c"]["L"][0]),
         history=tuple(entry_from_dynamo(e) for e in raw.get("p", {}).get("L", [])),
     )
+
+
+def condemnations(raw: dict[str, Any]) -> dict[str, float]:
+    """The garbage collector's markers in a raw item: {sha256: deadline}."""
+    return {h: float(v["N"]) for h, v in raw.get(GC_ATTRIBUTE, {}).get("M", {}).items()}
 
 
 def _find_own(item: Item, token: str) -> int | None:
@@ -143,33 +169,53 @@ class DynamoIndex:
                 request = response.get("UnprocessedKeys") or {}
         return found
 
-    def write(self, id: str, entry: Entry, *, keep_history: bool = True) -> WriteResult:
-        """Make `entry` current if the ordering rules admit it. One request on the happy path."""
+    def write(
+        self,
+        id: str,
+        entry: Entry,
+        *,
+        keep_history: bool = True,
+        uploaded_after: float | None = None,
+    ) -> WriteResult:
+        """Make `entry` current if the ordering rules admit it. One request on the happy path.
+
+        `uploaded_after` (epoch seconds, already less the clock-skew allowance) is when the
+        upload of an S3 body began; the write then also requires that the garbage collector
+        has not condemned the body since. Raises BodyCondemned if it has.
+        """
         incoming = entry.order_key
         for _ in range(_MAX_ATTEMPTS):
-            ok, raw = self._new_version(id, entry, keep_history)
+            ok, raw = self._new_version(id, entry, keep_history, uploaded_after)
             item = item_from_dynamo(raw)
             if ok:
                 assert item is not None
                 return WriteResult(_stored(entry), item.version, item)
-            assert item is not None  # a failed condition always has an item to compare
-            own = _find_own(item, entry.token)
+            own = _find_own(item, entry.token) if item else None
             if own is not None:  # our earlier attempt succeeded; its response was lost
                 return WriteResult(_stored(entry), own, item)
+            verdict = ordering.classify(item.current.order_key if item else None, incoming)
+            if verdict in (Outcome.STORED, Outcome.DELETED):
+                # Ordering admits it, so the collector's condition refused it.
+                deadline = condemnations(raw).get(entry.content_hash)
+                if deadline is not None and uploaded_after is not None:
+                    raise BodyCondemned(deadline)
+                continue  # the item changed between our attempts: decide again
+            assert item is not None
             current = item.current.order_key
-            verdict = ordering.classify(current, incoming)
             if verdict is Outcome.STALE or incoming == current:
                 return WriteResult(verdict, item.version, item)
-            if verdict is Outcome.UNCHANGED:  # same content, later timestamp: move it forward
-                ok, raw = self._touch(id, entry)
-                touched = item_from_dynamo(raw)
-                assert touched is not None
-                if ok or _find_own(touched, entry.token) is not None:
-                    return WriteResult(Outcome.UNCHANGED, touched.version, touched)
+            # Same content, later timestamp: move it forward.
+            ok, raw = self._touch(id, entry)
+            touched = item_from_dynamo(raw)
+            assert touched is not None
+            if ok or _find_own(touched, entry.token) is not None:
+                return WriteResult(Outcome.UNCHANGED, touched.version, touched)
             # The item changed between our attempts; decide again against its new state.
         raise WriteConflict(f"gave up writing {id!r} after {_MAX_ATTEMPTS} contended attempts")
 
-    def _new_version(self, id: str, entry: Entry, keep_history: bool) -> tuple[bool, dict]:
+    def _new_version(
+        self, id: str, entry: Entry, keep_history: bool, uploaded_after: float | None
+    ) -> tuple[bool, dict]:
         if keep_history:
             update = (
                 "SET #p = list_append(if_not_exists(#p, :empty), if_not_exists(#c, :empty)), "
@@ -177,17 +223,23 @@ class DynamoIndex:
             )
         else:
             update = "SET #c = :c REMOVE #p ADD #v :one"
-        values = {
+        values: dict[str, Any] = {
             ":c": {"L": [entry_to_dynamo(entry)]},
             ":one": {"N": "1"},
             ":t": {"S": entry.updated_at},
             ":h": {"S": entry.content_hash},
         }
+        names = {"#c", "#p", "#v", "#t", "#h"}
+        extra_names: dict[str, str] = {}
+        condition = ordering.NEWER_AND_DIFFERENT
         if keep_history:
             values[":empty"] = {"L": []}
-        return self._conditional_update(
-            id, update, ordering.NEWER_AND_DIFFERENT, values, {"#c", "#p", "#v", "#t", "#h"}
-        )
+        if uploaded_after is not None:
+            condition = f"({condition}) AND {NOT_CONDEMNED_SINCE_UPLOAD}"
+            values[":uploaded"] = {"N": repr(uploaded_after)}
+            names.add("#gc")
+            extra_names["#gk"] = entry.content_hash
+        return self._conditional_update(id, update, condition, values, names, extra_names)
 
     def _touch(self, id: str, entry: Entry) -> tuple[bool, dict]:
         values = {
@@ -208,7 +260,13 @@ class DynamoIndex:
         return self._conditional_update(id, update, ordering.NEWER_AND_SAME, values, names)
 
     def _conditional_update(
-        self, id: str, update: str, condition: str, values: dict, names: set[str]
+        self,
+        id: str,
+        update: str,
+        condition: str,
+        values: dict,
+        names: set[str],
+        extra_names: dict[str, str] | None = None,
     ) -> tuple[bool, dict]:
         all_names = {**_NAMES, "#k": "k"}
         try:
@@ -217,7 +275,7 @@ class DynamoIndex:
                 Key=self._key(id),
                 UpdateExpression=update,
                 ConditionExpression=condition,
-                ExpressionAttributeNames={n: all_names[n] for n in names},
+                ExpressionAttributeNames={n: all_names[n] for n in names} | (extra_names or {}),
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",

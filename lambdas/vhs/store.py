@@ -21,8 +21,8 @@ from typing import Any
 from . import keys
 from .bodies import MULTIPART_THRESHOLD, S3BodyStore
 from .codec import Body, compress, decompress, encode_record, sha256_hex
-from .errors import BodyHashMismatch, ConfigurationError, RecordNotFound
-from .index import DynamoIndex
+from .errors import BodyHashMismatch, ConfigurationError, RecordNotFound, WriteConflict
+from .index import BodyCondemned, DynamoIndex
 from .model import DeleteResult, Entry, Item, PutResult, Record, VersionInfo, entry_time
 from .ordering import TOMBSTONE_HASH, parse_timestamp
 from .retention import Retention
@@ -32,6 +32,10 @@ from .retention import Retention
 DEFAULT_INLINE_THRESHOLD = 8 * 1024
 MAX_BODY_SIZE = 5 * 1024**3  # S3's largest object
 DEFAULT_MAX_FUTURE = timedelta(days=1)
+DEFAULT_CLOCK_SKEW = timedelta(seconds=60)
+# The collector skips bodies uploaded within its grace period, so a second condemnation of a
+# body just uploaded again means something is badly wrong; give up rather than loop.
+_MAX_CONDEMNED_RETRIES = 3
 # DynamoDB items may be 400 KB; keep head room for keys, names and metadata.
 _ITEM_BUDGET = 350 * 1024
 _ENTRY_OVERHEAD = 256
@@ -84,6 +88,7 @@ class VersionedHybridStore:
         consistent_reads: bool = True,
         multipart_threshold: int = MULTIPART_THRESHOLD,
         clock: Callable[[], float] = time.time,
+        clock_skew: timedelta = DEFAULT_CLOCK_SKEW,
     ) -> None:
         if not table_name or not bucket_name:
             raise ConfigurationError("table_name and bucket_name are required")
@@ -107,6 +112,9 @@ class VersionedHybridStore:
         self.max_body_size = max_body_size
         self.max_future = max_future
         self.clock = clock
+        # How far apart this writer's clock and the garbage collector's may be.
+        self.clock_skew = clock_skew.total_seconds()
+        self._sleep = time.sleep
         self.bodies = S3BodyStore(s3_client, bucket_name, multipart_threshold=multipart_threshold)
         self.index = DynamoIndex(dynamodb_client, table_name, consistent_reads=consistent_reads)
 
@@ -153,8 +161,6 @@ class VersionedHybridStore:
         body = encode_record(record, content_type, max_size=self.max_body_size)
         inline, codec = self._inline_form(body)
         key = keys.body_key(self.prefix, id, body.sha256)
-        if inline is None:
-            self.bodies.put(key, body, self._metadata(id, stamp))
         entry = Entry(
             updated_at=stamp,
             content_hash=body.sha256,
@@ -165,7 +171,24 @@ class VersionedHybridStore:
             inline=inline,
             codec=codec,
         )
-        result = self.index.write(id, entry, keep_history=self.retention.versions > 0)
+        keep_history = self.retention.versions > 0
+        for _ in range(_MAX_CONDEMNED_RETRIES):
+            uploaded_after = None
+            if inline is None:
+                uploaded_after = self.clock() - self.clock_skew
+                self.bodies.put(key, body, self._metadata(id, stamp))
+            try:
+                result = self.index.write(
+                    id, entry, keep_history=keep_history, uploaded_after=uploaded_after
+                )
+                break
+            except BodyCondemned as condemned:
+                # The collector may delete the object until its deadline: wait until the next
+                # upload is surely later (past the deadline and the clock-skew allowance), then
+                # upload again, so the pointer never outlives the body.
+                self._sleep(max(0.0, condemned.deadline + self.clock_skew - self.clock()) + 1)
+        else:
+            raise WriteConflict(f"{id!r}: the garbage collector kept condemning its body")
         self._trim_if_due(result.item)
         location = "inline" if inline is not None else self.bodies.location(key)
         return PutResult(id, result.outcome, result.version, body.sha256, location)

@@ -1,0 +1,130 @@
+"""The writer's half of the garbage collector's protocol (docs/gc.md).
+
+The collector condemns a body by writing `gc.<sha256> = deadline` into the id's item, then
+deletes the object before the deadline. A writer whose upload began before that deadline must
+not make the body current: it waits the deadline out, uploads again, and then writes.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from test_store_contract import at, large
+
+from vhs.metering import RequestMeter
+
+SKEW = 60.0
+
+
+class FakeTime:
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+        self.slept: list[float] = []
+        self.during_sleep = lambda: None
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.during_sleep()
+        self.now += seconds
+
+
+def condemn(backend, rid: str, sha: str, deadline: float) -> None:
+    backend.dynamodb.update_item(
+        TableName=backend.table_name,
+        Key={"id": {"S": rid}},
+        UpdateExpression="SET gc = if_not_exists(gc, :empty)",
+        ExpressionAttributeValues={":empty": {"M": {}}},
+    )
+    backend.dynamodb.update_item(
+        TableName=backend.table_name,
+        Key={"id": {"S": rid}},
+        UpdateExpression="SET gc.#h = :d",
+        ExpressionAttributeNames={"#h": sha},
+        ExpressionAttributeValues={":d": {"N": str(deadline)}},
+    )
+
+
+def make_store(backend, fake: FakeTime):
+    store = backend.store(clock=fake.clock, clock_skew=timedelta(seconds=SKEW))
+    store._sleep = fake.sleep
+    return store
+
+
+def test_a_condemned_body_is_uploaded_again_after_the_deadline(backend):
+    fake = FakeTime()
+    store = make_store(backend, fake)
+    rid = backend.id("condemned")
+    body = large(1)
+    first = store.put(rid, body, updated_at=at(1))
+    store.put(rid, large(2), updated_at=at(2))  # the first body is now history
+    key = store.body_key(rid, first.content_hash)
+    # The collector condemned the first body (deadline in 5 minutes) and deletes it while
+    # the writer waits.
+    condemn(backend, rid, first.content_hash, fake.now + 300)
+    fake.during_sleep = lambda: backend.s3.delete_object(Bucket=backend.bucket_name, Key=key)
+    meter = RequestMeter(backend.s3, backend.dynamodb)
+    with meter.measure() as counts:
+        result = store.put(rid, body, updated_at=at(3))
+    assert result.outcome == "stored" and result.version == 3
+    assert fake.slept == [300 + SKEW + 1]
+    assert counts["PutObject"] == 2 and counts["UpdateItem"] == 2
+    assert store.get(rid).body == body  # the pointer and the object agree
+
+
+def test_a_condemnation_that_ended_before_the_upload_does_not_block(backend):
+    fake = FakeTime()
+    store = make_store(backend, fake)
+    rid = backend.id("old-marker")
+    body = large(3)
+    sha = store.put(rid, large(4), updated_at=at(1)).content_hash
+    condemn(backend, rid, sha, fake.now - 1000)
+    from hashlib import sha256
+
+    condemn(backend, rid, sha256(body).hexdigest(), fake.now - 2 * SKEW)
+    meter = RequestMeter(backend.s3, backend.dynamodb)
+    with meter.measure() as counts:
+        assert store.put(rid, body, updated_at=at(2)).outcome == "stored"
+    assert dict(counts) == {"PutObject": 1, "UpdateItem": 1}
+    assert fake.slept == []
+
+
+def test_a_marker_on_an_id_with_no_versions_yet(backend):
+    """The collector condemns orphans of ids that never got a version (a writer that crashed
+    between its two phases); the item then holds only the marker."""
+    fake = FakeTime()
+    store = make_store(backend, fake)
+    rid = backend.id("shell")
+    body = large(5)
+    from hashlib import sha256
+
+    condemn(backend, rid, sha256(body).hexdigest(), fake.now + 30)
+    result = store.put(rid, body, updated_at=at(1))
+    assert (result.outcome, result.version) == ("stored", 1)
+    assert fake.slept == [30 + SKEW + 1]
+    assert store.get(rid).body == body
+
+
+def test_inline_bodies_are_not_subject_to_condemnation(backend):
+    fake = FakeTime()
+    store = make_store(backend, fake)
+    rid = backend.id("inline")
+    result = store.put(rid, {"small": True}, updated_at=at(1))
+    condemn(backend, rid, result.content_hash, fake.now + 300)
+    assert store.put(rid, {"small": False}, updated_at=at(2)).outcome == "stored"
+    assert fake.slept == []
+
+
+def test_stale_writes_are_reported_stale_even_when_condemned(backend):
+    fake = FakeTime()
+    store = make_store(backend, fake)
+    rid = backend.id("stale-condemned")
+    store.put(rid, large(6), updated_at=at(5))
+    old = large(7)
+    from hashlib import sha256
+
+    condemn(backend, rid, sha256(old).hexdigest(), fake.now + 300)
+    assert store.put(rid, old, updated_at=at(1)).outcome == "stale"
+    assert fake.slept == []
