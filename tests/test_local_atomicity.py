@@ -21,7 +21,9 @@ def test_concurrent_identical_puts_store_exactly_one_version(request, backend_na
         with ThreadPoolExecutor(8) as pool:
             results = list(
                 pool.map(
-                    lambda _: store.put(rid, {"same": True}, updated_at="2026-01-01T00:00:00Z"),
+                    lambda _, rid=rid: store.put(
+                        rid, {"same": True}, updated_at="2026-01-01T00:00:00Z"
+                    ),
                     range(8),
                 )
             )
