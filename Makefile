@@ -8,6 +8,8 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: setup demo test lint format unit bench local clean
+.PHONY: synth infra-check
+NODE_STAMP := node_modules/.installed
 
 setup: $(STAMP)
 
@@ -21,12 +23,28 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@$(BIN)/pip check
 	@touch $@
 
+# The CDK CLI, pinned in package.json/package-lock.json: `npm ci` only when they change.
+setup: $(NODE_STAMP)
+$(NODE_STAMP): package.json package-lock.json
+	@echo "installing the pinned CDK CLI into node_modules"
+	@npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+## synth: synthesize the CDK app into cdk.out/ with the pinned CLI (offline: no AWS, no Docker)
+synth: $(STAMP) $(NODE_STAMP)
+	npx cdk synth --quiet
+
+## infra-check: CLI synth (fails on any unacknowledged cdk-nag finding), then cfn-lint
+infra-check: synth
+	$(BIN)/cfn-lint --non-zero-exit-code error cdk.out/*.template.json
+
 ## demo: run the main job on the local stack (moto's server on 127.0.0.1)
 demo: $(STAMP)
 	@$(BIN)/python -m vhs.demo
 
 ## test: every test and check, as CI runs them
 test: $(STAMP) lint unit
+test: infra-check
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -126,6 +126,9 @@ class IngestShape:
     # invocations would count as receives and dead-letter healthy messages.
     max_concurrency: int = 10
     function_memory_mb: int = 1024
+    # /tmp: staged bodies over 64 MiB are spooled to disk while they are stored, several
+    # messages of a batch at once.
+    function_ephemeral_storage_mb: int = 2048
 
     def __post_init__(self) -> None:
         problems = []
@@ -157,6 +160,8 @@ class IngestShape:
             problems.append("maximum batching window must be 0..300 s")
         if not 2 <= self.max_concurrency <= 1000:
             problems.append("maximum concurrency must be 2..1000")
+        if not 512 <= self.function_ephemeral_storage_mb <= 10240:
+            problems.append("ephemeral storage must be 512..10240 MB")
         if problems:
             raise ValueError("invalid ingest shape: " + "; ".join(problems))
 
@@ -265,3 +270,26 @@ DEPLOYED_BODY_PREFIX = "bodies"
 # for this many days (a safety net against a collector that runs too early).
 BUCKET_NONCURRENT_VERSION_DAYS = 30
 ACCESS_LOG_EXPIRATION_DAYS = 365
+STAGING_EXPIRY_RULE_ID = "expire-staged-payloads"
+
+
+def staging_expiry_rule() -> dict[str, Any]:
+    """The S3 lifecycle rule that expires staged objects after INGEST.staging_expiry_days
+    (infra/store.py's staging bucket declares the same rule)."""
+    return {
+        "ID": STAGING_EXPIRY_RULE_ID,
+        "Status": "Enabled",
+        "Filter": {"Prefix": STAGING_PREFIX},
+        "Expiration": {"Days": INGEST.staging_expiry_days},
+    }
+
+
+def create_staging_bucket(s3: Any, bucket_name: str, region: str) -> None:
+    """Create the staging bucket: the body bucket's settings plus the expiry of staged
+    objects. Never apply the expiry rule to the body bucket: it would expire bodies."""
+    create_bucket(s3, bucket_name, region)
+    rules = s3.get_bucket_lifecycle_configuration(Bucket=bucket_name)["Rules"]
+    rules = [rule for rule in rules if rule.get("ID") != STAGING_EXPIRY_RULE_ID]
+    s3.put_bucket_lifecycle_configuration(
+        Bucket=bucket_name, LifecycleConfiguration={"Rules": [*rules, staging_expiry_rule()]}
+    )

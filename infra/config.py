@@ -1,0 +1,210 @@
+"""Deployment configuration: read once from CDK context, then passed to constructs as props.
+
+Constructs never read context or the environment themselves; `VhsConfig.from_context` is the
+only place that does, and it validates every value so a typo fails at synth, not at deploy.
+
+Context keys (``cdk deploy -c key=value`` or cdk.json):
+
+==========================  ==================================================================
+``stage``                   deployment name, lower-case letters, digits and ``-`` (default dev)
+``alarmEmail``              address subscribed to the alarm topic (optional)
+``logRetentionDays``        the function's log retention in days (default 30)
+``oldestMessageAgeAlarmSeconds``  queue age alarm threshold (default from resources.ALARMS)
+``maxConcurrency``          the event source's maximum concurrency (default resources.INGEST)
+``bodyPrefix``              VHS_PREFIX of the deployed store (default "bodies")
+``inlineThreshold``         VHS_INLINE_THRESHOLD (optional; the library's default otherwise)
+``retainVersions``          VHS_RETAIN_VERSIONS (optional)
+``retainDays``              VHS_RETAIN_DAYS (optional)
+``logLevel``                LOG_LEVEL of the function (default INFO)
+``powertoolsLayerArn``      an exact Powertools layer ARN (other partitions, or a pinned copy)
+``powertoolsLayerVersion``  the layer version number, when not resolved from SSM (optional)
+``ingestEventSource``       "false" leaves the SQS event source out (tests; default true)
+==========================  ==================================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from vhs import resources
+
+# The AWS-managed Powertools for AWS Lambda (Python) v3 layer. Its version must match the
+# aws-lambda-powertools pin in requirements.txt (a test checks): by default the stack resolves
+# the layer ARN of exactly this release, in the stack's own region, from the public SSM
+# parameter Powertools publishes, at deploy time. Nothing is looked up at synth time.
+POWERTOOLS_VERSION = "3.37.0"
+POWERTOOLS_LAYER_ACCOUNT = "017000801446"
+# The newest Python the Powertools layer is built for (AWSLambdaPowertoolsPythonV3-python314-*).
+LAMBDA_PYTHON_VERSION = "3.14"
+LAMBDA_ARCHITECTURE = "arm64"
+LAMBDA_HANDLER = "handlers.ingest.handler"
+
+# The buckets of a deployment, by role. "vhs-" + 20-character stage + "-staging-" + account
+# + "-" + the longest region name stays within S3's 63 characters.
+BUCKET_ROLES = ("bodies", "staging", "logs")
+
+_STAGE = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_LAYER_ARN = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$")
+# CloudWatch Logs accepts only these retention periods.
+LOG_RETENTION_DAYS = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+    2922, 3288, 3653,
+)  # fmt: skip
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def powertools_layer_name(
+    python_version: str = LAMBDA_PYTHON_VERSION, architecture: str = LAMBDA_ARCHITECTURE
+) -> str:
+    return f"AWSLambdaPowertoolsPythonV3-python{python_version.replace('.', '')}-{architecture}"
+
+
+def powertools_ssm_parameter(
+    python_version: str = LAMBDA_PYTHON_VERSION,
+    architecture: str = LAMBDA_ARCHITECTURE,
+    version: str = POWERTOOLS_VERSION,
+) -> str:
+    """The public SSM parameter whose value is the layer ARN of one Powertools release."""
+    return f"/aws/service/powertools/python/{architecture}/python{python_version}/{version}"
+
+
+@dataclass(frozen=True)
+class VhsConfig:
+    stage: str = "dev"
+    alarm_email: str | None = None
+    log_retention_days: int = 30
+    body_prefix: str = resources.DEPLOYED_BODY_PREFIX
+    inline_threshold: int | None = None
+    retain_versions: int | None = None
+    retain_days: int | None = None
+    log_level: str = "INFO"
+    ingest: resources.IngestShape = field(default_factory=lambda: resources.INGEST)
+    alarms: resources.AlarmThresholds = field(default_factory=lambda: resources.ALARMS)
+    powertools_layer_arn: str | None = None
+    powertools_layer_version: int | None = None
+    # False leaves the SQS event source mapping out: moto's CloudFormation would otherwise
+    # try to run the function in Docker on every send (see tests/infra/test_moto_deploy.py).
+    ingest_event_source: bool = True
+
+    def __post_init__(self) -> None:
+        if not _STAGE.match(self.stage):
+            raise ConfigError(
+                f"stage {self.stage!r}: use 1-20 lower-case letters, digits and '-', "
+                "starting with a letter"
+            )
+        if self.alarm_email is not None and not _EMAIL.match(self.alarm_email):
+            raise ConfigError(f"alarmEmail {self.alarm_email!r} is not an email address")
+        if self.log_retention_days not in LOG_RETENTION_DAYS:
+            raise ConfigError(
+                f"logRetentionDays {self.log_retention_days}: CloudWatch Logs accepts "
+                f"{', '.join(map(str, LOG_RETENTION_DAYS))}"
+            )
+        if self.body_prefix != self.body_prefix.strip("/") or not re.match(
+            r"^[A-Za-z0-9!_.*'()-]*(/[A-Za-z0-9!_.*'()-]+)*$", self.body_prefix
+        ):
+            raise ConfigError(f"bodyPrefix {self.body_prefix!r}: use S3-safe path segments")
+        if self.log_level not in _LOG_LEVELS:
+            raise ConfigError(f"logLevel {self.log_level!r}: one of {', '.join(_LOG_LEVELS)}")
+        for name in ("inline_threshold", "retain_versions", "retain_days"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigError(f"{name} must not be negative")
+        if self.powertools_layer_arn is not None and not _LAYER_ARN.match(
+            self.powertools_layer_arn
+        ):
+            raise ConfigError(f"powertoolsLayerArn {self.powertools_layer_arn!r} is not an ARN")
+        if self.powertools_layer_version is not None and self.powertools_layer_version < 1:
+            raise ConfigError("powertoolsLayerVersion must be a positive layer version")
+
+    @property
+    def prefix(self) -> str:
+        """Stack and resource name prefix: ``Vhs-<stage>``."""
+        return f"Vhs-{self.stage}"
+
+    # Physical names. The stateful resources are named, not generated: the stateless stack
+    # derives their ARNs from these names (no cross-stack references, so either stack can be
+    # replaced alone, and IAM policies read plainly); and a retained table or bucket can be
+    # re-adopted by name (`cdk import`) rather than silently replaced by an empty twin.
+    @property
+    def table_name(self) -> str:
+        return f"vhs-{self.stage}-records"
+
+    def bucket_name(self, role: str, account: str, region: str) -> str:
+        """``vhs-<stage>-<role>-<account>-<region>``: S3 names are global, so the account and
+        region (CloudFormation pseudo parameters at synth time) make them unique."""
+        if role not in BUCKET_ROLES:
+            raise ConfigError(f"unknown bucket role {role!r}")
+        return f"vhs-{self.stage}-{role}-{account}-{region}"
+
+    @classmethod
+    def from_context(cls, get: Any) -> VhsConfig:
+        """Build from CDK context; ``get`` is ``node.try_get_context``."""
+
+        def text(key: str) -> str | None:
+            value = get(key)
+            if value is None or value == "":
+                return None
+            return str(value)
+
+        def number(key: str) -> int | None:
+            value = text(key)
+            if value is None:
+                return None
+            try:
+                return int(value)
+            except ValueError:
+                raise ConfigError(f"context {key}={value!r} is not a whole number") from None
+
+        def flag(key: str, default: bool) -> bool:
+            value = text(key)
+            if value is None:
+                return default
+            lowered = value.lower()
+            if lowered not in ("true", "false"):
+                raise ConfigError(f"context {key}={value!r}: use true or false")
+            return lowered == "true"
+
+        ingest = resources.INGEST
+        alarms = resources.ALARMS
+        overrides: dict[str, Any] = {}
+        try:
+            if (concurrency := number("maxConcurrency")) is not None:
+                ingest = dataclasses.replace(ingest, max_concurrency=concurrency)
+            if (age := number("oldestMessageAgeAlarmSeconds")) is not None:
+                alarms = dataclasses.replace(alarms, oldest_message_age_seconds=age)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        for key, name in (
+            ("logRetentionDays", "log_retention_days"),
+            ("inlineThreshold", "inline_threshold"),
+            ("retainVersions", "retain_versions"),
+            ("retainDays", "retain_days"),
+            ("powertoolsLayerVersion", "powertools_layer_version"),
+        ):
+            if (value := number(key)) is not None:
+                overrides[name] = value
+        for key, name in (
+            ("stage", "stage"),
+            ("alarmEmail", "alarm_email"),
+            ("logLevel", "log_level"),
+            ("powertoolsLayerArn", "powertools_layer_arn"),
+        ):
+            if (value := text(key)) is not None:
+                overrides[name] = value
+        prefix = get("bodyPrefix")
+        if prefix is not None:
+            overrides["body_prefix"] = str(prefix)
+        return cls(
+            ingest=ingest,
+            alarms=alarms,
+            ingest_event_source=flag("ingestEventSource", True),
+            **overrides,
+        )

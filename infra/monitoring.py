@@ -1,0 +1,304 @@
+"""Monitoring: the alarm topic, the alarms and the pipeline dashboard.
+
+Every alarm sends both its ALARM and its OK notification to one SNS topic, so whoever is
+paged also hears when it is over. Thresholds come from `vhs.resources.ALARMS` (overridable
+through VhsConfig); the dead-letter alarm is `vhs.resources.DLQ_ALARM`, the definition the
+local stack's alarm evaluator uses. The first dead letter alarms at once: a message in the
+DLQ is a record that was not stored.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from vhs import resources
+
+from .config import VhsConfig
+from .ingest import SERVICE_NAME, metrics_namespace
+
+# The DynamoDB operations the store calls (vhs/index.py); their throttles are alarmed.
+STORE_OPERATIONS = (
+    dynamodb.Operation.GET_ITEM,
+    dynamodb.Operation.BATCH_GET_ITEM,
+    dynamodb.Operation.UPDATE_ITEM,
+)
+# Counts the ingest handler emits with Powertools Metrics (handlers/ingest.py).
+INGEST_OUTCOMES = ("stored", "unchanged", "stale", "deleted", "invalid", "retried")
+
+
+def comparison(api_name: str) -> cloudwatch.ComparisonOperator:
+    """The CDK operator for a CloudWatch API name such as GreaterThanOrEqualToThreshold."""
+    return getattr(cloudwatch.ComparisonOperator, re.sub(r"(?<!^)(?=[A-Z])", "_", api_name).upper())
+
+
+class Monitoring(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: VhsConfig,
+        queue: sqs.IQueue,
+        dead_letters: sqs.IQueue,
+        function: lambda_.IFunction,
+        table: dynamodb.ITable,
+    ) -> None:
+        super().__init__(scope, id)
+        thresholds = config.alarms
+        stack = cdk.Stack.of(self)
+
+        # SNS encrypts with a customer managed key: CloudWatch cannot publish to a topic
+        # encrypted with the AWS managed aws/sns key, because that key's policy cannot be
+        # changed to let CloudWatch use it.
+        self.topic_key = kms.Key(
+            self,
+            "TopicKey",
+            description=f"Encrypts the VHS {config.stage} alarm topic",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+            pending_window=cdk.Duration.days(7),
+        )
+        self.topic_key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarmsToPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+            )
+        )
+        self.topic = sns.Topic(
+            self,
+            "AlarmTopic",
+            display_name=f"VHS {config.stage} alarms",
+            master_key=self.topic_key,
+            enforce_ssl=True,
+        )
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarmsToPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": stack.format_arn(
+                            service="cloudwatch",
+                            resource="alarm",
+                            resource_name="*",
+                            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    },
+                },
+            )
+        )
+        if config.alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+
+        action = actions.SnsAction(self.topic)
+        name = config.prefix
+        at_least = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+        period = cdk.Duration.seconds(thresholds.period_seconds)
+
+        def alarm(
+            id: str, metric: cloudwatch.IMetric, description: str, **kwargs: Any
+        ) -> cloudwatch.Alarm:
+            created = cloudwatch.Alarm(
+                self,
+                id,
+                alarm_name=f"{name}-{id}",
+                alarm_description=description,
+                metric=metric,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                **kwargs,
+            )
+            created.add_alarm_action(action)
+            created.add_ok_action(action)
+            return created
+
+        dlq = resources.DLQ_ALARM  # the shape the local stack's alarm evaluator uses too
+        self.dead_letter_alarm = alarm(
+            "DeadLetters",
+            cloudwatch.Metric(
+                namespace=dlq.namespace,
+                metric_name=dlq.metric_name,
+                dimensions_map={"QueueName": dead_letters.queue_name},
+                statistic=dlq.statistic,
+                period=cdk.Duration.seconds(dlq.period_seconds),
+            ),
+            "Messages are in the ingest dead-letter queue: records that were not stored. "
+            "Read their vhs-error-* attributes, fix the cause, then redrive.",
+            threshold=dlq.threshold,
+            evaluation_periods=dlq.evaluation_periods,
+            comparison_operator=comparison(dlq.comparison_operator),
+        )
+        self.errors_alarm = alarm(
+            "FunctionErrors",
+            function.metric_errors(period=period, statistic="Sum"),
+            "The ingest function failed whole invocations (crash, timeout or configuration).",
+            threshold=thresholds.function_errors,
+            evaluation_periods=1,
+            comparison_operator=at_least,
+        )
+        self.throttles_alarm = alarm(
+            "FunctionThrottles",
+            function.metric_throttles(period=period, statistic="Sum"),
+            "The ingest function was throttled: check the account's concurrency.",
+            threshold=thresholds.function_throttles,
+            evaluation_periods=1,
+            comparison_operator=at_least,
+        )
+        self.age_alarm = alarm(
+            "QueueAge",
+            queue.metric_approximate_age_of_oldest_message(
+                period=cdk.Duration.seconds(thresholds.oldest_message_period_seconds),
+                statistic="Maximum",
+            ),
+            f"The oldest ingest message waited over {thresholds.oldest_message_age_seconds} s: "
+            "ingest is falling behind or stopped.",
+            threshold=thresholds.oldest_message_age_seconds,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        )
+        self.dynamodb_alarm = alarm(
+            "TableThrottles",
+            table.metric_throttled_requests_for_operations(
+                operations=list(STORE_OPERATIONS), period=period
+            ),
+            "DynamoDB throttled requests to the index table.",
+            threshold=thresholds.dynamodb_throttled_requests,
+            evaluation_periods=1,
+            comparison_operator=at_least,
+        )
+        self.alarms = [
+            self.dead_letter_alarm,
+            self.errors_alarm,
+            self.throttles_alarm,
+            self.age_alarm,
+            self.dynamodb_alarm,
+        ]
+
+        self.dashboard = self._dashboard(config, queue, dead_letters, function, table)
+
+    def _dashboard(
+        self,
+        config: VhsConfig,
+        queue: sqs.IQueue,
+        dead_letters: sqs.IQueue,
+        function: lambda_.IFunction,
+        table: dynamodb.ITable,
+    ) -> cloudwatch.Dashboard:
+        minute = cdk.Duration.minutes(1)
+        outcome_metrics = [
+            cloudwatch.Metric(
+                namespace=metrics_namespace(config),
+                metric_name=outcome,
+                dimensions_map={"service": SERVICE_NAME},
+                statistic="Sum",
+                period=minute,
+                label=outcome,
+            )
+            for outcome in INGEST_OUTCOMES
+        ]
+        dashboard = cloudwatch.Dashboard(
+            self,
+            "Dashboard",
+            dashboard_name=f"{config.prefix}-pipeline",
+            default_interval=cdk.Duration.hours(3),
+        )
+        dashboard.add_widgets(
+            cloudwatch.TextWidget(
+                markdown=(
+                    f"# VHS {config.stage}\n"
+                    "producers -> **ingest queue** -> **ingest function** -> "
+                    "S3 bodies + DynamoDB index; invalid or failing messages -> **DLQ**"
+                ),
+                width=12,
+                height=3,
+            ),
+            cloudwatch.AlarmStatusWidget(alarms=self.alarms, width=12, height=3),
+        )
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Ingest queue",
+                left=[
+                    queue.metric_number_of_messages_sent(period=minute, statistic="Sum"),
+                    queue.metric_approximate_number_of_messages_visible(
+                        period=minute, statistic="Maximum"
+                    ),
+                    queue.metric_approximate_number_of_messages_not_visible(
+                        period=minute, statistic="Maximum"
+                    ),
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Oldest message age (s)",
+                left=[self.age_alarm.metric],
+                left_annotations=[self.age_alarm.to_annotation()],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Dead letters",
+                left=[self.dead_letter_alarm.metric],
+                left_annotations=[self.dead_letter_alarm.to_annotation()],
+                width=8,
+            ),
+        )
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Ingest function",
+                left=[
+                    function.metric_invocations(period=minute, statistic="Sum"),
+                    function.metric_errors(period=minute, statistic="Sum"),
+                    function.metric_throttles(period=minute, statistic="Sum"),
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Function duration (ms)",
+                left=[
+                    function.metric_duration(period=minute, statistic=statistic, label=statistic)
+                    for statistic in ("p50", "p99", "Maximum")
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Concurrent executions",
+                left=[function.metric("ConcurrentExecutions", period=minute, statistic="Maximum")],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(
+                        value=config.ingest.max_concurrency, label="event source maximum"
+                    )
+                ],
+                width=8,
+            ),
+        )
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Messages by outcome", left=outcome_metrics, stacked=True, width=12
+            ),
+            cloudwatch.GraphWidget(
+                title="Index table",
+                left=[
+                    table.metric_consumed_read_capacity_units(period=minute, statistic="Sum"),
+                    table.metric_consumed_write_capacity_units(period=minute, statistic="Sum"),
+                ],
+                right=[self.dynamodb_alarm.metric],
+                width=12,
+            ),
+        )
+        return dashboard

@@ -1,0 +1,132 @@
+"""The store: the body bucket, the index table, the staging bucket and the access-log bucket.
+
+Everything here holds data, so everything takes RemovalPolicy.RETAIN, and the table also
+takes deletion protection and point-in-time recovery. The table's key schema, billing mode
+and stream come from `vhs.resources.TABLE`, the definition the library and `vhs local up`
+use.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from vhs import resources
+
+_ATTRIBUTE_TYPES = {
+    "S": dynamodb.AttributeType.STRING,
+    "N": dynamodb.AttributeType.NUMBER,
+    "B": dynamodb.AttributeType.BINARY,
+}
+
+
+def _private_bucket(scope: Construct, id: str, **kwargs: object) -> s3.Bucket:
+    """A bucket with the settings every VHS bucket shares: no public access, SSE-S3,
+    TLS 1.2+ only, ACLs off, kept when its stack is deleted."""
+    return s3.Bucket(
+        scope,
+        id,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        enforce_ssl=True,
+        minimum_tls_version=1.2,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+        removal_policy=cdk.RemovalPolicy.RETAIN,
+        **kwargs,
+    )
+
+
+def _abort_incomplete_uploads() -> s3.LifecycleRule:
+    return s3.LifecycleRule(
+        id="abort-incomplete-multipart-uploads",
+        abort_incomplete_multipart_upload_after=cdk.Duration.days(
+            resources.BUCKET_ABORT_INCOMPLETE_MULTIPART_DAYS
+        ),
+    )
+
+
+class Store(Construct):
+    """Bucket and table of one VHS deployment (plus staging and access logs)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        table_name: str | None = None,
+        bucket_name: str | None = None,
+        staging_bucket_name: str | None = None,
+        access_log_bucket_name: str | None = None,
+    ) -> None:
+        """Names are optional: CloudFormation generates the ones left out."""
+        super().__init__(scope, id)
+
+        self.access_logs = _private_bucket(
+            self,
+            "AccessLogs",
+            bucket_name=access_log_bucket_name,
+            lifecycle_rules=[
+                _abort_incomplete_uploads(),
+                s3.LifecycleRule(
+                    id="expire-access-logs",
+                    expiration=cdk.Duration.days(resources.ACCESS_LOG_EXPIRATION_DAYS),
+                ),
+            ],
+        )
+        # No logs of its own: it is the access-log target of the other buckets, which
+        # cdk-nag's S1 recognises (logging it to itself would log every log delivery).
+
+        self.bucket = _private_bucket(
+            self,
+            "Bodies",
+            bucket_name=bucket_name,
+            versioned=True,
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix="bodies/",
+            lifecycle_rules=[
+                _abort_incomplete_uploads(),
+                s3.LifecycleRule(
+                    id="expire-noncurrent-bodies",
+                    noncurrent_version_expiration=cdk.Duration.days(
+                        resources.BUCKET_NONCURRENT_VERSION_DAYS
+                    ),
+                    expired_object_delete_marker=True,
+                ),
+            ],
+        )
+
+        self.staging = _private_bucket(
+            self,
+            "Staging",
+            bucket_name=staging_bucket_name,
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix="staging/",
+            lifecycle_rules=[
+                _abort_incomplete_uploads(),
+                # The rule `vhs local up` applies too (resources.staging_expiry_rule).
+                s3.LifecycleRule(
+                    id=resources.STAGING_EXPIRY_RULE_ID,
+                    prefix=resources.STAGING_PREFIX or None,
+                    expiration=cdk.Duration.days(resources.INGEST.staging_expiry_days),
+                ),
+            ],
+        )
+
+        shape = resources.TABLE
+        self.table = dynamodb.Table(
+            self,
+            "Records",
+            table_name=table_name,
+            partition_key=dynamodb.Attribute(
+                name=shape.partition_key, type=_ATTRIBUTE_TYPES[shape.partition_key_type]
+            ),
+            billing_mode=getattr(dynamodb.BillingMode, shape.billing_mode),
+            stream=getattr(dynamodb.StreamViewType, shape.stream_view_type),
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            deletion_protection=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )

@@ -1,0 +1,65 @@
+"""Synthesize the VHS app in-process, the way `cdk synth` does (cdk.json context and all)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk.assertions import Template
+
+from infra import VhsConfig, VhsStacks, build
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cdk_json_context() -> dict[str, Any]:
+    return json.loads((ROOT / "cdk.json").read_text())["context"]
+
+
+@dataclass
+class Synthesized:
+    stacks: VhsStacks
+    assembly: cdk.cx_api.CloudAssembly
+    outdir: Path
+
+    def template_json(self, stack: cdk.Stack) -> dict[str, Any]:
+        return self.assembly.get_stack_by_name(stack.stack_name).template
+
+    def template(self, stack: cdk.Stack) -> Template:
+        return Template.from_json(self.template_json(stack))
+
+    @property
+    def store(self) -> Template:
+        return self.template(self.stacks.store)
+
+    @property
+    def ingest(self) -> Template:
+        return self.template(self.stacks.ingest)
+
+    def validation_report(self) -> dict[str, Any]:
+        return json.loads((self.outdir / "validation-report.json").read_text())
+
+
+def synthesize(
+    outdir: Path,
+    *,
+    context: dict[str, Any] | None = None,
+    config: VhsConfig | None = None,
+    **build_options: Any,
+) -> Synthesized:
+    app = cdk.App(outdir=str(outdir), context={**cdk_json_context(), **(context or {})})
+    stacks = build(app, config, **build_options)
+    return Synthesized(stacks, app.synth(), outdir)
+
+
+def resources_of(template: dict[str, Any], type_: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == type_}
+
+
+def only(template: dict[str, Any], type_: str) -> dict[str, Any]:
+    found = resources_of(template, type_)
+    assert len(found) == 1, f"expected one {type_}, found {sorted(found)}"
+    return next(iter(found.values()))

@@ -1,0 +1,97 @@
+"""cdk-nag (through Validations) and cfn-lint gate the templates."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_iam as iam
+from cdk_nag import AwsSolutionsChecks
+from infra_support import Synthesized, synthesize
+
+from infra import nag
+
+# Every finding this app acknowledges, and where. A new acknowledgement must be added here,
+# so it is reviewed rather than slipped in.
+EXPECTED_ACKNOWLEDGEMENTS = {
+    ("AwsSolutions-IAM5[Resource::*]", "Vhs-prod-Ingest/Ingest/Role/DefaultPolicy/Resource"),
+    (
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::"
+        "vhs-prod-bodies-<AWS::AccountId>-<AWS::Region>/bodies/*]",
+        "Vhs-prod-Ingest/Ingest/Role/DefaultPolicy/Resource",
+    ),
+    (
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::"
+        "vhs-prod-staging-<AWS::AccountId>-<AWS::Region>/*]",
+        "Vhs-prod-Ingest/Ingest/Role/DefaultPolicy/Resource",
+    ),
+    (
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::"
+        "vhs-prod-staging-<AWS::AccountId>-<AWS::Region>/dead-letters/*]",
+        "Vhs-prod-Ingest/Ingest/Role/DefaultPolicy/Resource",
+    ),
+    (
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::"
+        "vhs-prod-staging-<AWS::AccountId>-<AWS::Region>/*]",
+        "Vhs-prod-Ingest/Ingest/ProducerPolicy/Resource",
+    ),
+}
+
+
+def test_cdk_nag_passes_with_only_the_expected_acknowledgements(
+    default_app: Synthesized,
+) -> None:
+    (report,) = default_app.validation_report()["pluginReports"]
+    assert report["pluginName"] == "AwsSolutions"
+    assert report["conclusion"] == "success"
+    assert report["violations"] == []
+    found = set()
+    for violation in report["suppressedViolations"]:
+        assert len(violation["reason"]) >= nag.MIN_REASON_LENGTH, violation
+        for construct in violation["violatingConstructs"]:
+            found.add((violation["ruleName"], construct["constructPath"]))
+    assert found == EXPECTED_ACKNOWLEDGEMENTS
+
+
+def test_an_unacknowledged_finding_fails_synthesis(tmp_path: Path) -> None:
+    app = cdk.App(outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Probe")
+    iam.Role(stack, "Wide", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com")).add_to_policy(
+        iam.PolicyStatement(actions=["s3:GetObject"], resources=["*"])
+    )
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    with pytest.raises(RuntimeError, match="Validation"):
+        app.synth()
+
+
+def test_an_acknowledgement_without_a_real_reason_is_refused() -> None:
+    app = cdk.App()
+    with pytest.raises(ValueError, match="must say why"):
+        nag.acknowledge(app, "AwsSolutions-S1", "not needed")
+
+
+def test_cfn_lint_reports_no_errors(default_app: Synthesized) -> None:
+    templates = sorted(str(p) for p in default_app.outdir.glob("*.template.json"))
+    assert len(templates) == 2
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("cfn-lint")),
+            "--non-zero-exit-code",
+            "error",
+            *templates,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_email_subscription_is_optional(tmp_path: Path) -> None:
+    synthesized = synthesize(tmp_path, context={"stage": "dev"}, nag=False)
+    template = synthesized.template_json(synthesized.stacks.ingest)
+    assert not [r for r in template["Resources"].values() if r["Type"] == "AWS::SNS::Subscription"]
+    assert synthesized.stacks.store.stack_name == "Vhs-dev-Store"
