@@ -43,7 +43,7 @@ LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
 ASSET_EXCLUDE = ["*.egg-info", "**/__pycache__", "**/*.pyc", "**/.pytest_cache", "**/.DS_Store"]
 
 SERVICE_NAME = "vhs-ingest"
-DEAD_LETTER_STAGING_PREFIX = "dead-letters/"
+DEAD_LETTER_STAGING_PREFIX = resources.DEAD_LETTER_STAGING_PREFIX
 
 
 def python_runtime(version: str = LAMBDA_PYTHON_VERSION) -> lambda_.Runtime:

@@ -34,6 +34,7 @@ from .messages import (
     parse_json_body,
     validate_message,
 )
+from .resources import DEAD_LETTER_STAGING_PREFIX
 from .store import VersionedHybridStore, aws_client
 
 # SQS's largest message (body and attributes). A dead letter that would not fit is staged in
@@ -203,7 +204,7 @@ class Ingestor:
     def _stage_dead_letter(self, record: dict[str, Any], body: str) -> str:
         if self.staging is None:
             raise InvalidMessage("body", "too large to dead-letter and no staging location")
-        key = f"{self.staging.prefix}dead-letters/{record['messageId']}"
+        key = f"{self.staging.prefix}{DEAD_LETTER_STAGING_PREFIX}{record['messageId']}"
         self.s3.put_object(Bucket=self.staging.bucket, Key=key, Body=body.encode())
         pointer = {"s3BucketName": self.staging.bucket, "s3Key": key}
         return json.dumps(["software.amazon.payloadoffloading.PayloadS3Pointer", pointer])

@@ -262,6 +262,8 @@ DLQ_ALARM = DlqAlarmShape()
 # its own rather than a prefix. Staged objects outlive every message that can point at them:
 # a message lives at most the DLQ retention (14 days from its first enqueue).
 STAGING_PREFIX = ""
+# Where the handler stages a dead letter too large to resend with its reason attached.
+DEAD_LETTER_STAGING_PREFIX = "dead-letters/"
 STAGING_EXPIRATION_DAYS = MAX_SQS_RETENTION_SECONDS // (24 * 3600) + 1
 # The deployed body bucket keeps bodies under this prefix (VHS_PREFIX), so the ingest role's
 # object permissions name it.
