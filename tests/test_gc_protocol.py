@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from test_store_contract import at, large
 
+from vhs.index import gc_marker
 from vhs.metering import RequestMeter
 
 SKEW = 60.0
@@ -32,17 +33,12 @@ class FakeTime:
 
 
 def condemn(backend, rid: str, sha: str, deadline: float) -> None:
+    """What the collector writes when it condemns a body (vhs.gc does it the same way)."""
     backend.dynamodb.update_item(
         TableName=backend.table_name,
         Key={"id": {"S": rid}},
-        UpdateExpression="SET gc = if_not_exists(gc, :empty)",
-        ExpressionAttributeValues={":empty": {"M": {}}},
-    )
-    backend.dynamodb.update_item(
-        TableName=backend.table_name,
-        Key={"id": {"S": rid}},
-        UpdateExpression="SET gc.#h = :d",
-        ExpressionAttributeNames={"#h": sha},
+        UpdateExpression="SET #m = :d",
+        ExpressionAttributeNames={"#m": gc_marker(sha)},
         ExpressionAttributeValues={":d": {"N": str(deadline)}},
     )
 

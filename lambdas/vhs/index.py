@@ -7,8 +7,9 @@ Item layout (short attribute names, because every byte is billed in write units)
     c    L  [current entry]   a one-element list, so an update can move it into `p` as is
     p    L  [earlier entries] oldest first; entry i has version v - len(p) + i
 
-    gc   M  {sha256: deadline}  S3 bodies of this id that the garbage collector condemned:
-            it deletes each one before its deadline (epoch seconds), see docs/gc.md
+    gc:<sha256>  N  a body of this id that the garbage collector condemned: it deletes the
+                    object before this deadline (epoch seconds). Top-level attributes, not a
+                    map, so that condemning is one request. See docs/gc.md.
 
     entry (M): t updated_at, h sha256 or "~" for a delete, n size, w written-at epoch seconds,
                k writer token, ct content type (absent: application/json),
@@ -22,7 +23,7 @@ which says whether the write was stale, a duplicate, only a newer timestamp, or 
 attempt whose response was lost (the writer token finds it).
 
 A write that points at an S3 body also requires that the garbage collector has not condemned
-that body since the upload began: `gc.<sha256>` absent, or a deadline before the upload. This
+that body since the upload began: `gc:<sha256>` absent, or a deadline before the upload. This
 is the writer's half of the collector's protocol (docs/gc.md); it costs no extra request.
 """
 
@@ -41,12 +42,17 @@ from .model import Entry, Item
 from .ordering import Outcome
 from .resources import TABLE
 
-_NAMES = {"#c": "c", "#p": "p", "#v": "v", "#t": "t", "#h": "h", "#ct": "ct", "#gc": "gc"}
+_NAMES = {"#c": "c", "#p": "p", "#v": "v", "#t": "t", "#h": "h", "#ct": "ct"}
 _MAX_ATTEMPTS = 8
-GC_ATTRIBUTE = "gc"
+GC_MARKER_PREFIX = "gc:"
 
 # The writer's half of the garbage collector's protocol (docs/gc.md).
-NOT_CONDEMNED_SINCE_UPLOAD = "(attribute_not_exists(#gc.#gk) OR #gc.#gk < :uploaded)"
+NOT_CONDEMNED_SINCE_UPLOAD = "(attribute_not_exists(#gk) OR #gk < :uploaded)"
+
+
+def gc_marker(content_hash: str) -> str:
+    """The attribute that condemns the S3 body `content_hash` of an item's id."""
+    return GC_MARKER_PREFIX + content_hash
 
 
 class BodyCondemned(Exception):
@@ -113,7 +119,11 @@ def item_from_dynamo(raw: dict[str, Any]) -> Item | None:
 
 def condemnations(raw: dict[str, Any]) -> dict[str, float]:
     """The garbage collector's markers in a raw item: {sha256: deadline}."""
-    return {h: float(v["N"]) for h, v in raw.get(GC_ATTRIBUTE, {}).get("M", {}).items()}
+    return {
+        name.removeprefix(GC_MARKER_PREFIX): float(value["N"])
+        for name, value in raw.items()
+        if name.startswith(GC_MARKER_PREFIX)
+    }
 
 
 def _find_own(item: Item, token: str) -> int | None:
@@ -237,8 +247,7 @@ class DynamoIndex:
         if uploaded_after is not None:
             condition = f"({condition}) AND {NOT_CONDEMNED_SINCE_UPLOAD}"
             values[":uploaded"] = {"N": repr(uploaded_after)}
-            names.add("#gc")
-            extra_names["#gk"] = entry.content_hash
+            extra_names["#gk"] = gc_marker(entry.content_hash)
         return self._conditional_update(id, update, condition, values, names, extra_names)
 
     def _touch(self, id: str, entry: Entry) -> tuple[bool, dict]:
