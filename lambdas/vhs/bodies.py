@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
@@ -27,7 +28,10 @@ MULTIPART_CONCURRENCY = 4
 
 
 class BodyStore(Protocol):
-    def put(self, key: str, body: Body, metadata: Mapping[str, str]) -> None: ...
+    def put(self, key: str, body: Body, metadata: Mapping[str, str]) -> float:
+        """Store the body; return the clock reading taken just before the request that made
+        the object exist (the garbage collector's protocol needs it)."""
+        ...
 
     def get(self, key: str, sha256: str) -> bytes: ...
 
@@ -44,7 +48,9 @@ class S3BodyStore:
         *,
         multipart_threshold: int = MULTIPART_THRESHOLD,
         part_size: int = MULTIPART_PART_SIZE,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self.clock = clock
         self.s3 = s3_client
         self.bucket = bucket
         self.multipart_threshold = multipart_threshold
@@ -53,10 +59,11 @@ class S3BodyStore:
     def location(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
-    def put(self, key: str, body: Body, metadata: Mapping[str, str]) -> None:
+    def put(self, key: str, body: Body, metadata: Mapping[str, str]) -> float:
         # Always PUT, never HEAD first: one request on the happy path, and re-uploading the
         # same content refreshes LastModified, which the garbage collector's grace period uses.
         if body.size <= self.multipart_threshold:
+            created = self.clock()
             self.s3.put_object(
                 Bucket=self.bucket,
                 Key=key,
@@ -66,10 +73,10 @@ class S3BodyStore:
                 ContentType=body.content_type,
                 Metadata=dict(metadata),
             )
-        else:
-            self._put_multipart(key, body, metadata)
+            return created
+        return self._put_multipart(key, body, metadata)
 
-    def _put_multipart(self, key: str, body: Body, metadata: Mapping[str, str]) -> None:
+    def _put_multipart(self, key: str, body: Body, metadata: Mapping[str, str]) -> float:
         upload = self.s3.create_multipart_upload(
             Bucket=self.bucket,
             Key=key,
@@ -94,12 +101,14 @@ class S3BodyStore:
 
         try:
             parts = self._send_parts(body, send)
+            created = self.clock()  # the object exists only once the upload is completed
             self.s3.complete_multipart_upload(
                 Bucket=self.bucket,
                 Key=key,
                 UploadId=upload_id,
                 MultipartUpload={"Parts": parts},
             )
+            return created
         except BaseException:
             # Aborting removes only the unfinished parts, never a stored body; the bucket's
             # lifecycle rule aborts it anyway if this process dies first.

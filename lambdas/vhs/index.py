@@ -159,8 +159,13 @@ class DynamoIndex:
         return item_from_dynamo(response.get("Item", {}))
 
     def read_many(self, ids: Iterable[str]) -> dict[str, Item]:
-        """BatchGetItem in pages of 100, retrying unprocessed keys."""
-        found: dict[str, Item] = {}
+        """The items of `ids` that have a version (BatchGetItem in pages of 100)."""
+        items = (item_from_dynamo(raw) for raw in self.read_raw_many(ids).values())
+        return {item.id: item for item in items if item}
+
+    def read_raw_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The raw items of `ids`, markers and all, retrying unprocessed keys."""
+        found: dict[str, dict[str, Any]] = {}
         pending = list(dict.fromkeys(ids))
         while pending:
             page, pending = pending[:100], pending[100:]
@@ -173,11 +178,56 @@ class DynamoIndex:
             while request:
                 response = self.dynamodb.batch_get_item(RequestItems=request)
                 for raw in response.get("Responses", {}).get(self.table, []):
-                    item = item_from_dynamo(raw)
-                    if item:
-                        found[item.id] = item
+                    found[raw[TABLE.partition_key]["S"]] = raw
                 request = response.get("UnprocessedKeys") or {}
         return found
+
+    # --- the garbage collector's half of its protocol (docs/gc.md) ----------------------------
+
+    def condemn(
+        self, id: str, content_hash: str, deadline: float, seen_version: int | None
+    ) -> bool:
+        """Mark a body of `id` as about to be deleted, if the item has not changed since the
+        collector read it (`seen_version`; None: it had no version). False if it changed."""
+        if seen_version is None:
+            condition, values = "attribute_not_exists(#v)", {}
+        else:
+            condition, values = "#v = :v", {":v": {"N": str(seen_version)}}
+        return self._guarded_update(
+            id,
+            "SET #m = :deadline",
+            condition,
+            {"#m": gc_marker(content_hash), "#v": "v"},
+            {**values, ":deadline": {"N": repr(deadline)}},
+        )
+
+    def clear_condemnation(self, id: str, content_hash: str, deadline: float) -> bool:
+        """Remove a marker, if it is still the one the collector saw."""
+        return self._guarded_update(
+            id,
+            "REMOVE #m",
+            "#m = :deadline",
+            {"#m": gc_marker(content_hash)},
+            {":deadline": {"N": repr(deadline)}},
+        )
+
+    def _guarded_update(
+        self, id: str, update: str, condition: str, names: dict[str, str], values: dict
+    ) -> bool:
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table,
+                Key=self._key(id),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+            return True
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
 
     def write(
         self,
@@ -295,24 +345,20 @@ class DynamoIndex:
                 raise
             return False, error.response.get("Item", {})
 
-    def trim(self, id: str, version: int, count: int) -> bool:
-        """Drop the `count` oldest history entries if the item is still at `version`."""
+    def trim(self, id: str, version: int, held: int, count: int) -> bool:
+        """Drop the `count` oldest of the `held` history entries, if the item is still at
+        `version` with `held` entries. The second condition makes a resent request (after a
+        lost response) a no-op instead of dropping `count` more. False if the item changed;
+        a later writer trims then."""
         if count <= 0:
             return False
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table,
-                Key=self._key(id),
-                UpdateExpression="REMOVE " + ", ".join(f"#p[{i}]" for i in range(count)),
-                ConditionExpression="#v = :v",
-                ExpressionAttributeNames={"#p": "p", "#v": "v"},
-                ExpressionAttributeValues={":v": {"N": str(version)}},
-            )
-            return True
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False  # someone wrote since; a later writer trims
-            raise
+        return self._guarded_update(
+            id,
+            "REMOVE " + ", ".join(f"#p[{i}]" for i in range(count)),
+            "#v = :v AND size(#p) = :held",
+            {"#p": "p", "#v": "v"},
+            {":v": {"N": str(version)}, ":held": {"N": str(held)}},
+        )
 
 
 def _stored(entry: Entry) -> Outcome:

@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -46,17 +47,22 @@ class MotoServer:
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
+        self.log: Any = None
 
     def start(self, timeout: float = 30.0) -> str:
+        # moto logs every request to stderr. A pipe nobody reads fills up (64 KB) and then
+        # blocks the server for good, so the log goes to a file, read only if start fails.
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
         self.process = subprocess.Popen(
             [sys.executable, "-m", "vhs.motoserver", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=self.log,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                error = (self.process.stderr.read() if self.process.stderr else b"").decode()
+                self.log.seek(0)
+                error = self.log.read().decode(errors="replace")
                 raise LocalStackError(f"moto server exited: {error.strip()[-500:]}")
             with contextlib.suppress(OSError, urllib.error.URLError):
                 urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
@@ -73,9 +79,10 @@ class MotoServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.process and self.process.stderr:
-            self.process.stderr.close()
+        if self.log:
+            self.log.close()
         self.process = None
+        self.log = None
 
     def __enter__(self) -> MotoServer:
         self.start()

@@ -12,6 +12,7 @@ Other services run concurrently as before: an SQS long poll must never hold up t
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-H", "--host", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, required=True)
     args = parser.parse_args(argv)
+    # One log line per request is noise here, and a long-lived local stack would write
+    # gigabytes of it; warnings and errors still reach stderr.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: sys.exit(0))
     app = DomainDispatcherApplication(create_backend_app)

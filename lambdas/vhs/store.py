@@ -11,12 +11,15 @@ a key, so nothing on a write or failure path deletes a body.
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import secrets
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from . import keys
 from .bodies import MULTIPART_THRESHOLD, S3BodyStore
@@ -27,12 +30,17 @@ from .model import DeleteResult, Entry, Item, PutResult, Record, VersionInfo, en
 from .ordering import TOMBSTONE_HASH, parse_timestamp
 from .retention import Retention
 
+logger = logging.getLogger(__name__)
+
 # From the cost model in docs/design.md: one S3 PUT costs as much as 8 KB of DynamoDB
 # writes, so a body whose stored (compressed) form is at most 8 KB is cheaper inline.
 DEFAULT_INLINE_THRESHOLD = 8 * 1024
 MAX_BODY_SIZE = 5 * 1024**3  # S3's largest object
 DEFAULT_MAX_FUTURE = timedelta(days=1)
 DEFAULT_CLOCK_SKEW = timedelta(seconds=60)
+# A write must reach DynamoDB within this long of creating its S3 object. The collector clears
+# a condemnation only after its deadline plus this window, so no slower writer can rely on it.
+MAX_WRITE_WINDOW = timedelta(minutes=15)
 # The collector skips bodies uploaded within its grace period, so a second condemnation of a
 # body just uploaded again means something is badly wrong; give up rather than loop.
 _MAX_CONDEMNED_RETRIES = 3
@@ -115,7 +123,9 @@ class VersionedHybridStore:
         # How far apart this writer's clock and the garbage collector's may be.
         self.clock_skew = clock_skew.total_seconds()
         self._sleep = time.sleep
-        self.bodies = S3BodyStore(s3_client, bucket_name, multipart_threshold=multipart_threshold)
+        self.bodies = S3BodyStore(
+            s3_client, bucket_name, multipart_threshold=multipart_threshold, clock=clock
+        )
         self.index = DynamoIndex(dynamodb_client, table_name, consistent_reads=consistent_reads)
 
     @classmethod
@@ -175,8 +185,10 @@ class VersionedHybridStore:
         for _ in range(_MAX_CONDEMNED_RETRIES):
             uploaded_after = None
             if inline is None:
-                uploaded_after = self.clock() - self.clock_skew
-                self.bodies.put(key, body, self._metadata(id, stamp))
+                created = self.bodies.put(key, body, self._metadata(id, stamp))
+                if self.clock() - created > MAX_WRITE_WINDOW.total_seconds():
+                    continue  # too slow for the collector's marker expiry: upload again
+                uploaded_after = created - self.clock_skew
             try:
                 result = self.index.write(
                     id, entry, keep_history=keep_history, uploaded_after=uploaded_after
@@ -227,8 +239,14 @@ class VersionedHybridStore:
         if item is None:
             return
         expired = self.retention.expired_count(item, self.clock())
-        if expired >= self.retention.trim_batch:
-            self.index.trim(item.id, item.version, expired)
+        if expired < self.retention.trim_batch:
+            return
+        try:
+            self.index.trim(item.id, item.version, len(item.history), expired)
+        except (ClientError, BotoCoreError) as error:
+            # The version is written; trimming is housekeeping that the next writer redoes
+            # (expired entries are invisible to readers meanwhile), so it must not fail the put.
+            logger.warning("could not trim the history of %r: %s", item.id, error)
 
     # --- reads -------------------------------------------------------------------------------
 

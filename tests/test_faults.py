@@ -1,0 +1,407 @@
+"""Fault injection at each AWS call of put and delete.
+
+For every scenario, the calls it makes are first recorded (against in-process moto, when this
+module is collected); then each (scenario, call, fault kind) is its own test, which replays
+the scenario from fresh state on moto's server with that one fault injected at the HTTP layer
+(support/faults.py): the request never leaves, its response is lost, it is throttled, or the
+process crashes just before or just after it.
+
+After each fault, and again after a restarted writer redoes the same operation:
+
+* every current pointer (and every retained version) resolves to a body with the right hash;
+* no version has gone backwards, and the operation took effect entirely or not at all;
+* an operation that returned did exactly what it does without faults (a lost response must
+  still report `stored`: the writer recognises its own earlier attempt);
+* after the redo the state is exactly the fault-free state;
+* S3 objects that nothing references appear only when a crash or a failed DynamoDB write
+  stopped a put after its body reached S3 (the garbage collector removes those later).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from botocore.retries.standard import ExponentialBackoff
+
+from support.backends import Backend, open_backend
+from support.faults import FAULT_KINDS, TRANSPARENT, Crash, Fault, FaultInjector
+from support.model import Delete, Put
+from vhs import RecordNotFound, Retention, resources
+from vhs.index import item_from_dynamo
+from vhs.local import DEFAULT_REGION, LOCAL_CREDENTIALS, MotoServer
+
+MiB = 1024 * 1024
+INLINE_THRESHOLD = 64
+T0 = datetime(2026, 2, 1, tzinfo=UTC)
+IDS = ("a", "b")  # "a" is written by the scenario; "b" is a bystander with an S3 body
+S3_CALLS = {"PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"}
+
+
+def at(minute: int) -> datetime:
+    return T0 + timedelta(minutes=minute)
+
+
+def blob(seed: int, size: int = 3000) -> bytes:
+    """Incompressible bytes over the inline threshold: an S3 body."""
+    return random.Random(seed).randbytes(size)
+
+
+HUGE = blob(99, 5 * MiB + 1024)  # two parts of a multipart upload
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    op: Put | Delete
+    setup: tuple[Put | Delete, ...] = ()
+    retain: int = 5
+    bystander: Put = field(default=Put("b", blob(0), at(0)))
+
+    def store(self, backend: Backend, s3: Any = None, dynamodb: Any = None) -> Any:
+        store = backend.store(
+            s3_client=s3 or backend.s3,
+            dynamodb_client=dynamodb or backend.dynamodb,
+            inline_threshold=INLINE_THRESHOLD,
+            multipart_threshold=5 * MiB,
+            retention=Retention(self.retain),
+        )
+        store.bodies.part_size = 5 * MiB
+        return store
+
+
+SCENARIOS = {
+    s.name: s
+    for s in [
+        Scenario("small_create", Put("a", {"v": 1}, at(1))),
+        Scenario("small_update", Put("a", {"v": 2}, at(2)), (Put("a", {"v": 1}, at(1)),)),
+        Scenario("large_create", Put("a", blob(1), at(1))),
+        Scenario("large_update", Put("a", blob(2), at(2)), (Put("a", blob(1), at(1)),)),
+        Scenario("duplicate_put", Put("a", blob(1), at(1)), (Put("a", blob(1), at(1)),)),
+        Scenario("stale_put", Put("a", {"v": 1}, at(1)), (Put("a", {"v": 2}, at(2)),)),
+        # Same content, later timestamp: a failed UpdateItem, then one that moves updated_at.
+        Scenario("touch", Put("a", {"v": 1}, at(2)), (Put("a", {"v": 1}, at(1)),)),
+        Scenario("delete", Delete("a", at(2)), (Put("a", blob(1), at(1)),)),
+        Scenario(
+            "put_after_delete",
+            Put("a", blob(2), at(3)),
+            (Put("a", blob(1), at(1)), Delete("a", at(2))),
+        ),
+        Scenario("multipart_create", Put("a", HUGE, at(1))),
+        # Retention of 2: the fourth version expires the first, so the put also trims.
+        Scenario(
+            "update_and_trim",
+            Put("a", {"v": 4}, at(4)),
+            tuple(Put("a", {"v": n}, at(n)) for n in (1, 2, 3)),
+            retain=2,
+        ),
+    ]
+}
+
+
+def apply(store: Any, write: Put | Delete) -> Any:
+    if isinstance(write, Put):
+        return store.put(write.id, write.record, updated_at=write.at)
+    return store.delete(write.id, deleted_at=write.at)
+
+
+def summary(result: Any) -> tuple:
+    return (str(result.outcome), result.version, getattr(result, "content_hash", None))
+
+
+# --- State -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class State:
+    histories: dict[str, tuple | None]  # what history() shows per id (None: unknown id)
+    held: dict[str, tuple]  # every entry the index item holds, retained or not
+    objects: frozenset[str]  # S3 keys in the bucket
+    referenced: frozenset[str]  # S3 keys some held entry points at
+    uploads: frozenset[str]  # keys of multipart uploads still in progress
+
+    @property
+    def orphans(self) -> frozenset[str]:
+        return self.objects - self.referenced
+
+
+def snapshot(backend: Backend, reader: Any) -> State:
+    histories: dict[str, tuple | None] = {}
+    held: dict[str, tuple] = {}
+    referenced: set[str] = set()
+    for id in IDS:
+        try:
+            histories[id] = tuple(
+                (i.version, i.updated_at, i.size, i.content_hash, i.deleted, i.content_type)
+                for i in reader.history(id)
+            )
+        except RecordNotFound:
+            histories[id] = None
+        raw = backend.dynamodb.get_item(
+            TableName=backend.table_name, Key={"id": {"S": id}}, ConsistentRead=True
+        )
+        item = item_from_dynamo(raw.get("Item", {}))
+        if item is None:
+            continue
+        held[id] = tuple((n, e.updated_at, e.content_hash) for n, e in item.versions())
+        referenced |= {reader.body_key(id, e.content_hash) for _, e in item.versions() if e.in_s3}
+    listed = backend.s3.list_objects_v2(Bucket=backend.bucket_name)
+    uploads = backend.s3.list_multipart_uploads(Bucket=backend.bucket_name)
+    return State(
+        histories,
+        held,
+        frozenset(o["Key"] for o in listed.get("Contents", [])),
+        frozenset(referenced),
+        frozenset(u["Key"] for u in uploads.get("Uploads", [])),
+    )
+
+
+def check_pointers(reader: Any, state: State) -> None:
+    """Every held S3 body exists, and every current or retained version reads back intact."""
+    assert state.referenced <= state.objects, "an index entry points at a missing S3 body"
+    for id, history in state.histories.items():
+        for version, _, size, content_hash, deleted, _ in history or ():
+            if deleted:
+                continue
+            record = reader.get(id, version)  # raises if the body is missing or corrupt
+            assert hashlib.sha256(record.body).hexdigest() == record.content_hash == content_hash
+            assert len(record.body) == size
+            if version == history[-1][0]:
+                current = reader.get(id)
+                assert (current.version, current.content_hash) == (version, content_hash)
+
+
+def check_retained(state: State, retain: int) -> None:
+    """History shows the current version and the `retain` before it: none is lost early."""
+    for id, history in state.histories.items():
+        if history:
+            current = history[-1][0]
+            expected = list(range(max(1, current - retain), current + 1))
+            assert [info[0] for info in history] == expected, f"{id}: retained versions lost"
+
+
+def check_nothing_went_back(before: State, after: State) -> None:
+    for id, old in before.held.items():
+        new = after.held.get(id)
+        assert new is not None, f"{id} disappeared"
+        assert new[-1][0] >= old[-1][0], f"{id} went back from version {old[-1][0]}"
+        assert (new[-1][1], new[-1][2]) >= (old[-1][1], old[-1][2]), f"{id}'s key went back"
+        # A version keeps its content; only the current one's updated_at may move forward.
+        kept = {n: (t, h) for n, t, h in new}
+        for n, t, h in old:
+            if n in kept:
+                assert kept[n][1] == h and kept[n][0] >= t, f"{id} version {n} changed"
+
+
+# --- The plan: the calls each scenario makes, and its fault-free outcome ----------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    calls: tuple[str, ...]
+    result: tuple
+    state: State
+
+
+def _plans() -> dict[str, Plan]:
+    """Run every scenario once in-process, each on its own table and bucket, recording the
+    calls the operation makes and the state it leaves."""
+    import moto
+
+    plans = {}
+    with moto.mock_aws():
+        clients = {s: boto3.client(s, region_name=DEFAULT_REGION) for s in ("s3", "dynamodb")}
+        recorded = {s: boto3.client(s, region_name=DEFAULT_REGION) for s in ("s3", "dynamodb")}
+        for name, scenario in SCENARIOS.items():
+            table = bucket = f"vhs-plan-{uuid.uuid4().hex[:12]}"
+            resources.create_store_resources(
+                clients["dynamodb"],
+                clients["s3"],
+                table_name=table,
+                bucket_name=bucket,
+                region=DEFAULT_REGION,
+            )
+            backend = Backend("inprocess", clients["s3"], clients["dynamodb"], None, table, bucket)
+            setup = scenario.store(backend)
+            for write in (scenario.bystander, *scenario.setup):
+                apply(setup, write)
+            recorder = FaultInjector(recorded.values())
+            result = apply(
+                scenario.store(backend, recorded["s3"], recorded["dynamodb"]), scenario.op
+            )
+            recorder.close()
+            plans[name] = Plan(tuple(recorder.calls), summary(result), snapshot(backend, setup))
+    return plans
+
+
+PLANS = _plans()
+CASES = [
+    pytest.param(name, index, kind, id=f"{name}-{call}#{index + 1}-{kind}")
+    for name, plan in PLANS.items()
+    for index, call in enumerate(plan.calls)
+    for kind in FAULT_KINDS
+]
+
+
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[str]:
+    """This module's own moto server: it sends thousands of requests and megabytes of bodies,
+    which other modules' tests need not share."""
+    with MotoServer() as server:
+        yield server.endpoint
+
+
+def test_the_local_server_keeps_answering_however_much_it_logs():
+    """A regression test: MotoServer once sent moto's stderr to a pipe nothing read, so once the
+    request log (a line per request, path included) filled the pipe's 64 KB, every request
+    hung."""
+    with MotoServer() as server:
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=server.endpoint,
+            region_name=DEFAULT_REGION,
+            config=Config(read_timeout=2, retries={"max_attempts": 0}),
+            **{k.lower(): v for k, v in LOCAL_CREDENTIALS.items()},
+        )
+        s3.create_bucket(Bucket="logged")
+        long_key = "k" * 1000  # about 1 KB of log per request
+        answered = 0
+        try:
+            for _ in range(200):
+                with pytest.raises(ClientError, match="404"):
+                    s3.head_object(Bucket="logged", Key=long_key)
+                answered += 1
+        except ReadTimeoutError:
+            pass
+        assert answered == 200, f"the server stopped answering after {answered} requests"
+
+
+@pytest.fixture
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK still retries as configured, without sleeping between attempts."""
+    monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0)
+
+
+def test_every_scenario_makes_the_calls_it_was_planned_with(server, no_backoff):
+    """The fault points were enumerated in-process; moto's server sees the same calls."""
+    for name, scenario in SCENARIOS.items():
+        with open_backend("server", server.endpoint) as backend:
+            setup = scenario.store(backend)
+            for write in (scenario.bystander, *scenario.setup):
+                apply(setup, write)
+            s3, dynamodb = backend.new_client("s3"), backend.new_client("dynamodb")
+            recorder = FaultInjector([s3, dynamodb])
+            apply(scenario.store(backend, s3, dynamodb), scenario.op)
+            recorder.close()
+            assert tuple(recorder.calls) == PLANS[name].calls, name
+            assert snapshot(backend, setup) == PLANS[name].state, name
+            _empty_bucket(backend)
+
+
+def test_the_scenarios_reach_both_phases_multipart_and_trimming():
+    """The enumeration follows the store's calls; these check it has the calls to fault."""
+    assert PLANS["large_update"].calls.index("PutObject") < PLANS["large_update"].calls.index(
+        "UpdateItem"
+    )
+    multipart = PLANS["multipart_create"].calls
+    assert multipart.count("UploadPart") == 2 and "CompleteMultipartUpload" in multipart
+    assert PLANS["update_and_trim"].calls.count("UpdateItem") == 2  # the write, then the trim
+    assert PLANS["touch"].calls.count("UpdateItem") == 2  # the refused write, then the touch
+
+
+@pytest.mark.parametrize(("name", "index", "kind"), CASES)
+def test_fault(server, no_backoff, name, index, kind):
+    scenario, plan = SCENARIOS[name], PLANS[name]
+    reader = scenario.store(server)
+    for write in (scenario.bystander, *scenario.setup):
+        apply(reader, write)
+    before = snapshot(server, reader)
+
+    s3, dynamodb = server.new_client("s3"), server.new_client("dynamodb")
+    injector = FaultInjector([s3, dynamodb], Fault(kind, index))
+    result = error = None
+    try:
+        result = apply(scenario.store(server, s3, dynamodb), scenario.op)
+    except (Exception, Crash) as caught:
+        error = caught
+    finally:
+        injector.close()
+
+    # The fault hit the call it was aimed at.
+    assert injector.calls[: index + 1] == list(plan.calls[: index + 1])
+    assert injector.injected >= 1
+
+    after = snapshot(server, reader)
+    check_pointers(reader, after)
+    check_retained(after, scenario.retain)
+    check_nothing_went_back(before, after)
+    committed = after.histories == plan.state.histories
+    assert committed or after.histories == before.histories, "a partial write is visible"
+
+    if kind in TRANSPARENT:
+        assert error is None, f"{kind} at {plan.calls[index]} surfaced as {error!r}"
+        assert summary(result) == plan.result
+        assert injector.calls == list(plan.calls)
+        assert injector.attempts[index] == 2  # the SDK really did send it again
+    elif kind == "unreachable" and (name, index) == ("update_and_trim", len(plan.calls) - 1):
+        # Trimming is housekeeping after the version is written: the put still succeeds,
+        # and the next writer trims (expired entries are invisible to readers meanwhile).
+        assert error is None and summary(result) == plan.result
+    elif kind == "unreachable":
+        assert isinstance(error, EndpointConnectionError)
+        assert injector.attempts[index] == s3.meta.config.retries["total_max_attempts"]
+    else:
+        assert isinstance(error, Crash)
+        assert injector.attempts[index] == 1
+
+    # S3: only a put stopped after its body landed (and before its index write) leaves an
+    # unreferenced object, and only its own.
+    op_key = reader.body_key("a", scenario.op.content_hash)
+    s3_calls = [i for i, call in enumerate(plan.calls) if call in S3_CALLS]
+    body_landed = bool(s3_calls) and (
+        index > s3_calls[-1] or (index == s3_calls[-1] and kind == "crash_after")
+    )
+    if error is None or committed:
+        assert after.objects == plan.state.objects
+    else:
+        assert after.objects == before.objects | ({op_key} if body_landed else set())
+    if after.orphans - before.orphans:
+        assert error is not None and not committed
+    assert after.uploads <= {op_key}  # an abandoned upload (the lifecycle rule aborts it)
+
+    # A restarted writer redoes the operation: it completes, and the state is the fault-free one.
+    fresh = scenario.store(server, server.new_client("s3"), server.new_client("dynamodb"))
+    again = apply(fresh, scenario.op)
+    final = snapshot(server, reader)
+    check_pointers(reader, final)
+    check_retained(final, scenario.retain)
+    check_nothing_went_back(after, final)
+    assert final.histories == plan.state.histories
+    assert final.held == plan.state.held
+    assert final.objects == plan.state.objects
+    expected = plan.result
+    if error is None or committed:  # the redo is a duplicate of an operation that took effect
+        expected = ("stale" if plan.result[0] == "stale" else "unchanged", *plan.result[1:])
+    assert summary(again) == expected
+    _empty_bucket(server)
+
+
+def _empty_bucket(backend: Backend) -> None:
+    """moto's server outlives the test: give back the memory of large bodies."""
+    listed = backend.s3.list_objects_v2(Bucket=backend.bucket_name)
+    for obj in listed.get("Contents", []):
+        backend.s3.delete_object(Bucket=backend.bucket_name, Key=obj["Key"])
+    uploads = backend.s3.list_multipart_uploads(Bucket=backend.bucket_name)
+    for upload in uploads.get("Uploads", []):
+        backend.s3.abort_multipart_upload(
+            Bucket=backend.bucket_name, Key=upload["Key"], UploadId=upload["UploadId"]
+        )

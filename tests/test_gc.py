@@ -1,0 +1,234 @@
+"""The garbage collector: what it deletes, what it keeps, and that concurrent writers never
+lose a body to it."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from test_store_contract import at, large
+
+from vhs import Retention
+from vhs.gc import GarbageCollector, parse_duration
+from vhs.index import gc_marker
+from vhs.keys import MAX_ID_LENGTH
+
+
+def later(hours: float):
+    """A collector's clock this far ahead: everything uploaded so far is past the grace."""
+    return lambda: time.time() + hours * 3600
+
+
+def s3_store(backend, **options):
+    """A store that keeps every body in S3, so that there is something to collect."""
+    return backend.store(inline_threshold=256, **options)
+
+
+def objects(backend) -> dict[str, int]:
+    paginator = backend.s3.get_paginator("list_objects_v2")
+    found = {}
+    for page in paginator.paginate(Bucket=backend.bucket_name):
+        for listed in page.get("Contents", []):
+            found[listed["Key"]] = listed["Size"]
+    return found
+
+
+def referenced_keys(store, ids) -> set[str]:
+    keys_ = set()
+    for rid in ids:
+        try:
+            history = store.history(rid)
+        except LookupError:
+            continue
+        for version in history:
+            if version.location and version.location.startswith("s3://"):
+                keys_.add(version.location.split("/", 3)[3])
+    return keys_
+
+
+def crash_between_phases(store, rid: str, body: bytes) -> str:
+    """Upload a body and never write the index: what a writer that died leaves behind."""
+    from vhs.codec import encode_record
+
+    encoded = encode_record(body, None, max_size=store.max_body_size)
+    key = store.body_key(rid, encoded.sha256)
+    store.bodies.put(key, encoded, {})
+    return key
+
+
+def test_collects_orphans_and_keeps_referenced_and_young_bodies(backend):
+    store = s3_store(backend, retention=Retention(versions=1))
+    ids = [backend.id(f"gc-{n}") for n in range(3)]
+    for n, rid in enumerate(ids):
+        for version in range(3):  # version 1 falls out of retention
+            store.put(rid, large(n * 10 + version, 3000), updated_at=at(version))
+    crashed = crash_between_phases(store, backend.id("crashed"), large(99, 3000))
+    deleted_id = backend.id("deleted")
+    store.put(deleted_id, large(98, 3000), updated_at=at(0))
+    store.delete(deleted_id, deleted_at=at(1))  # still retained: history keeps version 1
+
+    before = objects(backend)
+    keep = referenced_keys(store, [*ids, deleted_id])
+    report = GarbageCollector(store, clock=later(2)).run()
+
+    after = objects(backend)
+    assert set(after) == keep
+    assert crashed in before and crashed not in after
+    assert report.deleted == len(before) - len(keep) == 4
+    assert report.referenced == len(keep) and report.orphaned == 4
+    assert report.bytes_reclaimed == 4 * 3000
+    assert report.shards == 256 and report.listed == len(before)
+    for rid in ids:
+        for version in store.history(rid):
+            store.get(rid, version=version.version)  # every retained pointer resolves
+
+
+def test_young_objects_are_never_judged(backend):
+    store = s3_store(backend, retention=Retention(versions=0))
+    rid = backend.id("young")
+    store.put(rid, large(1), updated_at=at(0))
+    store.put(rid, large(2), updated_at=at(1))  # the first body is unreferenced but new
+    report = GarbageCollector(store, grace=timedelta(hours=1)).run()
+    assert report.young == 2 and report.deleted == 0
+    assert len(objects(backend)) == 2
+
+
+def test_dry_run_reports_and_deletes_nothing(backend):
+    store = s3_store(backend, retention=Retention(versions=0))
+    rid = backend.id("dry")
+    store.put(rid, large(3, 5000), updated_at=at(0))
+    store.put(rid, large(4, 5000), updated_at=at(1))
+    before = objects(backend)
+    report = GarbageCollector(store, clock=later(2), dry_run=True).run()
+    assert (report.orphaned, report.deleted, report.bytes_reclaimed) == (1, 0, 5000)
+    assert objects(backend) == before
+    raw = backend.dynamodb.get_item(TableName=backend.table_name, Key={"id": {"S": rid}})["Item"]
+    assert not [name for name in raw if name.startswith("gc:")]
+
+
+def test_versions_beyond_retention_are_collected_by_age_too(backend):
+    clock = [time.time()]
+    store = s3_store(
+        backend, retention=Retention(versions=10, age=timedelta(days=1)), clock=lambda: clock[0]
+    )
+    rid = backend.id("aged")
+    store.put(rid, large(5), updated_at=at(0))
+    store.put(rid, large(6), updated_at=at(1))
+    assert GarbageCollector(store, clock=later(2)).run().deleted == 0  # both retained
+    report = GarbageCollector(store, clock=later(49)).run()  # a day after being superseded
+    assert report.deleted == 1
+    assert store.get(rid).body == large(6)
+
+
+def test_long_ids_are_found_through_object_metadata(backend):
+    store = s3_store(backend, retention=Retention(versions=0))
+    rid = backend.id("🙂" * (MAX_ID_LENGTH - 20))[:MAX_ID_LENGTH]
+    store.put(rid, large(7), updated_at=at(0))
+    store.put(rid, large(8), updated_at=at(1))
+    report = GarbageCollector(store, clock=later(2)).run()
+    assert report.deleted == 1 and report.unrecognised == 0
+    assert store.get(rid).body == large(8)
+
+
+def test_a_changed_item_is_not_condemned(backend):
+    store = s3_store(backend, retention=Retention(versions=0))
+    rid = backend.id("changed")
+    store.put(rid, large(9), updated_at=at(0))
+    store.put(rid, large(10), updated_at=at(1))
+    collector = GarbageCollector(store, clock=later(2))
+    # The writer re-points at the orphan between the collector's read and its condemnation.
+    original = collector.index.condemn
+
+    def writer_gets_there_first(*args, **kwargs):
+        store.put(rid, large(9), updated_at=at(2))
+        return original(*args, **kwargs)
+
+    collector.index.condemn = writer_gets_there_first
+    report = collector.run()
+    assert (report.orphaned, report.deleted, report.skipped) == (1, 0, 1)
+    assert store.get(rid).body == large(9)
+
+
+def test_expired_markers_are_cleared(backend):
+    store = s3_store(backend, retention=Retention(versions=0))
+    rid = backend.id("markers")
+    store.put(rid, large(11), updated_at=at(0))
+    store.put(rid, large(12), updated_at=at(1))
+    GarbageCollector(store, clock=later(2)).run()
+    raw = backend.dynamodb.get_item(TableName=backend.table_name, Key={"id": {"S": rid}})["Item"]
+    assert [name for name in raw if name.startswith("gc:")] == [
+        gc_marker(hashlib.sha256(large(11)).hexdigest())
+    ]
+    store.put(rid, large(13), updated_at=at(2))  # leaves another orphan, so the id is visited
+    report = GarbageCollector(store, clock=later(3)).run()
+    assert report.markers_cleared == 1 and report.deleted == 1
+    raw = backend.dynamodb.get_item(TableName=backend.table_name, Key={"id": {"S": rid}})["Item"]
+    assert [name for name in raw if name.startswith("gc:")] == [
+        gc_marker(hashlib.sha256(large(12)).hexdigest())
+    ]
+
+
+def test_concurrent_writers_never_lose_a_body(server):
+    """Writers keep re-using a few bodies (so they dedupe onto keys the collector is judging)
+    while the collector runs with no grace period at all. Afterwards every retained pointer
+    resolves, and one more collection leaves exactly the referenced objects."""
+    store = s3_store(server, retention=Retention(versions=1), clock_skew=timedelta(seconds=0.2))
+    ids = [server.id(f"race-{n}") for n in range(4)]
+    bodies = [large(100 + n, 2000) for n in range(5)]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for step in range(60):
+                rid = rng.choice(ids)
+                store.put(
+                    rid, rng.choice(bodies), updated_at=f"2026-01-01T00:{step:02d}:{seed:02d}Z"
+                )
+        except BaseException as error:
+            errors.append(error)
+
+    collector = GarbageCollector(store, grace=timedelta(0), lease=timedelta(seconds=1))
+    reports = []
+
+    def collect() -> None:
+        while not stop.is_set():
+            reports.append(collector.run(shards=sorted({s for s in _shards(ids)})))
+
+    writers = [threading.Thread(target=writer, args=(seed,)) for seed in range(3)]
+    gc_thread = threading.Thread(target=collect)
+    gc_thread.start()
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    stop.set()
+    gc_thread.join()
+    assert not errors
+    assert sum(r.deleted for r in reports) > 0  # the race was really run
+    for rid in ids:
+        for version in store.history(rid):
+            assert store.get(rid, version=version.version).content_hash
+    GarbageCollector(store, grace=timedelta(0)).run(shards=sorted(set(_shards(ids))))
+    assert set(objects(server)) == referenced_keys(store, ids)
+
+
+def _shards(ids):
+    from vhs.keys import shard_of
+
+    return [shard_of(rid) for rid in ids]
+
+
+def test_parse_duration():
+    assert parse_duration("90s") == timedelta(seconds=90)
+    assert parse_duration("30m") == timedelta(minutes=30)
+    assert parse_duration("1h") == timedelta(hours=1)
+    assert parse_duration("2d") == timedelta(days=2)
+    assert parse_duration("15") == timedelta(seconds=15)
+    with pytest.raises(ValueError, match="duration"):
+        parse_duration("soon")
