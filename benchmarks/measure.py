@@ -1,0 +1,197 @@
+"""The three measurements: cost per operation, cost of the size mix, wall time per operation.
+
+Every system runs the same operations against the same moto server in the same run. Costs
+are deterministic (requests and item sizes); wall times are noisy, so runs of the systems
+interleave (each repetition runs every system, in a rotating order) and medians are compared.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from . import workload
+from .pricing import Bill
+from .scenarios import OPERATIONS, Operation, Samples
+from .systems import System
+
+Progress = Callable[[str], None]
+
+
+@runtime_checkable
+class Replayer(Protocol):
+    """A system that times another system's recorded requests (peers/raw_vhs_requests.py)."""
+
+    name: str
+
+    def prepare_operation(self, operation: Operation, id: str, samples: Samples) -> Any: ...
+
+
+def combine(bills: Sequence[Bill]) -> Bill:
+    """One bill for many: requests, units and operations added up."""
+    requests: dict[str, int] = {}
+    for bill in bills:
+        for op, count in bill.requests.items():
+            requests[op] = requests.get(op, 0) + count
+    return Bill(
+        requests=requests,
+        write_units=sum(b.write_units for b in bills),
+        read_units=sum(b.read_units for b in bills),
+        operations=sum(b.operations for b in bills),
+    )
+
+
+# --- Cost per operation --------------------------------------------------------------------------
+
+
+@dataclass
+class OperationCost:
+    operation: Operation
+    bills: dict[str, Bill]  # system name -> bill for one action (or the mean of `repeats`)
+    outcomes: dict[str, str]  # system name -> what the system said it did
+
+
+def cost_per_operation(systems: Sequence[System], samples: Samples) -> list[OperationCost]:
+    results = []
+    for index, operation in enumerate(OPERATIONS):
+        bills: dict[str, Bill] = {}
+        outcomes: dict[str, str] = {}
+        for system in systems:
+            action = operation.prepare(system, f"cost-{index:02d}", samples)
+            with system.biller.bill(operations=operation.repeats) as bill:
+                results_of_actions = [action() for _ in range(operation.repeats)]
+            bills[system.name] = bill
+            outcome = results_of_actions[-1]
+            outcomes[system.name] = outcome if isinstance(outcome, str) else "ok"
+        results.append(OperationCost(operation, bills, outcomes))
+    return results
+
+
+# --- Cost of the size mix ------------------------------------------------------------------------
+
+
+@dataclass
+class MixCost:
+    """Bills per system, per pass ("create", "update") and per size class."""
+
+    bodies: list[workload.Body]
+    bills: dict[str, dict[str, dict[str, Bill]]] = field(default_factory=dict)
+
+    def total(self, system: str, passes: Sequence[str]) -> Bill:
+        return combine([b for p in passes for b in self.bills[system][p].values()])
+
+    def by_class(self, system: str, size_class: str) -> Bill:
+        return combine([self.bills[system][p][size_class] for p in self.bills[system]])
+
+
+def revisions(bodies: Sequence[workload.Body], seed: int) -> list[dict[str, Any]]:
+    """The second version of every record: the same edit for every system."""
+    when = workload.timestamp(2)
+    return [workload.revise(b.record, random.Random(f"{seed}/rev/{b.id}"), when) for b in bodies]
+
+
+def cost_of_mix(
+    systems: Sequence[System],
+    bodies: Sequence[workload.Body],
+    updates: Sequence[dict[str, Any]],
+    progress: Progress,
+) -> MixCost:
+    result = MixCost(list(bodies))
+    passes = (
+        ("create", [b.record for b in bodies], workload.timestamp(1), False),
+        ("update", list(updates), workload.timestamp(2), True),
+    )
+
+    def run_system(system: System) -> dict[str, dict[str, Bill]]:
+        bills = {}
+        for name, records, when, exists in passes:
+            progress(f"size mix: {system.name}, {len(records)} puts ({name})")
+            per_class: dict[str, list[Bill]] = {}
+            for body, record in zip(bodies, records, strict=True):
+                # One bill per put, so the report can break the mix down by size class.
+                with system.biller.bill() as bill:
+                    system.put(body.id, record, when, exists=exists)
+                per_class.setdefault(body.size_class, []).append(bill)
+            bills[name] = {c: combine(b) for c, b in per_class.items()}
+        return bills
+
+    # Costs do not depend on timing, and each system has its own clients, meters, table and
+    # bucket: run the systems side by side, so the client and the server overlap their work.
+    with ThreadPoolExecutor(max_workers=len(systems)) as pool:
+        for system, bills in zip(systems, pool.map(run_system, systems), strict=True):
+            result.bills[system.name] = bills
+    return result
+
+
+# --- Wall time -----------------------------------------------------------------------------------
+
+
+@dataclass
+class WallTime:
+    operation: Operation
+    seconds: dict[str, list[float]]  # system name -> one time per repetition
+    baseline: str
+
+    def median(self, system: str) -> float:
+        return statistics.median(self.seconds[system])
+
+    def ratio(self, system: str) -> float:
+        """Median time over the baseline's median time."""
+        return self.median(system) / self.median(self.baseline)
+
+    def paired_spread(self, system: str) -> tuple[float, float]:
+        """Quartiles of the per-repetition ratios: how much the noise moves the ratio."""
+        ratios = [
+            s / b for s, b in zip(self.seconds[system], self.seconds[self.baseline], strict=True)
+        ]
+        if len(ratios) < 4:
+            return min(ratios), max(ratios)
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
+        return q1, q3
+
+
+def _timed(action: Callable[[], Any]) -> float:
+    # Garbage collection off inside the timed call: a collection triggered by one system's
+    # allocations would otherwise land on whichever call happens to be running.
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        action()
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
+
+
+def wall_times(
+    systems: Sequence[System | Replayer],
+    samples: Samples,
+    baseline: str,
+    repetitions: Callable[[Operation], tuple[int, int]],
+    progress: Progress,
+) -> list[WallTime]:
+    """Per operation, `warmup + reps` rounds; each round runs every system once on a fresh
+    id, starting from a different system each round so no system always goes first."""
+    results = []
+    for index, operation in enumerate(o for o in OPERATIONS if o.timed):
+        warmup, reps = repetitions(operation)
+        progress(f"wall time: {operation.name} ({reps} rounds)")
+        seconds: dict[str, list[float]] = {s.name: [] for s in systems}
+        for round_ in range(warmup + reps):
+            shift = round_ % len(systems)
+            for system in [*systems[shift:], *systems[:shift]]:
+                id = f"wall-{index:02d}-{round_:03d}"
+                if isinstance(system, Replayer):  # diagnostic: replays VHS's requests
+                    action = system.prepare_operation(operation, id, samples)
+                else:
+                    action = operation.prepare(system, id, samples)
+                elapsed = _timed(action)
+                if round_ >= warmup:
+                    seconds[system.name].append(elapsed)
+        results.append(WallTime(operation, seconds, baseline))
+    return results

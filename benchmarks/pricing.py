@@ -1,0 +1,191 @@
+"""The documented price table, and DynamoDB's capacity rules, as the benchmarks apply them.
+
+Prices are AWS US East (N. Virginia), on demand, as recorded in
+/work/shared/notes/anchors.md ("Costs that shape the design"). Capacity follows AWS's rules:
+
+* a write (PutItem, UpdateItem, DeleteItem) consumes 1 write unit per started KB of the
+  *larger* of the item before and after it, at least 1; a write whose condition fails still
+  consumes units, on the size of the existing item (at least 1); transactions cost double;
+* a read (GetItem) consumes 1 read unit per started 4 KB of the *whole* item (a projection does
+  not make it cheaper), at least 1 even when there is no item; eventually consistent reads half;
+* item size is the sum over attributes of the name's UTF-8 bytes and the value's size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+# --- Prices, US dollars per million --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    s3_put_per_million: float = 5.00  # PUT, COPY, POST, LIST
+    s3_get_per_million: float = 0.40  # GET, HEAD and all other reads
+    s3_delete_per_million: float = 0.00  # DELETE (and multi-object delete) are free
+    dynamodb_write_unit_per_million: float = 0.625
+    dynamodb_read_unit_per_million: float = 0.125  # strongly consistent, per 4 KB
+
+
+PRICES = PriceTable()
+
+# S3 operations by pricing tier. Multi-object delete (DeleteObjects) is an HTTP POST; it is
+# counted here as a DELETE, free. Only pynamodb_mate uses it, so this reading can only make
+# that peer look cheaper than it is.
+S3_PUT_TIER = frozenset(
+    {
+        "PutObject",
+        "CopyObject",
+        "CreateMultipartUpload",
+        "UploadPart",
+        "UploadPartCopy",
+        "CompleteMultipartUpload",
+        "ListObjects",
+        "ListObjectsV2",
+        "ListObjectVersions",
+        "ListMultipartUploads",
+        "ListParts",
+    }
+)
+S3_GET_TIER = frozenset({"GetObject", "HeadObject", "GetObjectAttributes"})
+S3_FREE_TIER = frozenset({"DeleteObject", "DeleteObjects", "AbortMultipartUpload"})
+
+DYNAMODB_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem"})
+DYNAMODB_READS = frozenset({"GetItem"})
+
+WRITE_UNIT_BYTES = 1024
+READ_UNIT_BYTES = 4096
+
+
+def s3_price_per_million(operation: str, prices: PriceTable = PRICES) -> float:
+    """The price of one million S3 requests of `operation`. Unknown operations raise, so a
+    new request type can never be priced silently at zero."""
+    if operation in S3_PUT_TIER:
+        return prices.s3_put_per_million
+    if operation in S3_GET_TIER:
+        return prices.s3_get_per_million
+    if operation in S3_FREE_TIER:
+        return prices.s3_delete_per_million
+    raise KeyError(f"no S3 price for {operation!r}: add it to a tier in pricing.py")
+
+
+# --- DynamoDB item size --------------------------------------------------------------------------
+
+
+def number_size(text: str) -> int:
+    """AWS: about 1 byte per two significant digits, plus 1 byte. DynamoDB stores a number as
+    mantissa and exponent, so leading and trailing zeros are not significant."""
+    mantissa = text.lstrip("+-").lower().split("e")[0]
+    significant = max(1, len(mantissa.replace(".", "").strip("0")))
+    return math.ceil(significant / 2) + 1
+
+
+def value_size(value: Mapping[str, Any]) -> int:
+    """Size of one low-level AttributeValue, such as {"S": "text"} or {"L": [...]}."""
+    ((kind, data),) = value.items()
+    if kind == "S":
+        return len(data.encode("utf-8"))
+    if kind == "B":
+        return len(data)
+    if kind == "N":
+        return number_size(str(data) if not isinstance(data, Decimal) else format(data, "f"))
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(s.encode("utf-8")) for s in data)
+    if kind == "NS":
+        return sum(number_size(str(n)) for n in data)
+    if kind == "BS":
+        return sum(len(b) for b in data)
+    # Lists and maps: 3 bytes, plus 1 byte per element, plus the elements.
+    if kind == "L":
+        return 3 + sum(1 + value_size(element) for element in data)
+    if kind == "M":
+        return 3 + sum(1 + len(name.encode("utf-8")) + value_size(v) for name, v in data.items())
+    raise ValueError(f"unknown DynamoDB attribute type {kind!r}")
+
+
+def item_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
+    """Bytes of a low-level DynamoDB item (as GetItem returns it); 0 for no item."""
+    if not item:
+        return 0
+    return sum(len(name.encode("utf-8")) + value_size(value) for name, value in item.items())
+
+
+def write_units(before: int, after: int, *, succeeded: bool, transactional: bool = False) -> int:
+    """Write units of one write: the larger of the item before and after (the existing item
+    when the condition failed), per started KB, at least 1."""
+    size = max(before, after) if succeeded else before
+    units = max(1, math.ceil(size / WRITE_UNIT_BYTES))
+    return units * 2 if transactional else units
+
+
+def read_units(size: int, *, consistent: bool) -> float:
+    """Read units of one GetItem on an item of `size` bytes (0: no item, still 1 unit)."""
+    units = max(1, math.ceil(size / READ_UNIT_BYTES))
+    return float(units) if consistent else units / 2
+
+
+# --- Bills ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Bill:
+    """What a block of work made AWS do, and what that costs."""
+
+    requests: dict[str, int]  # operation name -> count (S3 and DynamoDB)
+    write_units: float = 0.0
+    read_units: float = 0.0
+    operations: int = 1  # how many logical operations the bill covers
+
+    def dollars(self, prices: PriceTable = PRICES) -> float:
+        s3 = sum(
+            count * s3_price_per_million(op, prices) / 1e6
+            for op, count in self.requests.items()
+            if op not in DYNAMODB_WRITES | DYNAMODB_READS
+        )
+        dynamodb = (
+            self.write_units * prices.dynamodb_write_unit_per_million
+            + self.read_units * prices.dynamodb_read_unit_per_million
+        ) / 1e6
+        return s3 + dynamodb
+
+    def per_million(self, prices: PriceTable = PRICES) -> float:
+        """Dollars per million of the logical operations this bill covers."""
+        return self.dollars(prices) / self.operations * 1e6
+
+    def per_operation(self, name: str) -> float:
+        return self.requests.get(name, 0) / self.operations
+
+
+def price_rows(prices: PriceTable = PRICES) -> list[tuple[str, str, str]]:
+    """The price table as (item, price, rule) rows for the report."""
+    return [
+        (
+            "S3 PUT, COPY, POST, LIST (incl. multipart parts)",
+            f"${prices.s3_put_per_million:.2f} per million",
+            "per request",
+        ),
+        ("S3 GET, HEAD", f"${prices.s3_get_per_million:.2f} per million", "per request"),
+        (
+            "S3 DELETE, DeleteObjects, AbortMultipartUpload",
+            "free",
+            "DeleteObjects (a POST) counted as a DELETE: favours pynamodb_mate, its only user",
+        ),
+        (
+            "DynamoDB write unit",
+            f"${prices.dynamodb_write_unit_per_million:.3f} per million",
+            "1 per started KB of the larger of the item before and after, min 1; a failed "
+            "condition is charged on the existing item; transactions x2",
+        ),
+        (
+            "DynamoDB read unit",
+            f"${prices.dynamodb_read_unit_per_million:.3f} per million",
+            "1 per started 4 KB of the whole item (projections do not reduce it), min 1 even "
+            "for no item; eventually consistent x0.5",
+        ),
+    ]

@@ -1,0 +1,256 @@
+"""`make bench`: VHS against its peers and the raw floor, on one moto server, in one run.
+
+    .venv/bin/python benchmarks/run.py                 print the tables
+    .venv/bin/python benchmarks/run.py --write PATH    ... and write them as Markdown to PATH
+    .venv/bin/python benchmarks/run.py --quick         smoke mode (well under a minute)
+    .venv/bin/python benchmarks/run.py --json          results as JSON on stdout
+
+Three measurements (measure.py): requests and cost per operation, cost per million puts on a
+catalogue-like size mix, and wall time per operation as a ratio to the raw floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+# Run as a script: make the repository (for `benchmarks`) and lambdas/ (for `vhs`) importable.
+ROOT = Path(__file__).resolve().parent.parent
+for path in (ROOT, ROOT / "lambdas"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from rich.console import Console  # noqa: E402
+
+from benchmarks import document, measure, report, scenarios, workload  # noqa: E402
+from benchmarks.peers.pynamodb_mate_peer import PynamodbMateStore  # noqa: E402
+from benchmarks.peers.raw_floor import RawFloor  # noqa: E402
+from benchmarks.peers.raw_vhs_requests import RawVhsRequests  # noqa: E402
+from benchmarks.peers.wellcome2018 import Wellcome2018Store  # noqa: E402
+from benchmarks.systems import System, VhsSystem  # noqa: E402
+from vhs import Retention  # noqa: E402
+from vhs.local import MotoServer, client  # noqa: E402
+
+SEED = 2018
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str
+    mix_records: int
+    small_rounds: tuple[int, int]  # (warm-up, measured) rounds for small bodies
+    large_rounds: tuple[int, int]  # the same for 1 MB bodies, which are slow on moto
+    wall_peers: bool  # time the peers too (context), not only VHS and the floor
+
+
+FULL = Settings(
+    "full", mix_records=1000, small_rounds=(3, 40), large_rounds=(2, 12), wall_peers=True
+)
+QUICK = Settings(
+    "quick", mix_records=100, small_rounds=(1, 8), large_rounds=(1, 3), wall_peers=False
+)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", metavar="PATH", help="write the report as Markdown to PATH")
+    parser.add_argument("--quick", action="store_true", help="smoke mode: small mix, few rounds")
+    parser.add_argument("--json", action="store_true", help="print results as JSON, not tables")
+    return parser.parse_args(argv)
+
+
+def build_systems(endpoint: str) -> dict[str, Any]:
+    """Every system with fresh clients and its own table and bucket on the one server."""
+    probe = client("dynamodb", endpoint)  # un-metered: reads item sizes for billing
+
+    def clients() -> tuple[Any, Any]:
+        return client("s3", endpoint), client("dynamodb", endpoint)
+
+    systems: list[System | RawVhsRequests] = [
+        VhsSystem(*clients(), probe, table="bench-vhs", bucket="bench-vhs"),
+        PynamodbMateStore(
+            client("s3", endpoint), endpoint, probe, table="bench-pm", bucket="bench-pm"
+        ),
+        Wellcome2018Store(*clients(), probe, table="bench-wellcome", bucket="bench-wellcome"),
+        RawFloor(*clients(), probe, table="bench-raw", bucket="bench-raw"),
+        # Diagnostics, outside the goals: VHS keeping no history (what the history in the
+        # item costs on the mix), and VHS's requests without VHS's code (wall time).
+        VhsSystem(
+            *clients(),
+            probe,
+            table="bench-vhs-v0",
+            bucket="bench-vhs-v0",
+            name=report.NO_HISTORY,
+            retention=Retention(versions=0),
+        ),
+        RawVhsRequests(*clients(), probe, scratch=clients(), table="bench-raw-vhs"),
+    ]
+    return {s.name: s for s in systems}
+
+
+class Progress:
+    """Says on stderr what the run is doing, with the seconds since it started."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.started = time.monotonic()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def __call__(self, message: str) -> None:
+        self.console.print(f"[dim]{self.elapsed:6.1f}s[/] {message}")
+
+
+def run(settings: Settings, progress: Progress) -> dict[str, Any]:
+    progress(f"generating the workload ({settings.mix_records} records, seed {SEED})")
+    samples = scenarios.Samples.build(SEED)
+    bodies = workload.size_mix(settings.mix_records, SEED)
+    updates = measure.revisions(bodies, SEED)
+    with MotoServer() as server:
+        progress(f"moto server on {server.endpoint}")
+        systems = build_systems(server.endpoint)
+        main = [systems[name] for name in (report.VHS, *report.PEERS, report.FLOOR)]
+        for_mix = [systems[name] for name in (report.VHS, *report.PEERS, report.NO_HISTORY)]
+        timed = [systems[report.VHS], systems[report.FLOOR]]
+        if settings.wall_peers:
+            timed += [systems[name] for name in (report.RAW_VHS, *report.PEERS)]
+
+        progress("cost per operation")
+        costs = measure.cost_per_operation(main, samples)
+        mix = measure.cost_of_mix(for_mix, bodies, updates, progress)
+
+        def rounds(operation: scenarios.Operation) -> tuple[int, int]:
+            return settings.large_rounds if "large" in operation.name else settings.small_rounds
+
+        walls = measure.wall_times(timed, samples, report.FLOOR, rounds, progress)
+    return {
+        "samples": samples,
+        "costs": costs,
+        "mix": mix,
+        "walls": walls,
+        "cost_systems": [s.name for s in main],
+        "mix_systems": [s.name for s in for_mix],
+        "wall_systems": [s.name for s in timed],
+    }
+
+
+def run_metadata(settings: Settings, samples: scenarios.Samples, seconds: float) -> dict[str, str]:
+    versions = {name: metadata.version(name) for name in ("boto3", "moto", "pynamodb_mate")}
+    small, large = (len(workload.canonical(v[0])) for v in (samples.small, samples.large))
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "mode": settings.mode,
+        "duration": f"{seconds:.0f} s",
+        "pynamodb_mate": versions["pynamodb_mate"],
+        "environment": (
+            f"Python {platform.python_version()}, boto3 {versions['boto3']}, "
+            f"moto {versions['moto']} (server mode), {platform.system()} {platform.machine()}"
+        ),
+        "cpus": str(os.cpu_count()),
+        "rounds": (
+            f"{settings.small_rounds[1]} measured rounds after {settings.small_rounds[0]} "
+            f"warm-up rounds for small bodies, {settings.large_rounds[1]} after "
+            f"{settings.large_rounds[0]} for large ones"
+        ),
+        "steady_updates": str(scenarios.STEADY_STATE_UPDATES),
+        "steady_prior": str(scenarios.STEADY_STATE_PRIOR_VERSIONS),
+        "small_size": str(small),
+        "large_size": str(large),
+    }
+
+
+def grids(results: dict[str, Any]) -> list[report.Grid]:
+    found = report.goals(results["costs"], results["mix"], results["walls"], results["mix_systems"])
+    return [
+        report.operations_grid(results["costs"], results["cost_systems"]),
+        report.outcomes_grid(results["costs"], results["cost_systems"]),
+        report.mix_grid(results["mix"], results["mix_systems"]),
+        report.mix_class_grid(results["mix"], results["mix_systems"]),
+        report.wall_grid(results["walls"], results["wall_systems"]),
+        report.goals_grid(found),
+    ]
+
+
+def as_json(results: dict[str, Any], meta: dict[str, str]) -> dict[str, Any]:
+    def bill(b: Any) -> dict[str, Any]:
+        return {
+            "requests_per_operation": {op: b.per_operation(op) for op in b.requests},
+            "write_units": b.write_units / b.operations,
+            "read_units": b.read_units / b.operations,
+            "dollars_per_million": b.per_million(),
+        }
+
+    mix = results["mix"]
+    return {
+        "meta": meta,
+        "operations": [
+            {
+                "operation": c.operation.name,
+                "systems": {n: {**bill(b), "outcome": c.outcomes[n]} for n, b in c.bills.items()},
+            }
+            for c in results["costs"]
+        ],
+        "mix": {
+            label: {s: bill(mix.total(s, passes)) for s in results["mix_systems"]}
+            for label, passes in report.PASSES
+        },
+        "wall": [
+            {
+                "operation": w.operation.name,
+                "median_seconds": {s: w.median(s) for s in w.seconds},
+                "ratio_to_floor": {s: w.ratio(s) for s in w.seconds},
+            }
+            for w in results["walls"]
+        ],
+        "goals": [
+            {"goal": g.name, "measured": g.measured, "met": g.met}
+            for g in report.goals(results["costs"], mix, results["walls"], results["mix_systems"])
+        ],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    settings = QUICK if args.quick else FULL
+    errors = Console(stderr=True)
+    progress = Progress(errors)
+    results = run(settings, progress)
+    meta = run_metadata(settings, results["samples"], progress.elapsed)
+    if args.json:
+        print(json.dumps(as_json(results, meta), indent=2))
+    else:
+        console = Console()
+        if not console.is_terminal:  # piped: rich would assume 80 columns and wrap every cell
+            console = Console(width=180)
+        for grid in grids(results):
+            report.print_grid(console, grid)
+    if args.write:
+        text = document.render(
+            costs=results["costs"],
+            mix=results["mix"],
+            walls=results["walls"],
+            cost_systems=results["cost_systems"],
+            mix_systems=results["mix_systems"],
+            wall_systems=results["wall_systems"],
+            meta=meta,
+        )
+        Path(args.write).write_text(text)
+        progress(f"wrote {args.write}")
+    progress("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

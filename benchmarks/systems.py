@@ -1,0 +1,68 @@
+"""The interface every benchmarked system offers, and the VHS adapter.
+
+A system stores JSON records by id with an `updated_at` timestamp. `put` returns what the
+system did ("stored", "unchanged", "stale"...), so the report can say when a peer's answer
+differs from VHS's (for example a stale put that a peer applies). `exists` tells peers whose
+API has separate create and update calls which one to use: the benchmark hands them that
+knowledge for free, where a real caller would need a read to find out.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+from vhs import Retention, VersionedHybridStore, resources
+from vhs.local import DEFAULT_REGION
+
+from .billing import Biller
+
+
+class System(Protocol):
+    name: str
+    biller: Biller
+
+    def put(self, id: str, record: Any, updated_at: datetime, *, exists: bool) -> str: ...
+
+    def get(self, id: str) -> bytes: ...
+
+    def delete(self, id: str, deleted_at: datetime) -> None: ...
+
+
+class VhsSystem:
+    """The store under test, by default with its defaults (8 KB inline threshold, 5 retained
+    versions, strongly consistent reads)."""
+
+    def __init__(
+        self,
+        s3: Any,
+        dynamodb: Any,
+        probe: Any,
+        *,
+        table: str,
+        bucket: str,
+        name: str = "VHS",
+        retention: Retention | None = None,
+    ) -> None:
+        self.name = name
+        resources.create_store_resources(
+            dynamodb, s3, table_name=table, bucket_name=bucket, region=DEFAULT_REGION
+        )
+        self.store = VersionedHybridStore(
+            table,
+            bucket,
+            s3_client=s3,
+            dynamodb_client=dynamodb,
+            prefix="bench",
+            retention=retention,
+        )
+        self.biller = Biller(probe, [s3], [dynamodb])
+
+    def put(self, id: str, record: Any, updated_at: datetime, *, exists: bool) -> str:
+        return str(self.store.put(id, record, updated_at=updated_at).outcome)
+
+    def get(self, id: str) -> bytes:
+        return self.store.get(id).body
+
+    def delete(self, id: str, deleted_at: datetime) -> None:
+        self.store.delete(id, deleted_at=deleted_at)
