@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 # The handler modules, by the names the CDK app gives the functions.
-HANDLERS = {"ingest": "handlers.ingest"}
+HANDLERS = {"ingest": "handlers.ingest", "changes": "handlers.changes", "gc": "handlers.gc"}
 
 
 @dataclass

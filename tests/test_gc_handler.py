@@ -1,0 +1,92 @@
+"""The scheduled garbage-collection Lambda: collects, hands unfinished shards on to a fresh
+invocation of itself, and fans out."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from botocore.awsrequest import AWSResponse
+from test_gc import crash_between_phases, objects
+from test_store_contract import large
+
+from vhs import Retention
+from vhs.invoke import LambdaContext, load_handler
+from vhs.keys import all_shards, shard_of
+from vhs.local import environment
+
+
+@dataclass
+class ShortOfTime(LambdaContext):
+    """A context whose remaining time runs out after `shards_of_time` shards."""
+
+    shards_of_time: int = 10**9
+
+    def get_remaining_time_in_millis(self) -> int:
+        self.shards_of_time -= 1
+        return 10**9 if self.shards_of_time >= 0 else 0
+
+
+@pytest.fixture
+def invocations(monkeypatch) -> list[dict[str, Any]]:
+    """Async self-invocations, captured instead of sent."""
+    import vhs.store
+
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(vhs.store, "_session", None)
+    session = vhs.store.aws_client("s3") and vhs.store._session
+
+    def capture(params, **_):
+        sent.append(json.loads(params["body"]))
+        return AWSResponse("http://lambda.local", 202, {}, None), {"StatusCode": 202}
+
+    session.register("before-call.lambda.Invoke", capture)
+    return sent
+
+
+@pytest.fixture
+def gc_env(inprocess, monkeypatch):
+    env = {
+        "VHS_TABLE_NAME": inprocess.table_name,
+        "VHS_BUCKET_NAME": inprocess.bucket_name,
+        "VHS_GC_GRACE": "0s",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }
+    with environment(env):
+        yield inprocess
+
+
+def test_the_handler_collects_every_shard(gc_env, invocations):
+    store = gc_env.store(inline_threshold=256, retention=Retention(versions=0))
+    orphan = crash_between_phases(store, "crashed", large(1))
+    store.put("kept", large(2), updated_at="2026-01-01T00:00:00Z")
+    result = load_handler("gc")({}, LambdaContext(function_name="vhs-gc", timeout_seconds=900))
+    assert result["shards"] == 256 and result["deleted"] == 1 and result["continued_with"] == 0
+    assert orphan not in objects(gc_env) and len(objects(gc_env)) == 1
+    assert invocations == []
+
+
+def test_an_invocation_short_of_time_hands_on_the_rest(gc_env, invocations):
+    result = load_handler("gc")({}, ShortOfTime(function_name="vhs-gc", shards_of_time=3))
+    assert result["shards"] == 3 and result["continued_with"] == 253
+    [handed_on] = invocations
+    assert handed_on["shards"] == all_shards()[3:]
+
+
+def test_fan_out_splits_the_shards_over_invocations(gc_env, invocations):
+    result = load_handler("gc")({"parallel": 4, "dry_run": True}, LambdaContext())
+    assert result == {"fanned_out": 4}
+    groups = [invocation["shards"] for invocation in invocations]
+    assert sorted(s for group in groups for s in group) == all_shards()
+    assert all(invocation["dry_run"] for invocation in invocations)
+
+
+def test_dry_run_deletes_nothing(gc_env, invocations):
+    store = gc_env.store(inline_threshold=256)
+    orphan = crash_between_phases(store, "crashed", large(3))
+    event = {"dry_run": True, "shards": [shard_of("crashed")]}
+    result = load_handler("gc")(event, LambdaContext(timeout_seconds=900))
+    assert result["orphaned"] == 1 and result["deleted"] == 0
+    assert orphan in objects(gc_env)
