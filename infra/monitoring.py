@@ -44,6 +44,44 @@ def comparison(api_name: str) -> cloudwatch.ComparisonOperator:
     return getattr(cloudwatch.ComparisonOperator, re.sub(r"(?<!^)(?=[A-Z])", "_", api_name).upper())
 
 
+def notifying_alarm(
+    scope: Construct,
+    id: str,
+    *,
+    name: str,
+    action: cloudwatch.IAlarmAction,
+    metric: cloudwatch.IMetric,
+    description: str,
+    **kwargs: Any,
+) -> cloudwatch.Alarm:
+    """An alarm named ``{name}-{id}`` that sends both ALARM and OK to `action`, with missing
+    data not breaching: how every VHS alarm is made (the change feed's too)."""
+    created = cloudwatch.Alarm(
+        scope,
+        id,
+        alarm_name=f"{name}-{id}",
+        alarm_description=description,
+        metric=metric,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        **kwargs,
+    )
+    created.add_alarm_action(action)
+    created.add_ok_action(action)
+    return created
+
+
+def dead_letter_metric(dead_letters: sqs.IQueue) -> cloudwatch.Metric:
+    """The metric of `resources.DLQ_ALARM` (the local stack's alarm evaluator uses it too)."""
+    dlq = resources.DLQ_ALARM
+    return cloudwatch.Metric(
+        namespace=dlq.namespace,
+        metric_name=dlq.metric_name,
+        dimensions_map={"QueueName": dead_letters.queue_name},
+        statistic=dlq.statistic,
+        period=cdk.Duration.seconds(dlq.period_seconds),
+    )
+
+
 class Monitoring(Construct):
     def __init__(
         self,
@@ -116,29 +154,14 @@ class Monitoring(Construct):
         def alarm(
             id: str, metric: cloudwatch.IMetric, description: str, **kwargs: Any
         ) -> cloudwatch.Alarm:
-            created = cloudwatch.Alarm(
-                self,
-                id,
-                alarm_name=f"{name}-{id}",
-                alarm_description=description,
-                metric=metric,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                **kwargs,
+            return notifying_alarm(
+                self, id, name=name, action=action, metric=metric, description=description, **kwargs
             )
-            created.add_alarm_action(action)
-            created.add_ok_action(action)
-            return created
 
         dlq = resources.DLQ_ALARM  # the shape the local stack's alarm evaluator uses too
         self.dead_letter_alarm = alarm(
             "DeadLetters",
-            cloudwatch.Metric(
-                namespace=dlq.namespace,
-                metric_name=dlq.metric_name,
-                dimensions_map={"QueueName": dead_letters.queue_name},
-                statistic=dlq.statistic,
-                period=cdk.Duration.seconds(dlq.period_seconds),
-            ),
+            dead_letter_metric(dead_letters),
             "Messages are in the ingest dead-letter queue: records that were not stored. "
             "Read their vhs-error-* attributes, fix the cause, then redrive.",
             threshold=dlq.threshold,

@@ -4,13 +4,22 @@
   the access-log bucket. Everything in it is RETAIN, so deleting the stack keeps the data.
 * ``Vhs-<stage>-Ingest`` (stateless): the queues, the function, its event source, and the
   monitoring of all of it (alarm topic, alarms, dashboard). Delete and redeploy it freely.
+* ``Vhs-<stage>-Changes`` (stateless): the change feed (infra/changes.py): the function on
+  the table's stream, its SNS FIFO topic and dead-letter queue, and its alarms, which go to
+  the Ingest stack's alarm topic. It can be deployed, paused or removed without touching
+  ingest; while it is gone the stream keeps 24 hours of changes for it.
 
 The Ingest stack refers to the Store's resources by their physical names (see
 `VhsConfig.table_name` and `VhsConfig.bucket_name`), not by cross-stack references, so
-neither stack's template depends on the other's outputs. Monitoring lives in the stateless
-stack rather than a third one because every alarm and widget names a queue or the function:
-they deploy, change and go away together, and one `cdk destroy` removes the whole stateless
-side.
+neither stack's template depends on the other's outputs. The Changes stack needs two values
+that have no fixed name, the table's stream ARN (its label is the stream's creation time) and
+the alarm topic's ARN: the Store and Ingest stacks write them to SSM parameters
+(``/vhs/<stage>/table-stream-arn``, ``/vhs/<stage>/alarm-topic-arn``), which CloudFormation
+resolves when the Changes stack is deployed. No cross-stack export pins the stateful stack.
+
+Ingest's monitoring lives in the Ingest stack rather than a stack of its own because every
+alarm and widget names a queue or the function: they deploy, change and go away together. The
+change feed's alarms live in its stack for the same reason.
 """
 
 from __future__ import annotations
@@ -20,10 +29,12 @@ from dataclasses import dataclass
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from aws_cdk import aws_ssm as ssm
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
+from .changes import ChangeFeed
 from .config import VhsConfig
 from .ingest import Ingest
 from .monitoring import Monitoring
@@ -34,11 +45,15 @@ def _bucket_name(config: VhsConfig, role: str) -> str:
     return config.bucket_name(role, cdk.Aws.ACCOUNT_ID, cdk.Aws.REGION)
 
 
+def _parameter_name(config: VhsConfig, name: str) -> str:
+    return f"/vhs/{config.stage}/{name}"
+
+
 def _parameter(scope: Construct, config: VhsConfig, name: str, value: str, what: str) -> None:
     ssm.StringParameter(
         scope,
         f"Parameter{''.join(part.title() for part in name.split('-'))}",
-        parameter_name=f"/vhs/{config.stage}/{name}",
+        parameter_name=_parameter_name(config, name),
         string_value=value,
         description=f"VHS {config.stage}: {what}",
     )
@@ -74,6 +89,13 @@ class StoreStack(cdk.Stack):
         _parameter(self, config, "table-name", store.table.table_name, "VHS_TABLE_NAME")
         _parameter(self, config, "bucket-name", store.bucket.bucket_name, "VHS_BUCKET_NAME")
         _parameter(self, config, "body-prefix", config.body_prefix or "/", "VHS_PREFIX")
+        _parameter(
+            self,
+            config,
+            "table-stream-arn",
+            store.table.table_stream_arn or "",
+            "the table's stream (the change feed reads it)",
+        )
 
 
 class IngestStack(cdk.Stack):
@@ -120,6 +142,51 @@ class IngestStack(cdk.Stack):
             ingest.producer_policy.managed_policy_arn,
             "managed policy for producers",
         )
+        _parameter(
+            self,
+            config,
+            "alarm-topic-arn",
+            self.monitoring.topic.topic_arn,
+            "the alarm topic (the change feed's alarms notify it too)",
+        )
+
+
+class ChangesStack(cdk.Stack):
+    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
+        super().__init__(
+            scope,
+            id,
+            description=f"VHS {config.stage}: change feed (table stream to SNS; stateless)",
+            **kwargs,
+        )
+        bucket = s3.Bucket.from_bucket_name(self, "Bodies", _bucket_name(config, "bodies"))
+
+        def resolved(name: str) -> str:
+            # A CloudFormation parameter of type AWS::SSM::Parameter::Value<String>: resolved
+            # at deploy time, so neither synth nor the Store stack depends on this stack.
+            return ssm.StringParameter.value_for_string_parameter(
+                self, _parameter_name(config, name)
+            )
+
+        alarm_topic = sns.Topic.from_topic_arn(self, "AlarmTopic", resolved("alarm-topic-arn"))
+        self.changes = ChangeFeed(
+            self,
+            "ChangeFeed",
+            config=config,
+            bucket=bucket,
+            table_stream_arn=resolved("table-stream-arn"),
+            alarm_topic=alarm_topic,
+        )
+        changes = self.changes
+        for output, value, what in (
+            ("ChangeTopicArn", changes.topic.topic_arn, "subscribe here: one message per version"),
+            ("ChangeDeadLetterQueueUrl", changes.dead_letters.queue_url, "stream ranges given up"),
+            ("ChangeFunctionName", changes.function.function_name, "the change feed function"),
+        ):
+            cdk.CfnOutput(self, output, value=value, description=what)
+        _parameter(
+            self, config, "change-topic-arn", changes.topic.topic_arn, "the change feed topic"
+        )
 
 
 @dataclass(frozen=True)
@@ -127,6 +194,7 @@ class VhsStacks:
     config: VhsConfig
     store: StoreStack
     ingest: IngestStack
+    changes: ChangesStack
 
 
 def build(
@@ -152,9 +220,12 @@ def build(
     store = StoreStack(app, f"{config.prefix}-Store", config=config, synthesizer=synth())
     ingest = IngestStack(app, f"{config.prefix}-Ingest", config=config, synthesizer=synth())
     ingest.add_stack_dependency(store, "the function reads and writes the Store's bucket and table")
-    for stack in (store, ingest):
+    changes = ChangesStack(app, f"{config.prefix}-Changes", config=config, synthesizer=synth())
+    changes.add_stack_dependency(store, "the change feed reads the table's stream (SSM)")
+    changes.add_stack_dependency(ingest, "the change feed's alarms notify the alarm topic (SSM)")
+    for stack in (store, ingest, changes):
         cdk.Tags.of(stack).add("project", "vhs")
         cdk.Tags.of(stack).add("stage", config.stage)
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    return VhsStacks(config, store, ingest)
+    return VhsStacks(config, store, ingest, changes)

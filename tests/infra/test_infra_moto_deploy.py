@@ -10,8 +10,10 @@ few edits to the copy of each template that moto receives, each for a stated mot
   the public ``/aws/service/...`` name is reserved and moto refuses to hold it; Tags are
   dropped from SSM parameters and KMS keys, whose tag formats moto's CloudFormation parses
   wrongly; alarms and the dashboard are dropped because moto's CloudFormation has no alarms
-  (it skips them, and the dashboard body's references to them then fail). The assertion tests
-  (test_infra_template.py) cover what is dropped here.
+  (it skips them, and the dashboard body's references to them then fail); and event source
+  mappings, because moto runs the function in Docker for a stream mapping on every table
+  write. The assertion tests (test_infra_template.py, test_infra_changes.py) cover what is
+  dropped here.
 
 The Lambda asset is zipped and uploaded to the CDK assets bucket first, from the assembly's
 asset manifest, as `cdk deploy` publishes it.
@@ -41,7 +43,12 @@ ACCOUNT = "123456789012"
 REGION = "us-east-1"
 STAGE = "moto"
 STAND_IN_LAYER_PARAMETER = "/vhs-test/powertools-layer"
-MOTO_SKIPS = ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::Dashboard")
+MOTO_SKIPS = (
+    "AWS::CloudWatch::Alarm",
+    "AWS::CloudWatch::Dashboard",
+    # The change feed's stream mapping: moto would run the function in Docker on every write.
+    "AWS::Lambda::EventSourceMapping",
+)
 MOTO_TAG_BUGS = ("AWS::SSM::Parameter", "AWS::KMS::Key")
 
 
@@ -117,7 +124,8 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
             Name=STAND_IN_LAYER_PARAMETER, Value=session.layer_arn, Type="String"
         )
         s3.create_bucket(Bucket=f"cdk-hnb659fds-assets-{ACCOUNT}-{REGION}")
-        for stack in (synthesized.stacks.store, synthesized.stacks.ingest):  # dependency order
+        stacks = synthesized.stacks
+        for stack in (stacks.store, stacks.ingest, stacks.changes):  # dependency order
             publish_assets(s3, outdir, stack.stack_name)
             cloudformation.create_stack(
                 StackName=stack.stack_name,
@@ -236,3 +244,23 @@ def test_alarm_topic_is_created(deployed: Deployed) -> None:
     arn = ingest_outputs(deployed)["AlarmTopicArn"]
     attributes = deployed.client("sns").get_topic_attributes(TopicArn=arn)["Attributes"]
     assert attributes["KmsMasterKeyId"]
+
+
+def test_change_feed_topic_and_dlq_are_created(deployed: Deployed) -> None:
+    outputs = deployed.outputs[f"Vhs-{STAGE}-Changes"]
+    sns = deployed.client("sns")
+    attributes = sns.get_topic_attributes(TopicArn=outputs["ChangeTopicArn"])["Attributes"]
+    assert attributes["FifoTopic"] == "true"
+    assert attributes["KmsMasterKeyId"]
+    assert outputs["ChangeTopicArn"].endswith(f":vhs-{STAGE}-changes.fifo")
+    dlq = deployed.client("sqs").get_queue_attributes(
+        QueueUrl=outputs["ChangeDeadLetterQueueUrl"], AttributeNames=["All"]
+    )["Attributes"]
+    assert dlq["SqsManagedSseEnabled"] == "true"
+    ssm = deployed.client("ssm")
+    stream = ssm.get_parameter(Name=f"/vhs/{STAGE}/table-stream-arn")["Parameter"]["Value"]
+    assert stream == store_outputs(deployed)["TableStreamArn"]
+    env = deployed.client("lambda").get_function_configuration(
+        FunctionName=outputs["ChangeFunctionName"]
+    )["Environment"]["Variables"]
+    assert env["VHS_CHANGE_TOPIC_ARN"] == outputs["ChangeTopicArn"]

@@ -184,7 +184,12 @@ def test_table_settings_come_from_the_shared_shape(store: dict[str, Any]) -> Non
 
 def test_store_parameters_tell_readers_where_the_store_is(store: dict[str, Any]) -> None:
     names = {r["Properties"]["Name"] for r in resources_of(store, "AWS::SSM::Parameter").values()}
-    assert names == {"/vhs/prod/table-name", "/vhs/prod/bucket-name", "/vhs/prod/body-prefix"}
+    assert names == {
+        "/vhs/prod/table-name",
+        "/vhs/prod/bucket-name",
+        "/vhs/prod/body-prefix",
+        "/vhs/prod/table-stream-arn",  # the change feed's stack reads it (stacks.py)
+    }
 
 
 # --- the queues ---------------------------------------------------------------------------------

@@ -1,0 +1,418 @@
+"""The change feed: one notification per stored version and per delete, from the table's stream.
+
+A notification is derived from one DynamoDB stream record by comparing its old and new images
+(see docs/changes.md for why this is exactly once):
+
+* the record made new versions iff the new image's `v` is greater than the old image's (or
+  there is no old image): every version number in (old v, new v] gets one notification,
+  described by its entry in the new image (the current entry or the history). Every write adds
+  exactly 1 to `v`, so this is one version per record; a larger step is handled the same way;
+* everything else makes none: a touch (the same content with a later timestamp moves
+  `c[0].t` and leaves `v`), a history trim (`REMOVE p[...]`), the garbage collector's `gc:*`
+  markers, and REMOVE events (a whole item deleted by TTL or by hand, never by the store,
+  whose deletes are versions).
+
+A notification is JSON: ``{"id", "version", "updated_at", "change": "stored"|"deleted",
+"location", "content_hash", "size", "content_type"}``. `updated_at` is the version's own
+timestamp in the store's fixed-width RFC 3339 form (UTC, microseconds, "Z"); `location` is
+"inline" for a body held in the item, ``s3://bucket/key`` for a body in S3 and null for a
+delete.
+
+`ChangePublisher` publishes notifications to an SNS FIFO topic in order: the message group is
+the record id (order per id), the deduplication id is a digest of (id, version, content hash,
+updated_at), so a retried record is dropped by SNS within its 5-minute deduplication window.
+It never publishes a change while an earlier one is unconfirmed: it stops at the first
+failure and reports how many changes, from the start, are known to be published.
+
+This module has no Lambda or Powertools dependency; handlers/changes.py wires it to Lambda.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import keys
+from .codec import JSON_CONTENT_TYPE
+from .ordering import TOMBSTONE_HASH
+from .resources import (
+    SNS_MAX_DEDUPLICATION_ID,
+    SNS_MAX_MESSAGE_BYTES,
+    SNS_MAX_MESSAGE_GROUP_ID,
+    SNS_PUBLISH_BATCH_ENTRIES,
+    TABLE,
+)
+
+log = logging.getLogger(__name__)
+
+STORED = "stored"
+DELETED = "deleted"
+INLINE = "inline"
+
+# SNS FIFO message group ids: 1-128 ASCII letters, digits and punctuation.
+_GROUP_ID_SAFE = re.compile(f"^[\\x21-\\x7e]{{1,{SNS_MAX_MESSAGE_GROUP_ID}}}$")
+# The prefix of a digested group id. An id that happens to look like a digested one shares
+# its group: harmless, the two are then only ordered together.
+_DIGEST_GROUP_PREFIX = "~"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One notification: a stored version or a delete of one record id."""
+
+    id: str
+    version: int
+    updated_at: str  # RFC 3339, UTC
+    change: str  # STORED or DELETED
+    location: str | None  # "inline", "s3://bucket/key", or None for a delete
+    content_hash: str | None = None
+    size: int | None = None
+    content_type: str | None = None
+
+    def message(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "version": self.version,
+            "updated_at": self.updated_at,
+            "change": self.change,
+            "location": self.location,
+            "content_hash": self.content_hash,
+            "size": self.size,
+            "content_type": self.content_type,
+        }
+
+    def body(self) -> str:
+        return json.dumps(self.message(), ensure_ascii=False, separators=(",", ":"))
+
+    @property
+    def group_id(self) -> str:
+        return message_group_id(self.id)
+
+    @property
+    def deduplication_id(self) -> str:
+        return deduplication_id(self)
+
+    @classmethod
+    def from_message(cls, message: Mapping[str, Any] | str) -> Change:
+        data = json.loads(message) if isinstance(message, str) else message
+        return cls(**{name: data.get(name) for name in cls.__dataclass_fields__})
+
+
+def message_group_id(id: str) -> str:
+    """The SNS FIFO message group of a record id: the id itself when SNS accepts it (printable
+    ASCII, at most 128 characters), else a digest of it. Ids are up to 256 Unicode
+    characters, so some must be digested."""
+    if _GROUP_ID_SAFE.match(id):
+        return id
+    return _DIGEST_GROUP_PREFIX + hashlib.sha256(id.encode()).hexdigest()
+
+
+def deduplication_id(change: Change) -> str:
+    """The SNS FIFO deduplication id of a notification: a digest (64 hex characters, within
+    SNS's 128) of the id, the version and what the version is. Retries of one stream record
+    derive the same one. Including the content hash and timestamp keeps a version of an item
+    that was removed and written again (versions restart at 1) from being taken for a
+    duplicate of the old one."""
+    key = "\x00".join(
+        (change.id, str(change.version), change.content_hash or TOMBSTONE_HASH, change.updated_at)
+    )
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    assert len(digest) <= SNS_MAX_DEDUPLICATION_ID
+    return digest
+
+
+# --- deriving changes from stream images ---------------------------------------------------
+
+
+class MalformedImage(ValueError):
+    """A stream image that is not a VHS item as index.py writes it."""
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What one stream record means for the feed."""
+
+    id: str | None
+    changes: tuple[Change, ...] = ()
+    # Why there is no notification, when there is none: "removed" (a REMOVE event), "same
+    # version" (touch, trim, GC marker), "no versions" (an item with no entry, such as only a
+    # GC marker).
+    reason: str | None = None
+    # Version numbers the record made but whose entries its new image no longer holds (only
+    # possible if `v` stepped by more than 1 with retention trimming in between).
+    unknown_versions: tuple[int, ...] = ()
+
+
+def _number(value: Mapping[str, Any]) -> int:
+    try:
+        return int(value["N"])
+    except (KeyError, TypeError, ValueError):
+        raise MalformedImage(f"expected a number, got {value!r}") from None
+
+
+def _string(value: Mapping[str, Any]) -> str:
+    try:
+        text = value["S"]
+    except (KeyError, TypeError):
+        raise MalformedImage(f"expected a string, got {value!r}") from None
+    if not isinstance(text, str):
+        raise MalformedImage(f"expected a string, got {value!r}")
+    return text
+
+
+def _version(image: Mapping[str, Any] | None) -> int:
+    if not image or "v" not in image or "c" not in image:
+        return 0
+    return _number(image["v"])
+
+
+def _entries(image: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
+    """{version: entry attributes} of every entry an image holds."""
+    version = _number(image["v"])
+    try:
+        current = image["c"]["L"]
+        history = image.get("p", {}).get("L", [])
+        if len(current) != 1:
+            raise MalformedImage(f"`c` holds {len(current)} entries, not 1")
+        first = version - len(history)
+        numbered = {first + i: entry["M"] for i, entry in enumerate(history)}
+        numbered[version] = current[0]["M"]
+    except (KeyError, TypeError, AttributeError) as error:
+        raise MalformedImage(f"unexpected item layout: {error!r}") from None
+    return numbered
+
+
+def location_of(entry: Mapping[str, Any], id: str, *, bucket: str, prefix: str) -> str | None:
+    content_hash = _string(entry["h"])
+    if content_hash == TOMBSTONE_HASH:
+        return None
+    if "b" in entry:
+        return INLINE
+    return f"s3://{bucket}/{keys.body_key(prefix, id, content_hash)}"
+
+
+def change_of(
+    id: str, version: int, entry: Mapping[str, Any], *, bucket: str, prefix: str
+) -> Change:
+    try:
+        content_hash = _string(entry["h"])
+        updated_at = _string(entry["t"])
+        deleted = content_hash == TOMBSTONE_HASH
+        return Change(
+            id=id,
+            version=version,
+            updated_at=updated_at,
+            change=DELETED if deleted else STORED,
+            location=location_of(entry, id, bucket=bucket, prefix=prefix),
+            content_hash=None if deleted else content_hash,
+            size=None if deleted else _number(entry["n"]),
+            content_type=None
+            if deleted
+            else (_string(entry["ct"]) if "ct" in entry else JSON_CONTENT_TYPE),
+        )
+    except KeyError as missing:
+        raise MalformedImage(f"entry of version {version} has no {missing}") from None
+
+
+def changes_from_images(
+    old: Mapping[str, Any] | None,
+    new: Mapping[str, Any] | None,
+    *,
+    bucket: str,
+    prefix: str = "",
+) -> Derived:
+    """The notifications one stream record stands for, from its two images (DynamoDB JSON, as
+    in a Lambda event or a GetRecords response; binary values are never decoded)."""
+    image = new if new is not None else old
+    id = _string(image[TABLE.partition_key]) if image and TABLE.partition_key in image else None
+    if new is None:
+        return Derived(id, reason="removed")
+    new_version = _version(new)
+    if new_version == 0:
+        return Derived(id, reason="no versions")
+    old_version = _version(old)
+    if new_version <= old_version:
+        return Derived(id, reason="same version")
+    assert id is not None
+    held = _entries(new)
+    changes = []
+    unknown = []
+    for version in range(old_version + 1, new_version + 1):
+        entry = held.get(version)
+        if entry is None:
+            unknown.append(version)
+            continue
+        changes.append(change_of(id, version, entry, bucket=bucket, prefix=prefix))
+    return Derived(id, tuple(changes), unknown_versions=tuple(unknown))
+
+
+def changes_from_record(record: Mapping[str, Any], *, bucket: str, prefix: str = "") -> Derived:
+    """The notifications of one record of a Lambda DynamoDB stream event."""
+    stream = record.get("dynamodb") or {}
+    derived = changes_from_images(
+        stream.get("OldImage"), stream.get("NewImage"), bucket=bucket, prefix=prefix
+    )
+    if derived.id is None and stream.get("Keys"):
+        derived = Derived(
+            _string(stream["Keys"][TABLE.partition_key]),
+            derived.changes,
+            derived.reason,
+            derived.unknown_versions,
+        )
+    return derived
+
+
+# --- publishing ----------------------------------------------------------------------------
+
+
+@dataclass
+class PublishResult:
+    """`published` changes, from the start of the list, are known to be on the topic; the
+    next one is not (`error` says why), and neither is any after it as far as the caller may
+    assume (some may be, and are then dropped as duplicates when retried)."""
+
+    published: int
+    error: str | None = None
+    calls: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None
+
+
+def _attributes(change: Change) -> dict[str, dict[str, str]]:
+    return {
+        "change": {"DataType": "String", "StringValue": change.change},
+        "id": {"DataType": "String", "StringValue": change.id},
+        "version": {"DataType": "Number", "StringValue": str(change.version)},
+    }
+
+
+def _entry_size(entry: Mapping[str, Any]) -> int:
+    size = len(entry["Message"].encode())
+    for name, value in entry["MessageAttributes"].items():
+        size += len(name.encode()) + len(value["DataType"]) + len(value["StringValue"].encode())
+    return size
+
+
+def chunks(changes: Sequence[Change]) -> Iterable[tuple[int, list[Change]]]:
+    """(index of the first, changes) for each PublishBatch call, in order: at most 10
+    entries, at most 256 KB, and never two changes of one id in one call, so a failed entry
+    never has a later change of its id published beside it."""
+    start, chunk, groups, size = 0, [], set(), 0
+    for index, change in enumerate(changes):
+        attributes = _attributes(change)
+        entry_size = _entry_size({"Message": change.body(), "MessageAttributes": attributes})
+        if chunk and (
+            len(chunk) == SNS_PUBLISH_BATCH_ENTRIES
+            or change.group_id in groups
+            or size + entry_size > SNS_MAX_MESSAGE_BYTES
+        ):
+            yield start, chunk
+            start, chunk, groups, size = index, [], set(), 0
+        chunk.append(change)
+        groups.add(change.group_id)
+        size += entry_size
+    if chunk:
+        yield start, chunk
+
+
+@dataclass
+class ChangePublisher:
+    """Publishes notifications to the SNS FIFO topic `topic_arn`, in order."""
+
+    sns: Any
+    topic_arn: str
+
+    def entries(self, changes: Sequence[Change]) -> list[dict[str, Any]]:
+        return [
+            {
+                "Id": str(n),
+                "Message": change.body(),
+                "MessageAttributes": _attributes(change),
+                "MessageGroupId": change.group_id,
+                "MessageDeduplicationId": change.deduplication_id,
+            }
+            for n, change in enumerate(changes)
+        ]
+
+    def publish(
+        self, changes: Sequence[Change], *, keep_going: Callable[[], bool] | None = None
+    ) -> PublishResult:
+        """PublishBatch in stream order, stopping at the first failure (or when `keep_going`
+        says there is no time left). Raises nothing for SNS's errors: they are the result's."""
+        result = PublishResult(0)
+        for start, chunk in chunks(changes):
+            if keep_going is not None and not keep_going():
+                result.error = "stopped: the invocation is running out of time"
+                return result
+            entries = self.entries(chunk)
+            try:
+                response = self.sns.publish_batch(
+                    TopicArn=self.topic_arn, PublishBatchRequestEntries=entries
+                )
+            except Exception as error:  # botocore's ClientError, BotoCoreError: retried later
+                result.calls += 1
+                result.error = f"PublishBatch failed: {type(error).__name__}: {error}"
+                return result
+            result.calls += 1
+            failed = {f["Id"]: f for f in response.get("Failed") or []}
+            succeeded = {s["Id"] for s in response.get("Successful") or []}
+            for n, entry in enumerate(entries):
+                if entry["Id"] in failed or entry["Id"] not in succeeded:
+                    reason = failed.get(entry["Id"], {})
+                    result.published = start + n
+                    result.error = (
+                        f"entry for {chunk[n].id!r} version {chunk[n].version} failed: "
+                        f"{reason.get('Code', 'missing from the response')} "
+                        f"{reason.get('Message', '')}".strip()
+                    )
+                    return result
+            result.published = start + len(chunk)
+        return result
+
+
+# --- replaying a dead-lettered range of the stream -----------------------------------------
+
+
+def replay(
+    failure: Mapping[str, Any] | str,
+    streams: Any,
+    publisher: ChangePublisher,
+    *,
+    bucket: str,
+    prefix: str = "",
+) -> PublishResult:
+    """Publish again the notifications of a stream range that the event source gave up on.
+
+    `failure` is a message from the change feed's DLQ: Lambda's on-failure record, which
+    names the stream, the shard and the range of sequence numbers (`DDBStreamBatchInfo`), not
+    the records. They are read back from the stream, so this works while the stream still
+    holds them (24 hours; the event source gives up after at most CHANGES.max_record_age).
+    Notifications already published within SNS's 5-minute window are dropped as duplicates;
+    older ones reach subscribers again, which deduplicate by (id, version)."""
+    from .stream_source import lambda_record, read_range
+
+    info = (json.loads(failure) if isinstance(failure, str) else failure)["DDBStreamBatchInfo"]
+    region = info["streamArn"].split(":")[3]
+    records = [
+        lambda_record(raw, stream_arn=info["streamArn"], region=region)
+        for raw in read_range(
+            streams,
+            info["streamArn"],
+            info["shardId"],
+            info["startSequenceNumber"],
+            info["endSequenceNumber"],
+        )
+    ]
+    changes = [
+        change
+        for record in records
+        for change in changes_from_record(record, bucket=bucket, prefix=prefix).changes
+    ]
+    return publisher.publish(changes)
