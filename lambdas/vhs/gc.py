@@ -30,8 +30,11 @@ from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from . import keys
 from .index import condemnations, item_from_dynamo
+from .model import Item
 from .store import MAX_WRITE_WINDOW, VersionedHybridStore
 
 DEFAULT_GRACE = timedelta(hours=1)
@@ -50,7 +53,7 @@ class GcReport:
     bytes_reclaimed: int = 0  # deleted bytes (in a dry run: what would be reclaimed)
     skipped: int = 0  # orphans left for a later run: the item changed, or time ran short
     markers_cleared: int = 0
-    unrecognised: int = 0  # keys that are not bodies in VHS's layout
+    unrecognised: int = 0  # not judged: keys outside VHS's layout, or of a damaged item
     dry_run: bool = False
 
     def add(self, other: GcReport) -> None:
@@ -139,18 +142,25 @@ class GarbageCollector:
         raw_items = self.index.read_raw_many(by_id) if by_id else {}
         for record_id, found in by_id.items():
             raw = raw_items.get(record_id, {})
-            self._judge(record_id, raw, found, now, report)
+            try:
+                item = item_from_dynamo(raw)
+            except (KeyError, IndexError, TypeError, ValueError):
+                # A damaged item (vhs verify reports it): its references are unknown, so
+                # none of its objects may go.
+                report.unrecognised += len(found)
+                continue
+            self._judge(record_id, raw, item, found, now, report)
             self._clear_expired_markers(record_id, raw, now, report)
 
     def _judge(
         self,
         record_id: str,
         raw: dict[str, Any],
+        item: Item | None,
         found: list[_Object],
         now: float,
         report: GcReport,
     ) -> None:
-        item = item_from_dynamo(raw)
         referenced = set()
         if item is not None:
             for _, entry in self.store.retention.retained(item, now):
@@ -192,7 +202,12 @@ class GarbageCollector:
 
     def _id_from_metadata(self, key: str) -> str | None:
         """Long ids are cut in keys (keys.encode_id); their objects carry the whole id."""
-        head = self.s3.head_object(Bucket=self.bucket, Key=key)
+        try:
+            head = self.s3.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in {"404", "NoSuchKey", "NotFound"}:
+                return None  # gone since the listing: nothing to collect
+            raise
         encoded = head.get("Metadata", {}).get("vhs-id")
         return base64.urlsafe_b64decode(encoded).decode() if encoded else None
 

@@ -232,7 +232,9 @@ def dead_letter_attributes(record: dict[str, Any], error: InvalidMessage) -> dic
     original = record.get("messageAttributes") or {}
     ordered = sorted(original, key=lambda name: name not in CLAIM_CHECK_ATTRIBUTES)
     for name in ordered:
-        if len(attributes) >= _SQS_ATTRIBUTE_LIMIT or name in attributes:
+        if name in attributes:  # a redriven dead letter still carries our vhs-error-* ones
+            continue
+        if len(attributes) >= _SQS_ATTRIBUTE_LIMIT:
             break
         converted = _attribute_from_event(original[name])
         if converted:

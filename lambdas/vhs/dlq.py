@@ -1,0 +1,575 @@
+"""The ingest dead-letter queue: read it without consuming it, and redrive it.
+
+Two kinds of message end up in the DLQ (docs/ingest.md):
+
+* **invalid** messages, sent by the ingest handler with their reason in `vhs-error-*` message
+  attributes (type, field, message, the ingest queue's message id, when it was first seen);
+* messages whose **retries were exhausted**: transient failures (throttling, 5xx, timeouts,
+  write conflicts, a misconfiguration) that SQS's redrive policy moved after
+  `maxReceiveCount` receives. They carry no `vhs-error-*` attributes; their message id is the
+  one they had on the ingest queue, so the function's log finds their errors.
+
+`DeadLetterQueue.list()` peeks: it receives every message with a visibility timeout long
+enough for one pass, de-duplicates by message id, and at the end makes every message it
+received visible again (ChangeMessageVisibility to 0). Nothing is deleted. Each receive adds
+one to a message's ApproximateReceiveCount, which is harmless on the DLQ (it has no redrive
+policy of its own).
+
+`DeadLetterQueue.redrive()` moves messages back to the ingest queue. With no filter, and
+where the endpoint supports it, it starts an SQS message move task (StartMessageMoveTask),
+which SQS runs server-side and which keeps every attribute. Otherwise, and whenever a filter
+is given, it moves messages one at a time: receive, SendMessage to the ingest queue (the body
+unchanged, the producer's attributes kept, the `vhs-error-*` attributes stripped), then
+DeleteMessage from the DLQ, in that order. An interruption at any point leaves a message in
+the DLQ, in the queue, or (between the send and the delete) in both: a duplicate, which the
+store absorbs as `unchanged`. It is never lost. Messages not selected stay hidden until the
+pass ends, so the pass sees each message once, and are then made visible again at once (also
+when the pass is interrupted; if the process dies they reappear when their visibility
+timeout ends).
+"""
+
+from __future__ import annotations
+
+import builtins  # DeadLetterQueue.list shadows list in the class body
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .errors import ConfigurationError
+from .ingest import (
+    DEAD_LETTER_ATTRIBUTES,
+    ERROR_FIELD,
+    ERROR_MESSAGE,
+    ERROR_TYPE,
+    FIRST_SEEN,
+    SOURCE_MESSAGE_ID,
+)
+from .messages import CLAIM_CHECK_CLASSES
+
+RETRIES_EXHAUSTED = "RetriesExhausted"
+# Long enough for one pass over a large DLQ; a message whose timeout runs out mid-pass comes
+# back and is recognised by its message id.
+DEFAULT_VISIBILITY_TIMEOUT = 300
+DEFAULT_WAIT_SECONDS = 1
+# Claim-check payloads up to this size are read to find the record id, when asked to.
+RESOLVE_LIMIT = 16 * 1024 * 1024
+_PREVIEW = 120
+# Stop a pass after this many receives in a row that brought only messages already seen.
+_STALE_RECEIVES = 10
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    message_id: str  # in the DLQ
+    record_id: str | None  # None: not JSON, no id, or an unresolved claim check
+    claim_check: bool
+    error_type: str  # InvalidMessage, MissingStagedObject, or RETRIES_EXHAUSTED
+    error_field: str | None
+    reason: str
+    first_seen: datetime  # when the ingest queue first delivered it (else when it was sent)
+    receive_count: int  # ApproximateReceiveCount: the ingest queue's receives (for a
+    #                     message the redrive policy moved) plus every read of the DLQ
+    source_message_id: str  # its message id on the ingest queue (for the function's log)
+    size: int  # body bytes
+    preview: str  # the body's start, for messages that are not what they should be
+
+    @property
+    def retries_exhausted(self) -> bool:
+        return self.error_type == RETRIES_EXHAUSTED
+
+    def age(self, now: datetime | None = None) -> timedelta:
+        return (now or datetime.now(UTC)) - self.first_seen
+
+    def as_dict(self, now: datetime | None = None) -> dict[str, Any]:
+        data = asdict(self)
+        data["first_seen"] = self.first_seen.isoformat()
+        data["age_seconds"] = round(self.age(now).total_seconds(), 3)
+        return data
+
+    @classmethod
+    def from_message(cls, message: dict[str, Any], record_id: str | None = None) -> DeadLetter:
+        """From a ReceiveMessage message (received with every attribute)."""
+        attributes = message.get("MessageAttributes") or {}
+        system = message.get("Attributes") or {}
+        body = message.get("Body", "")
+        count = int(system.get("ApproximateReceiveCount", "0") or 0)
+        parsed = _json(body)
+        claim_check = _is_claim_check(parsed)
+        if record_id is None and isinstance(parsed, dict) and isinstance(parsed.get("id"), str):
+            record_id = parsed["id"]
+        error_type = _string(attributes, ERROR_TYPE)
+        if error_type:
+            reason = _string(attributes, ERROR_MESSAGE) or "(no reason given)"
+            error_field = _string(attributes, ERROR_FIELD)
+            error_field = None if error_field in (None, "-") else error_field
+        else:
+            error_type, error_field = RETRIES_EXHAUSTED, None
+            reason = (
+                "retries exhausted: not stored after repeated receives, so SQS's redrive "
+                "policy moved it (a failure that persisted: throttling, 5xx, timeouts, write "
+                "conflicts, configuration); the function's log has each attempt's error "
+                "under this message id"
+            )
+        return cls(
+            message_id=message["MessageId"],
+            record_id=record_id,
+            claim_check=claim_check,
+            error_type=error_type,
+            error_field=error_field,
+            reason=reason,
+            first_seen=_first_seen(attributes, system),
+            receive_count=count,
+            source_message_id=_string(attributes, SOURCE_MESSAGE_ID) or message["MessageId"],
+            size=len(body.encode()),
+            preview=body[:_PREVIEW],
+        )
+
+
+@dataclass(frozen=True)
+class RedriveFilter:
+    """Which dead letters to redrive. Every criterion given must match; none: all of them."""
+
+    error_types: frozenset[str] = frozenset()  # e.g. {"InvalidMessage"}; case-insensitive
+    error_fields: frozenset[str] = frozenset()  # e.g. {"updated_at", "payload.updated_at"}
+    id_prefix: str | None = None  # record ids starting with this (claim checks: resolved)
+    retries_exhausted: bool = False  # only messages the redrive policy moved
+    max_messages: int | None = None  # move at most this many
+
+    @property
+    def selects_everything(self) -> bool:
+        return self == RedriveFilter()
+
+    def matches(self, letter: DeadLetter) -> bool:
+        if self.retries_exhausted and not letter.retries_exhausted:
+            return False
+        if self.error_types and letter.error_type.lower() not in {
+            t.lower() for t in self.error_types
+        }:
+            return False
+        if self.error_fields and letter.error_field not in self.error_fields:
+            return False
+        return self.id_prefix is None or (
+            letter.record_id is not None and letter.record_id.startswith(self.id_prefix)
+        )
+
+
+@dataclass
+class RedriveReport:
+    method: str  # "move-task" or "receive-send-delete"
+    dry_run: bool = False
+    moved: int = 0  # sent to the ingest queue (dry run: would be)
+    skipped: int = 0  # not selected by the filter: left in the DLQ
+    failed: int = 0  # not sent: still in the DLQ
+    duplicated: int = 0  # sent, but the DLQ delete failed: also still in the DLQ
+    moved_ids: list[str] = field(default_factory=list)  # DLQ message ids moved
+    errors: list[dict[str, str]] = field(default_factory=list)  # {message_id, stage, error}
+    task_handle: str | None = None  # the move task, when one was started
+    to_move: int | None = None  # messages in the DLQ when the move task started
+    move_task_refused: str | None = None  # why StartMessageMoveTask was not used, if tried
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class DiscardReport:
+    dry_run: bool = False
+    discarded: int = 0  # deleted from the DLQ (dry run: would be)
+    skipped: int = 0  # not selected: left in the DLQ
+    failed: int = 0  # the delete failed: still in the DLQ
+    discarded_ids: list[str] = field(default_factory=list)
+    errors: list[dict[str, str]] = field(default_factory=list)  # {message_id, stage, error}
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    visible: int
+    in_flight: int  # received by someone and not yet deleted or released
+    delayed: int
+
+
+@dataclass(frozen=True)
+class MoveTask:
+    handle: str | None
+    status: str  # RUNNING, COMPLETED, CANCELLING, CANCELLED, FAILED
+    moved: int
+    to_move: int | None
+    failure_reason: str | None
+
+
+class DeadLetterQueue:
+    def __init__(
+        self,
+        sqs: Any,
+        dlq_url: str,
+        queue_url: str | None = None,
+        *,
+        s3: Any = None,
+        visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT,
+        wait_seconds: int = DEFAULT_WAIT_SECONDS,
+    ) -> None:
+        if not dlq_url:
+            raise ConfigurationError("the dead-letter queue URL is required (VHS_DLQ_URL)")
+        self.sqs = sqs
+        self.dlq_url = dlq_url
+        self.queue_url = queue_url
+        self.s3 = s3
+        self.visibility_timeout = visibility_timeout
+        self.wait_seconds = wait_seconds
+
+    @classmethod
+    def from_env(cls) -> DeadLetterQueue:
+        """VHS_DLQ_URL and VHS_QUEUE_URL (as `vhs local up` prints them; for a deployed stage
+        the Ingest stack's DeadLetterQueueUrl and QueueUrl outputs)."""
+        from .store import aws_client
+
+        dlq_url = os.environ.get("VHS_DLQ_URL", "")
+        if not dlq_url:
+            raise ConfigurationError("set VHS_DLQ_URL (the Ingest stack's DeadLetterQueueUrl)")
+        return cls(
+            aws_client("sqs"), dlq_url, os.environ.get("VHS_QUEUE_URL") or None, s3=aws_client("s3")
+        )
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def depth(self) -> QueueDepth:
+        names = [
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ]
+        found = self.sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=names)
+        values = [int(found.get("Attributes", {}).get(name, 0)) for name in names]
+        return QueueDepth(*values)
+
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        resolve_claim_checks: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> builtins.list[DeadLetter]:
+        """Every dead letter (up to `limit`), oldest first, without consuming any. With
+        `resolve_claim_checks` (and an S3 client), claim-check payloads up to RESOLVE_LIMIT
+        are read to find their record ids. `progress` gets the count read so far."""
+        letters: builtins.list[DeadLetter] = []
+        with _Pass(self) as peek:
+            for message in peek.messages(limit):
+                letters.append(self._letter(message, resolve_claim_checks))
+                if progress:
+                    progress(len(letters))
+        return sorted(letters, key=lambda letter: letter.first_seen)
+
+    # --- redriving -------------------------------------------------------------------------
+
+    def redrive(
+        self,
+        selection: RedriveFilter | None = None,
+        *,
+        dry_run: bool = False,
+        use_move_task: bool | None = None,
+        progress: Callable[[RedriveReport], None] | None = None,
+    ) -> RedriveReport:
+        """Move dead letters back to the ingest queue (see the module's docstring).
+
+        `use_move_task`: None (the default) tries StartMessageMoveTask when nothing is
+        filtered, it is not a dry run and the endpoint is AWS's, and falls back if the
+        endpoint refuses; True tries it on any endpoint; False never does. `progress` gets
+        the report after each message."""
+        if not self.queue_url:
+            raise ConfigurationError("set VHS_QUEUE_URL: the queue to move dead letters to")
+        selection = selection or RedriveFilter()
+        refused: str | None = None
+        if selection.selects_everything and not dry_run and self._may_move(use_move_task):
+            started, refused = self._start_move_task()
+            if started is not None:
+                return started
+        report = RedriveReport("receive-send-delete", dry_run=dry_run, move_task_refused=refused)
+        resolve = selection.id_prefix is not None
+        with _Pass(self) as moving:
+            for message in moving.messages(None):
+                letter = self._letter(message, resolve)
+                limit_reached = (
+                    selection.max_messages is not None and report.moved >= selection.max_messages
+                )
+                if limit_reached or not selection.matches(letter):
+                    report.skipped += 1
+                elif dry_run:
+                    report.moved += 1
+                    report.moved_ids.append(letter.message_id)
+                else:
+                    self._move(message, moving, report)
+                if progress:
+                    progress(report)
+        return report
+
+    def discard(
+        self,
+        selection: RedriveFilter,
+        *,
+        everything: bool = False,
+        dry_run: bool = False,
+        progress: Callable[[DiscardReport], None] | None = None,
+    ) -> DiscardReport:
+        """Delete the selected dead letters for good: messages that can never be stored and
+        that nobody will send again corrected, or that the producer has already resent
+        corrected. A selection of everything is refused unless `everything`. Keep a copy
+        first (`list()`, `vhs dlq list --json`): nothing else does."""
+        if selection.selects_everything and not everything:
+            raise ValueError("refusing to discard every dead letter without everything=True")
+        report = DiscardReport(dry_run=dry_run)
+        resolve = selection.id_prefix is not None
+        with _Pass(self) as sweep:
+            for message in sweep.messages(None):
+                letter = self._letter(message, resolve)
+                limit_reached = (
+                    selection.max_messages is not None
+                    and report.discarded >= selection.max_messages
+                )
+                if limit_reached or not selection.matches(letter):
+                    report.skipped += 1
+                elif dry_run:
+                    report.discarded += 1
+                    report.discarded_ids.append(letter.message_id)
+                else:
+                    try:
+                        self.sqs.delete_message(
+                            QueueUrl=self.dlq_url, ReceiptHandle=message["ReceiptHandle"]
+                        )
+                    except (ClientError, BotoCoreError) as error:
+                        report.failed += 1
+                        report.errors.append(
+                            {
+                                "message_id": letter.message_id,
+                                "stage": "delete",
+                                "error": str(error),
+                            }
+                        )
+                    else:
+                        sweep.forget(letter.message_id)
+                        report.discarded += 1
+                        report.discarded_ids.append(letter.message_id)
+                if progress:
+                    progress(report)
+        return report
+
+    def _move(self, message: dict[str, Any], moving: _Pass, report: RedriveReport) -> None:
+        message_id = message["MessageId"]
+        try:
+            self.sqs.send_message(
+                QueueUrl=self.queue_url,
+                MessageBody=message["Body"],
+                MessageAttributes=producer_attributes(message.get("MessageAttributes") or {}),
+            )
+        except (ClientError, BotoCoreError) as error:
+            report.failed += 1
+            report.errors.append({"message_id": message_id, "stage": "send", "error": str(error)})
+            return  # still in the DLQ: released with the others at the end of the pass
+        report.moved += 1
+        report.moved_ids.append(message_id)
+        try:
+            self.sqs.delete_message(QueueUrl=self.dlq_url, ReceiptHandle=message["ReceiptHandle"])
+            moving.forget(message_id)
+        except (ClientError, BotoCoreError) as error:
+            report.duplicated += 1
+            report.errors.append({"message_id": message_id, "stage": "delete", "error": str(error)})
+
+    def _may_move(self, use_move_task: bool | None) -> bool:
+        if use_move_task is not None:
+            return use_move_task
+        host = urlsplit(getattr(self.sqs.meta, "endpoint_url", "") or "").hostname or ""
+        return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
+
+    def _start_move_task(self) -> tuple[RedriveReport | None, str | None]:
+        assert self.queue_url
+        try:
+            depth = self.depth()
+            response = self.sqs.start_message_move_task(
+                SourceArn=self._arn(self.dlq_url), DestinationArn=self._arn(self.queue_url)
+            )
+        except NotImplementedError as error:  # moto, in-process
+            return None, f"not implemented by this endpoint: {error}"
+        except (ClientError, BotoCoreError) as error:
+            # Unsupported by the endpoint, not permitted, or a task is already running: the
+            # receive-send-delete path is always safe, so use it rather than give up.
+            return None, str(error)
+        report = RedriveReport("move-task", task_handle=response.get("TaskHandle"))
+        report.to_move = depth.visible
+        return report, None
+
+    def move_tasks(self) -> builtins.list[MoveTask]:
+        """The DLQ's recent message move tasks, newest first (ListMessageMoveTasks)."""
+        response = self.sqs.list_message_move_tasks(
+            SourceArn=self._arn(self.dlq_url), MaxResults=10
+        )
+        return [
+            MoveTask(
+                handle=task.get("TaskHandle"),
+                status=task.get("Status", ""),
+                moved=int(task.get("ApproximateNumberOfMessagesMoved", 0)),
+                to_move=task.get("ApproximateNumberOfMessagesToMove"),
+                failure_reason=task.get("FailureReason"),
+            )
+            for task in response.get("Results", [])
+        ]
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _arn(self, url: str) -> str:
+        attributes = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+        return attributes["Attributes"]["QueueArn"]
+
+    def _letter(self, message: dict[str, Any], resolve: bool) -> DeadLetter:
+        record_id = None
+        if resolve and self.s3 is not None:
+            record_id = self._resolve(message)
+        return DeadLetter.from_message(message, record_id)
+
+    def _resolve(self, message: dict[str, Any]) -> str | None:
+        """The record id in a claim check's payload, if it is small enough to read."""
+        parsed = _json(message.get("Body", ""))
+        if not _is_claim_check(parsed):
+            return None
+        pointer = parsed[1] if isinstance(parsed[1], dict) else {}
+        bucket, key = pointer.get("s3BucketName"), pointer.get("s3Key")
+        if not isinstance(bucket, str) or not isinstance(key, str):
+            return None
+        try:
+            head = self.s3.head_object(Bucket=bucket, Key=key)
+            if head.get("ContentLength", 0) > RESOLVE_LIMIT:
+                return None
+            payload = self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except (ClientError, BotoCoreError):
+            return None  # missing (expired?) or not readable: the reason says what is wrong
+        document = _json(payload)
+        if isinstance(document, dict) and isinstance(document.get("id"), str):
+            return document["id"]
+        return None
+
+
+class _Pass:
+    """One pass over the DLQ: every message received once, held invisible until the pass
+    ends, then made visible again unless it was deleted (`forget`)."""
+
+    def __init__(self, dlq: DeadLetterQueue) -> None:
+        self.dlq = dlq
+        self.held: dict[str, str] = {}  # message id -> latest receipt handle
+
+    def __enter__(self) -> _Pass:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def messages(self, limit: int | None) -> Iterator[dict[str, Any]]:
+        seen: set[str] = set()
+        stale = 0
+        while limit is None or len(seen) < limit:
+            want = 10 if limit is None else max(1, min(10, limit - len(seen)))
+            response = self.dlq.sqs.receive_message(
+                QueueUrl=self.dlq.dlq_url,
+                MaxNumberOfMessages=want,
+                VisibilityTimeout=self.dlq.visibility_timeout,
+                WaitTimeSeconds=self.dlq.wait_seconds,
+                MessageSystemAttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            )
+            received = response.get("Messages", [])
+            if not received:
+                return
+            # Hold the whole batch before handing out any of it, so that an interruption
+            # releases the messages not yet looked at too.
+            for message in received:
+                self.held[message["MessageId"]] = message["ReceiptHandle"]
+            fresh = [m for m in received if m["MessageId"] not in seen]
+            # (A message seen before had its timeout run out mid-pass: hidden again, and
+            # not handed out twice.)
+            seen.update(m["MessageId"] for m in fresh)
+            yield from fresh
+            stale = 0 if fresh else stale + 1
+            if stale >= _STALE_RECEIVES:
+                return
+
+    def forget(self, message_id: str) -> None:
+        self.held.pop(message_id, None)
+
+    def release(self) -> None:
+        """Make every held message visible again (best effort: a handle that expired means
+        the message is visible already)."""
+        handles = list(self.held.items())
+        self.held.clear()
+        for start in range(0, len(handles), 10):
+            entries = [
+                {"Id": str(n), "ReceiptHandle": handle, "VisibilityTimeout": 0}
+                for n, (_, handle) in enumerate(handles[start : start + 10])
+            ]
+            try:
+                self.dlq.sqs.change_message_visibility_batch(
+                    QueueUrl=self.dlq.dlq_url, Entries=entries
+                )
+            except (ClientError, BotoCoreError):
+                continue  # they come back when their visibility timeout ends
+
+
+def producer_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    """A dead letter's message attributes as SendMessage takes them, without the
+    `vhs-error-*` attributes that the ingest handler added when it dead-lettered it."""
+    kept: dict[str, Any] = {}
+    for name, value in attributes.items():
+        if name in DEAD_LETTER_ATTRIBUTES:
+            continue
+        converted: dict[str, Any] = {"DataType": value["DataType"]}
+        if value.get("StringValue") is not None:
+            converted["StringValue"] = value["StringValue"]
+        elif value.get("BinaryValue") is not None:
+            converted["BinaryValue"] = value["BinaryValue"]
+        else:
+            continue
+        kept[name] = converted
+    return kept
+
+
+def _json(text: str | bytes) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _is_claim_check(parsed: Any) -> bool:
+    """An SQS Extended Client pointer (messages.claim_check_pointer's test, without raising)."""
+    return (
+        isinstance(parsed, list)
+        and len(parsed) == 2
+        and isinstance(parsed[0], str)
+        and parsed[0] in CLAIM_CHECK_CLASSES
+    )
+
+
+def _string(attributes: dict[str, Any], name: str) -> str | None:
+    value = attributes.get(name)
+    return value.get("StringValue") if isinstance(value, dict) else None
+
+
+def _first_seen(attributes: dict[str, Any], system: dict[str, Any]) -> datetime:
+    stamp = _string(attributes, FIRST_SEEN)
+    if stamp:
+        try:
+            seen = datetime.fromisoformat(stamp)
+            return seen if seen.tzinfo else seen.replace(tzinfo=UTC)
+        except ValueError:
+            pass
+    sent = system.get("SentTimestamp")
+    if sent and str(sent).isdigit():
+        return datetime.fromtimestamp(int(sent) / 1000, UTC)
+    return datetime.fromtimestamp(time.time(), UTC)

@@ -1,0 +1,544 @@
+"""Verification: does every retained pointer still lead to the body it promises?
+
+`Verifier.run()` walks the index table with a parallel Scan (the one operation in VHS allowed
+to read the whole table) and checks every version that retention keeps readable now:
+
+* an **inline** body (in the item) must decompress, hash to the entry's sha256 and have its size;
+* an **S3** body must exist (else a dangling pointer), be the entry's size, carry the record id
+  in its `vhs-id` metadata, and, where S3 returns a full-object SHA-256 checksum
+  (HeadObject with ChecksumMode=ENABLED), have the digest its key names. With `deep=True` the
+  body is read and hashed as well (GetObject instead of HeadObject: one request either way).
+
+Findings are plain values (`Finding`): one per problem, never one per check that noticed it.
+An S3 object that several retained versions of an id share (content addressing) is checked
+once and reported once, with every version that points at it. A dangling pointer is confirmed
+before it is reported: the item is read again, strongly consistent, and the object looked up
+again, so a version that retention released, or a body re-uploaded, while the scan ran is not
+reported.
+
+Memory is bounded: items are streamed page by page, at most `4 x workers` object checks are in
+flight, and the report keeps the first `max_findings` findings (every finding goes to
+`on_finding`). Cost: the scan reads every item once (eventually consistent unless
+`consistent_reads`), plus one HEAD (or GET with `deep`) per distinct retained S3 body.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import threading
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from . import keys
+from .codec import decompress, sha256_hex
+from .index import GC_MARKER_PREFIX, item_from_dynamo
+from .model import Entry, Item
+from .ordering import TOMBSTONE_HASH
+from .resources import TABLE
+from .store import VersionedHybridStore
+
+DEFAULT_SEGMENTS = 4
+DEFAULT_WORKERS = 16
+DEFAULT_MAX_FINDINGS = 1000
+_HASH = re.compile(r"[0-9a-f]{64}")
+_MISSING = {"404", "NoSuchKey", "NotFound"}
+_READ_CHUNK = 1024 * 1024
+
+
+class FindingKind(StrEnum):
+    DANGLING = "dangling"  # the pointer's S3 object does not exist
+    HASH_MISMATCH = "hash_mismatch"  # the body's sha256 is not the one the pointer names
+    SIZE_MISMATCH = "size_mismatch"  # the body's size is not the entry's
+    METADATA_MISMATCH = "metadata_mismatch"  # the object's vhs-id metadata is not the id
+    UNPARSEABLE = "unparseable"  # an item or entry not in the store's layout
+    NOT_FOUND = "not_found"  # (verifying named ids only) no item for the id
+    CHECK_FAILED = "check_failed"  # the check itself failed (access denied, 5xx): unknown
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: FindingKind
+    id: str
+    version: int | None  # the newest retained version affected (None: the whole item)
+    location: str  # s3://bucket/key, dynamodb://table/id, or dynamodb://table/id#vN
+    detail: str
+    versions: tuple[int, ...] = ()  # every retained version that shares this body
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "kind": str(self.kind), "versions": list(self.versions)}
+
+    def __str__(self) -> str:
+        which = f" v{self.version}" if self.version is not None else ""
+        return f"{self.kind} {self.id!r}{which} at {self.location}: {self.detail}"
+
+
+@dataclass
+class VerifyReport:
+    items: int = 0  # items read
+    unversioned: int = 0  # items with no version (only garbage-collector markers)
+    versions: int = 0  # retained versions checked
+    deletes: int = 0  # of which tombstones (nothing to check)
+    inline: int = 0  # of which inline bodies
+    s3: int = 0  # of which S3 pointers
+    s3_objects: int = 0  # distinct S3 objects looked up
+    unconfirmed: int = 0  # S3 objects whose content no checksum or hash confirmed (not deep,
+    #                       and S3 returned no full-object SHA-256: multipart or rewritten)
+    bytes_hashed: int = 0  # bytes read and hashed (inline bodies, and S3 bodies with deep)
+    raced: int = 0  # dangling pointers a concurrent writer or retention explained away
+    findings_total: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)  # the first `max_findings`
+    deep: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.findings_total == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in asdict(self).items() if k != "findings"}
+        return {**data, "ok": self.ok, "findings": [f.as_dict() for f in self.findings]}
+
+
+@dataclass(frozen=True)
+class VerifyProgress:
+    items: int  # items read so far
+    versions: int  # retained versions checked so far (S3 ones once their lookup is done)
+    findings: int
+    estimated_items: int | None  # DescribeTable's ItemCount (updated about every 6 hours)
+
+
+ProgressCallback = Callable[[VerifyProgress], None]
+FindingCallback = Callable[[Finding], None]
+
+
+class Verifier:
+    """Checks retained pointers. Thread-safe to construct, not to `run` twice at once."""
+
+    def __init__(
+        self,
+        store: VersionedHybridStore,
+        *,
+        deep: bool = False,
+        segments: int = DEFAULT_SEGMENTS,
+        workers: int = DEFAULT_WORKERS,
+        consistent_reads: bool = False,
+        max_findings: int | None = DEFAULT_MAX_FINDINGS,
+        clock: Callable[[], float] | None = None,
+        page_size: int | None = None,
+    ) -> None:
+        if segments < 1 or workers < 1:
+            raise ValueError("segments and workers must be at least 1")
+        self.store = store
+        self.s3 = store.bodies.s3
+        self.dynamodb = store.index.dynamodb
+        self.table = store.table_name
+        self.bucket = store.bucket_name
+        self.deep = deep
+        self.segments = segments
+        self.workers = workers
+        self.consistent_reads = consistent_reads
+        self.max_findings = max_findings
+        self.clock = clock or store.clock
+        self.page_size = page_size
+        self._lock = threading.Lock()
+
+    # --- running ---------------------------------------------------------------------------
+
+    def run(
+        self,
+        ids: Iterable[str] | None = None,
+        *,
+        on_finding: FindingCallback | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> VerifyReport:
+        """Verify the whole table, or only the items of `ids`. `on_finding` is called once per
+        finding and `progress` after each page of items and at the end; both are called from
+        worker threads, one call at a time."""
+        self._report = VerifyReport(deep=self.deep)
+        self._on_finding = on_finding
+        self._progress = progress
+        self._stop = threading.Event()
+        self._slots = threading.BoundedSemaphore(self.workers * 4)
+        wanted = list(dict.fromkeys(ids)) if ids is not None else None
+        self._estimate = len(wanted) if wanted is not None else self._estimated_items()
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="vhs-verify") as self._pool:
+            try:
+                if wanted is not None:
+                    self._verify_ids(wanted)
+                else:
+                    self._scan_all()
+            except BaseException:
+                self._stop.set()
+                raise
+        self._tick()
+        return self._report
+
+    def _estimated_items(self) -> int | None:
+        try:
+            table = self.dynamodb.describe_table(TableName=self.table)["Table"]
+            return int(table.get("ItemCount", 0)) or None
+        except (ClientError, BotoCoreError):
+            return None
+
+    def _scan_all(self) -> None:
+        with ThreadPoolExecutor(self.segments, thread_name_prefix="vhs-scan") as scanners:
+            running = [scanners.submit(self._scan_segment, s) for s in range(self.segments)]
+            try:
+                for future in running:
+                    future.result()
+            except BaseException:
+                self._stop.set()
+                raise
+
+    def _scan_segment(self, segment: int) -> None:
+        for page in self._pages(segment):
+            for raw in page:
+                if self._stop.is_set():
+                    return
+                self._check_raw(raw)
+            self._tick()
+
+    def _pages(self, segment: int) -> Iterator[list[dict[str, Any]]]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "Segment": segment,
+            "TotalSegments": self.segments,
+            "ConsistentRead": self.consistent_reads,
+        }
+        if self.page_size:
+            kwargs["Limit"] = self.page_size
+        while not self._stop.is_set():
+            response = self.dynamodb.scan(**kwargs)
+            yield response.get("Items", [])
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return
+            kwargs["ExclusiveStartKey"] = last
+
+    def _verify_ids(self, ids: list[str]) -> None:
+        for start in range(0, len(ids), 100):
+            page = ids[start : start + 100]
+            raws = self.store.index.read_raw_many(page)
+            for id in page:
+                if id in raws:
+                    self._check_raw(raws[id])
+                else:
+                    self._found(
+                        Finding(FindingKind.NOT_FOUND, id, None, self._item_location(id), "no item")
+                    )
+            self._tick()
+
+    # --- one item --------------------------------------------------------------------------
+
+    def _check_raw(self, raw: dict[str, Any]) -> None:
+        id = _raw_id(raw)
+        with self._lock:
+            self._report.items += 1
+        try:
+            item = item_from_dynamo(raw)
+            problem = _item_problem(raw, item)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+            item, problem = None, f"not in the store's layout: {type(error).__name__} {error}"
+        if problem is not None:
+            location = self._item_location(id)
+            self._found(Finding(FindingKind.UNPARSEABLE, id, None, location, problem))
+            return
+        if item is None:
+            with self._lock:
+                self._report.unversioned += 1
+            return
+        self._check_item(item)
+
+    def _check_item(self, item: Item) -> None:
+        retained = self.store.retention.retained(item, self.clock())
+        by_hash: dict[str, list[tuple[int, Entry]]] = {}
+        deletes = inline = 0
+        for version, entry in retained:
+            if entry.deleted:
+                deletes += 1
+            elif entry.inline is not None:
+                inline += 1
+                self._check_inline(item.id, version, entry)
+            else:
+                by_hash.setdefault(entry.content_hash, []).append((version, entry))
+        with self._lock:
+            report = self._report
+            report.deletes += deletes
+            report.inline += inline
+            report.versions += deletes + inline
+            report.s3 += sum(len(pointers) for pointers in by_hash.values())
+            report.s3_objects += len(by_hash)
+        for content_hash, pointers in by_hash.items():
+            self._submit(item.id, content_hash, pointers)
+
+    def _check_inline(self, id: str, version: int, entry: Entry) -> None:
+        location = f"{self._item_location(id)}#v{version}"
+        assert entry.inline is not None
+        try:
+            body = decompress(entry.inline, entry.codec)
+        except (zlib.error, ValueError) as error:
+            self._found(
+                Finding(
+                    FindingKind.HASH_MISMATCH,
+                    id,
+                    version,
+                    location,
+                    f"the inline body does not decode ({entry.codec}): {error}",
+                    (version,),
+                )
+            )
+            return
+        with self._lock:
+            self._report.bytes_hashed += len(body)
+        actual = sha256_hex(body)
+        if actual != entry.content_hash:
+            self._found(
+                Finding(
+                    FindingKind.HASH_MISMATCH,
+                    id,
+                    version,
+                    location,
+                    f"the inline body has sha256 {actual} ({len(body)} bytes), "
+                    f"the entry says {entry.content_hash} ({entry.size} bytes)",
+                    (version,),
+                )
+            )
+        elif len(body) != entry.size:
+            self._found(
+                Finding(
+                    FindingKind.SIZE_MISMATCH,
+                    id,
+                    version,
+                    location,
+                    f"the inline body is {len(body)} bytes, the entry says {entry.size}",
+                    (version,),
+                )
+            )
+
+    # --- one S3 object ---------------------------------------------------------------------
+
+    def _submit(self, id: str, content_hash: str, pointers: list[tuple[int, Entry]]) -> None:
+        self._slots.acquire()
+        if self._stop.is_set():
+            self._slots.release()
+            return
+        future: Future[None] = self._pool.submit(self._check_object, id, content_hash, pointers)
+        future.add_done_callback(lambda _: self._slots.release())
+
+    def _check_object(self, id: str, content_hash: str, pointers: list[tuple[int, Entry]]) -> None:
+        versions = tuple(version for version, _ in pointers)
+        newest, entry = pointers[-1]
+        key = keys.body_key(self.store.prefix, id, content_hash)
+        location = f"s3://{self.bucket}/{key}"
+
+        def finding(kind: FindingKind, detail: str) -> None:
+            self._found(Finding(kind, id, newest, location, detail, versions))
+
+        try:
+            try:
+                response, actual = self._fetch(key)
+            except ClientError as error:
+                if _error_code(error) in _MISSING:
+                    if self._still_dangling(id, content_hash, key):
+                        finding(FindingKind.DANGLING, "the object does not exist")
+                    return
+                finding(FindingKind.CHECK_FAILED, f"{'GET' if self.deep else 'HEAD'}: {error}")
+                return
+            except BotoCoreError as error:
+                # FlexibleChecksumError: the bytes S3 sent disagree with S3's own checksum.
+                kind = (
+                    FindingKind.HASH_MISMATCH
+                    if type(error).__name__ == "FlexibleChecksumError"
+                    else FindingKind.CHECK_FAILED
+                )
+                finding(kind, str(error))
+                return
+            self._judge_object(id, content_hash, entry, response, actual, finding)
+        except Exception as error:  # a bug here must not pass for a clean store
+            finding(FindingKind.CHECK_FAILED, f"{type(error).__name__}: {error}")
+        finally:
+            with self._lock:
+                self._report.versions += len(pointers)
+
+    def _fetch(self, key: str) -> tuple[dict[str, Any], str | None]:
+        """HeadObject, or with `deep` GetObject and the body's sha256."""
+        if not self.deep:
+            return self.s3.head_object(Bucket=self.bucket, Key=key, ChecksumMode="ENABLED"), None
+        response = self.s3.get_object(Bucket=self.bucket, Key=key, ChecksumMode="ENABLED")
+        digest = hashlib.sha256()
+        read = 0
+        for chunk in response["Body"].iter_chunks(_READ_CHUNK):
+            digest.update(chunk)
+            read += len(chunk)
+        with self._lock:
+            self._report.bytes_hashed += read
+        response["ContentLength"] = read
+        return response, digest.hexdigest()
+
+    def _judge_object(
+        self,
+        id: str,
+        content_hash: str,
+        entry: Entry,
+        response: dict[str, Any],
+        actual: str | None,
+        finding: Callable[[FindingKind, str], None],
+    ) -> None:
+        size = response.get("ContentLength")
+        stored = _full_object_sha256(response)
+        problems: list[str] = []
+        hashed_wrong = False
+        if actual is not None and actual != content_hash:
+            hashed_wrong = True
+            problems.append(f"the body hashes to {actual}")
+        if stored is not None and stored != content_hash:
+            hashed_wrong = True
+            problems.append(f"S3's SHA-256 checksum of it is {stored}")
+        if size is not None and size != entry.size:
+            problems.append(f"it is {size} bytes, the entry says {entry.size}")
+        if problems:
+            kind = FindingKind.HASH_MISMATCH if hashed_wrong else FindingKind.SIZE_MISMATCH
+            finding(kind, "; ".join(problems) + f" (the key names {content_hash})")
+        elif actual is None and stored is None:
+            with self._lock:
+                self._report.unconfirmed += 1
+        encoded = (response.get("Metadata") or {}).get("vhs-id")
+        named = _decode_id(encoded) if encoded else None
+        if named != id:
+            what = "no vhs-id metadata" if encoded is None else f"vhs-id metadata {encoded!r}"
+            if encoded is not None:
+                what += f" (decodes to {named!r})" if named is not None else " (not base64url)"
+            finding(FindingKind.METADATA_MISMATCH, f"{what}, expected the id {id!r}")
+
+    def _still_dangling(self, id: str, content_hash: str, key: str) -> bool:
+        """Confirm a missing object against the item as it is now, strongly consistent: a
+        version that retention released, or a body uploaded again, is not a finding."""
+        raw = self.dynamodb.get_item(
+            TableName=self.table, Key={TABLE.partition_key: {"S": id}}, ConsistentRead=True
+        ).get("Item", {})
+        item = item_from_dynamo(raw)
+        referenced = item is not None and any(
+            entry.in_s3 and entry.content_hash == content_hash
+            for _, entry in self.store.retention.retained(item, self.clock())
+        )
+        if referenced:
+            try:
+                self.s3.head_object(Bucket=self.bucket, Key=key)
+            except ClientError as error:
+                if _error_code(error) in _MISSING:
+                    return True
+                raise
+        with self._lock:
+            self._report.raced += 1
+        return False
+
+    # --- bookkeeping -----------------------------------------------------------------------
+
+    def _item_location(self, id: str) -> str:
+        return f"dynamodb://{self.table}/{id}"
+
+    def _found(self, finding: Finding) -> None:
+        with self._lock:
+            report = self._report
+            report.findings_total += 1
+            report.by_kind[str(finding.kind)] = report.by_kind.get(str(finding.kind), 0) + 1
+            if self.max_findings is None or len(report.findings) < self.max_findings:
+                report.findings.append(finding)
+            if self._on_finding:
+                self._on_finding(finding)
+
+    def _tick(self) -> None:
+        if self._progress is None:
+            return
+        with self._lock:
+            report = self._report
+            self._progress(
+                VerifyProgress(report.items, report.versions, report.findings_total, self._estimate)
+            )
+
+
+def verify(
+    store: VersionedHybridStore,
+    *,
+    ids: Iterable[str] | None = None,
+    deep: bool = False,
+    segments: int = DEFAULT_SEGMENTS,
+    workers: int = DEFAULT_WORKERS,
+    consistent_reads: bool = False,
+    max_findings: int | None = DEFAULT_MAX_FINDINGS,
+    on_finding: FindingCallback | None = None,
+    progress: ProgressCallback | None = None,
+) -> VerifyReport:
+    """Verify every retained pointer of `store` (or of `ids` only). See `Verifier`."""
+    verifier = Verifier(
+        store,
+        deep=deep,
+        segments=segments,
+        workers=workers,
+        consistent_reads=consistent_reads,
+        max_findings=max_findings,
+    )
+    return verifier.run(ids, on_finding=on_finding, progress=progress)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _raw_id(raw: dict[str, Any]) -> str:
+    value = raw.get(TABLE.partition_key)
+    if isinstance(value, dict) and isinstance(value.get("S"), str):
+        return value["S"]
+    return repr(value)
+
+
+def _item_problem(raw: dict[str, Any], item: Item | None) -> str | None:
+    """Why an item (already parsed by index.item_from_dynamo) is not one the store wrote."""
+    if item is None:
+        stray = sorted(
+            name
+            for name in raw
+            if name != TABLE.partition_key and not name.startswith(GC_MARKER_PREFIX)
+        )
+        return f"no current entry, but has {', '.join(stray)}" if stray else None
+    if item.version < 1 + len(item.history):
+        return f"version {item.version} is lower than the {len(item.history) + 1} entries held"
+    for version, entry in item.versions():
+        if entry.content_hash != TOMBSTONE_HASH and not _HASH.fullmatch(entry.content_hash):
+            return f"version {version}: {entry.content_hash!r} is not a sha256 hex digest"
+        if entry.size < 0:
+            return f"version {version}: negative size {entry.size}"
+        if entry.deleted and entry.inline is not None:
+            return f"version {version}: a delete with a body"
+    return None
+
+
+def _error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _full_object_sha256(response: dict[str, Any]) -> str | None:
+    """The object's SHA-256 from S3 as hex, when it is of the whole object. A multipart
+    upload's checksum is a checksum of the parts' checksums (COMPOSITE, `...-N`)."""
+    value = response.get("ChecksumSHA256")
+    if not value or "-" in value or response.get("ChecksumType") == "COMPOSITE":
+        return None
+    try:
+        return base64.b64decode(value, validate=True).hex()
+    except (binascii.Error, ValueError):
+        return f"(undecodable: {value!r})"
+
+
+def _decode_id(encoded: str) -> str | None:
+    try:
+        return base64.urlsafe_b64decode(encoded.encode()).decode()
+    except (binascii.Error, ValueError):
+        return None
