@@ -6,6 +6,7 @@
     vhs history ID                   list the retained versions
     vhs delete ID --deleted-at T     delete a record
     vhs send FILE.jsonl              send messages to the ingest queue
+    vhs gc [--dry-run] [--grace 1h]  delete bodies nothing references
     vhs invoke ingest EVENT.json     run the ingest handler on an event, here
 
 Every command takes --json for output that scripts can parse. Configuration comes from the
@@ -52,25 +53,71 @@ def _now() -> str:
 
 
 def cmd_local_up(args: argparse.Namespace) -> int:
+    import contextlib
+
     from .local import DEFAULT_BUCKET, DEFAULT_TABLE, LocalStack, MotoServer
 
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with MotoServer(args.port) as server:
+    console = sys.stdout  # the function's own output goes to its log, not here
+
+    def show(line: str, **fields: Any) -> None:
+        text = json.dumps(fields, default=str) if args.json else line
+        print(text, file=console, flush=True)
+
+    with MotoServer(args.port) as server, contextlib.ExitStack() as running:
         stack = LocalStack(
             server.endpoint,
             table_name=args.table or DEFAULT_TABLE,
             bucket_name=args.bucket or DEFAULT_BUCKET,
+            pipeline=not args.no_pipeline,
         ).provision()
+        if not args.no_pipeline:
+            from .emulator import LocalPipeline
+
+            def on_alarm(t: Any) -> None:
+                show(
+                    f"alarm {stack.alarm_name}: {t.old} -> {t.new} at {t.at:%H:%M:%S} "
+                    f"({t.value:g} visible in the DLQ)",
+                    alarm=stack.alarm_name,
+                    old=t.old,
+                    new=t.new,
+                    at=t.at.isoformat(),
+                    visible=t.value,
+                    reason=t.reason,
+                )
+
+            def on_invocation(i: Any) -> None:
+                if i.error:
+                    show(
+                        f"ingest: batch of {len(i.message_ids)} failed: {i.error}",
+                        invocation=i.request_id,
+                        messages=len(i.message_ids),
+                        error=i.error,
+                    )
+
+            log = Path(args.function_log)
+            pipeline = running.enter_context(
+                LocalPipeline(stack, function_log=log, on_alarm=on_alarm)
+            )
+            assert pipeline.source is not None
+            pipeline.source.on_invocation = on_invocation
         env = stack.env()
         if args.json:
             _emit_json(env)
         else:
             for name, value in env.items():
                 print(f"export {name}={value}")
+        if not args.no_pipeline:
+            print(
+                f"ingest: {stack.queue_name} -> handlers.ingest.handler (its logs: {log}); "
+                f"DLQ alarm {stack.alarm_name}: {pipeline.alarm.state}",
+                file=sys.stderr,
+            )
         print("ready", flush=True)
         stop.wait()
+        # Leaving the ExitStack stops polling and lets the batch in hand finish.
     return 0
 
 
@@ -209,6 +256,61 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gc(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+    from rich.table import Table
+
+    from .gc import GarbageCollector, GcReport, parse_duration
+    from .keys import all_shards
+
+    try:
+        grace = parse_duration(args.grace)
+    except ValueError as error:
+        print(f"error: --grace: {error}", file=sys.stderr)
+        return 2
+    shards = args.shard or all_shards()
+    collector = GarbageCollector(_store(), grace=grace, dry_run=args.dry_run)
+    total = GcReport(dry_run=args.dry_run)
+    columns = (
+        *Progress.get_default_columns()[:1],
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=_console_err(), disable=args.json) as progress:
+        task = progress.add_task("collecting shards", total=len(shards))
+        for shard in shards:
+            total.add(collector.collect_shard(shard))
+            progress.advance(task)
+    if args.json:
+        _emit_json(total.as_dict())
+        return 0
+    table = Table(
+        title="garbage collection" + (" (dry run: nothing deleted)" if args.dry_run else "")
+    )
+    table.add_column("")
+    table.add_column("", justify="right")
+    rows = [
+        ("shards", total.shards),
+        ("objects listed", total.listed),
+        ("within grace", total.young),
+        ("referenced", total.referenced),
+        ("orphaned", total.orphaned),
+        (
+            "would delete" if args.dry_run else "deleted",
+            total.orphaned if args.dry_run else total.deleted,
+        ),
+        ("left for a later run", total.skipped),
+        ("bytes reclaimed", total.bytes_reclaimed),
+        ("markers cleared", total.markers_cleared),
+        ("unrecognised keys", total.unrecognised),
+    ]
+    for name, value in rows:
+        table.add_row(name, f"{value:,}")
+    _console().print(table)
+    return 0
+
+
 def _console_err() -> Any:
     from rich.console import Console
 
@@ -235,6 +337,14 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default 4567)")
     up.add_argument("--table", help="table name")
     up.add_argument("--bucket", help="bucket name")
+    up.add_argument(
+        "--no-pipeline", action="store_true", help="the store only: no queues, no ingest"
+    )
+    up.add_argument(
+        "--function-log",
+        default=".vhs/logs/ingest.log",
+        help="where the ingest function's logs and metrics go (default .vhs/logs/ingest.log)",
+    )
     up.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     up.set_defaults(handler=cmd_local_up)
 
@@ -256,8 +366,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="one message per line (see docs/ingest.md)")
     p.add_argument("--no-validate", action="store_true", help="send lines as they are")
 
+    p = command("gc", cmd_gc, "delete S3 bodies that no retained version references")
+    p.add_argument("--dry-run", action="store_true", help="report only; delete nothing")
+    p.add_argument("--grace", default="1h", help="skip objects younger than this (default 1h)")
+    p.add_argument("--shard", action="append", help="only this shard (00-ff); repeatable")
+
     p = command("invoke", cmd_invoke, "run a handler on an event file, in this process")
-    p.add_argument("function", choices=["ingest"])
+    p.add_argument("function", choices=["ingest", "changes", "gc"])
     p.add_argument("event", help="an event JSON file, e.g. events/sqs-small-record.json")
 
     p = command("delete", cmd_delete, "delete a record")

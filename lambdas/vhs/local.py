@@ -2,7 +2,10 @@
 
 `vhs local up` uses it, and so do the integration tests and the benchmarks. The server runs
 as a child process (so its state is never shared with an in-process `mock_aws`), and the
-resources are created from the same shapes (resources.py) that the CDK app deploys.
+resources are created from the same shapes (resources.py) that the CDK app deploys: the table
+and the body bucket, and for the ingest pipeline the staging bucket (claim-check payloads and
+staged bodies, expiring), the ingest queue, its dead-letter queue with the deployed redrive
+policy, and the DLQ alarm. emulator.py runs the pipeline on it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ DEFAULT_REGION = "us-east-1"
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 DEFAULT_TABLE = "vhs-local-records"
 DEFAULT_BUCKET = "vhs-local-bodies"
+DEFAULT_STAGING_BUCKET = "vhs-local-staging"
+DEFAULT_QUEUE = "vhs-local-ingest"
+DEFAULT_FUNCTION = "vhs-local-ingest"
 
 
 class LocalStackError(RuntimeError):
@@ -116,6 +122,26 @@ class LocalStack:
     bucket_name: str = DEFAULT_BUCKET
     prefix: str = ""
     extra_env: dict[str, str] = field(default_factory=dict)
+    # The ingest pipeline's resources (pipeline=False: the store's table and bucket only).
+    pipeline: bool = True
+    staging_bucket: str = DEFAULT_STAGING_BUCKET
+    queue_name: str = DEFAULT_QUEUE
+    function_name: str = DEFAULT_FUNCTION
+    # Test-only: the ingest queue's visibility timeout, so a retried message comes back in
+    # seconds rather than the deployed 6 minutes. None: the deployed shape's.
+    visibility_timeout: int | None = None
+    queue_url: str = field(default="", init=False)
+    queue_arn: str = field(default="", init=False)
+    dlq_url: str = field(default="", init=False)
+    dlq_arn: str = field(default="", init=False)
+
+    @property
+    def dlq_name(self) -> str:
+        return f"{self.queue_name}-dlq"
+
+    @property
+    def alarm_name(self) -> str:
+        return f"{self.dlq_name}-not-empty"
 
     def provision(self) -> LocalStack:
         dynamodb = client("dynamodb", self.endpoint, self.region)
@@ -126,9 +152,33 @@ class LocalStack:
         buckets = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
         if self.bucket_name not in buckets:
             resources.create_bucket(s3, self.bucket_name, self.region)
+        if self.pipeline:
+            if self.staging_bucket == self.bucket_name:
+                raise LocalStackError("staging needs a bucket of its own: its objects expire")
+            if self.staging_bucket not in buckets:
+                resources.create_staging_bucket(s3, self.staging_bucket, self.region)
+            self._provision_queues()
         return self
 
+    def _provision_queues(self) -> None:
+        from .alarms import put_dlq_alarm
+
+        sqs = client("sqs", self.endpoint, self.region)
+        # CreateQueue is idempotent for the same attributes: a second provision finds them.
+        self.queue_url, self.dlq_url = resources.create_ingest_queues(
+            sqs,
+            queue_name=self.queue_name,
+            dlq_name=self.dlq_name,
+            visibility_timeout=self.visibility_timeout,
+        )
+        for url, name in ((self.queue_url, "queue_arn"), (self.dlq_url, "dlq_arn")):
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+            setattr(self, name, arn["Attributes"]["QueueArn"])
+        cloudwatch = client("cloudwatch", self.endpoint, self.region)
+        put_dlq_alarm(cloudwatch, alarm_name=self.alarm_name, dlq_name=self.dlq_name)
+
     def env(self) -> dict[str, str]:
+        """What a producer or a `vhs` command needs (printed by `vhs local up`)."""
         values = {
             "AWS_ENDPOINT_URL": self.endpoint,
             "AWS_DEFAULT_REGION": self.region,
@@ -138,8 +188,24 @@ class LocalStack:
         }
         if self.prefix:
             values["VHS_PREFIX"] = self.prefix
+        if self.pipeline and self.queue_url:
+            values["VHS_QUEUE_URL"] = self.queue_url
+            values["VHS_DLQ_URL"] = self.dlq_url
+            values["VHS_STAGING_BUCKET"] = self.staging_bucket
+            values["VHS_STAGING_PREFIX"] = resources.STAGING_PREFIX
         values.update(self.extra_env)
         return values
+
+    def function_env(self) -> dict[str, str]:
+        """The ingest function's environment, as the CDK app sets it (tracing is off
+        locally: there is no X-Ray daemon)."""
+        return {
+            **self.env(),
+            "POWERTOOLS_SERVICE_NAME": "vhs-ingest",
+            "POWERTOOLS_METRICS_NAMESPACE": "VHS/local",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "LOG_LEVEL": "INFO",
+        }
 
 
 @contextlib.contextmanager

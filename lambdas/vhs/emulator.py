@@ -1,0 +1,652 @@
+"""Lambda's SQS event source, emulated: the local pipeline's poller.
+
+`SqsEventSource` does locally what an SQS event source mapping does on AWS, with the settings
+of `resources.INGEST` (the ones the CDK deploys):
+
+* it long-polls the queue (ReceiveMessage, at most 10 at a time, every system and message
+  attribute) and gathers a batch until it holds `batch_size` messages, the batching window has
+  passed since the batch's first message, or the next message would take the event over
+  Lambda's 6 MB invocation payload;
+* it invokes the real handler with the event Lambda sends (`lambda_record`: messageId,
+  receiptHandle, body, attributes with ApproximateReceiveCount, messageAttributes in the
+  lower-camel form, md5OfBody, eventSource "aws:sqs", eventSourceARN, awsRegion) and a context
+  object;
+* ReportBatchItemFailures: it deletes every message of the batch that the response does not
+  list in `batchItemFailures`. A listed message is left alone: it reappears after the queue's
+  visibility timeout with a higher ApproximateReceiveCount, and once it has been received
+  maxReceiveCount times SQS's redrive policy moves it to the DLQ. A handler that raises, times
+  out or returns a malformed response fails the whole batch, as on AWS.
+
+One execution environment: invocations run one after another in one thread, as in one Lambda
+sandbox (the handler's module state, Powertools' BatchProcessor included, is not meant to be
+shared by concurrent invocations). The next batch is received while the handler runs, as
+Lambda's pollers do. Concurrency comes from inside the handler, which stores a batch's
+messages in parallel.
+
+`LocalPipeline` runs it on the local stack with the real ingest handler, beside the DLQ alarm
+evaluator (alarms.py); `vhs local up`, `make demo`, the end-to-end test and the pipeline
+benchmark use it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import io
+import json
+import queue
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .invoke import LambdaContext
+from .resources import INGEST
+
+# Lambda's limit on a synchronous invocation's payload; an SQS batch never exceeds it.
+MAX_INVOCATION_PAYLOAD_BYTES = 6 * 1024 * 1024
+MAX_RECEIVE = 10  # ReceiveMessage's MaxNumberOfMessages
+MAX_DELETE = 10  # DeleteMessageBatch's entries
+# The system attributes Lambda puts in a record's `attributes`, when SQS has them.
+RECORD_ATTRIBUTES = (
+    "ApproximateReceiveCount",
+    "SentTimestamp",
+    "SenderId",
+    "ApproximateFirstReceiveTimestamp",
+    "SequenceNumber",
+    "MessageGroupId",
+    "MessageDeduplicationId",
+    "AWSTraceHeader",
+    "DeadLetterQueueSourceArn",
+)
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+# --- the event ----------------------------------------------------------------------------
+
+
+def lambda_record(message: dict[str, Any], *, queue_arn: str, region: str) -> dict[str, Any]:
+    """One ReceiveMessage message as a record of Lambda's SQS event."""
+    attributes = message.get("Attributes") or {}
+    body = message.get("Body", "")
+    record_attributes = {name: attributes[name] for name in RECORD_ATTRIBUTES if name in attributes}
+    message_attributes = {
+        name: _event_attribute(value)
+        for name, value in (message.get("MessageAttributes") or {}).items()
+    }
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": body,
+        "attributes": record_attributes,
+        "messageAttributes": message_attributes,
+        "md5OfBody": message.get("MD5OfBody")
+        or hashlib.md5(message.get("Body", "").encode()).hexdigest(),
+        "md5OfMessageAttributes": message.get("MD5OfMessageAttributes"),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+
+
+def _b64(value: bytes | str) -> str:
+    return base64.b64encode(value if isinstance(value, bytes) else value.encode()).decode()
+
+
+def _event_attribute(value: dict[str, Any]) -> dict[str, Any]:
+    """A ReceiveMessage MessageAttributeValue in the event's lower-camel form (binary values
+    base64-encoded, as JSON carries them)."""
+    out: dict[str, Any] = {}
+    if "StringValue" in value:
+        out["stringValue"] = value["StringValue"]
+    if "BinaryValue" in value:
+        out["binaryValue"] = _b64(value["BinaryValue"])
+    out["stringListValues"] = list(value.get("StringListValues") or [])
+    out["binaryListValues"] = [_b64(v) for v in value.get("BinaryListValues") or []]
+    out["dataType"] = value["DataType"]
+    return out
+
+
+def settle_response(response: Any, message_ids: list[str]) -> tuple[list[str], str | None]:
+    """(the messages to leave on the queue, why the whole batch failed or None) for a
+    handler's response, under ReportBatchItemFailures, as on AWS: None, an empty response and
+    an empty or null `batchItemFailures` are complete success; a response of another shape,
+    or an identifier that is empty, null, under another key or not in the batch, fails the
+    whole batch."""
+    if response is None or response == {} or response == "":
+        return [], None
+    failures = response.get("batchItemFailures") if isinstance(response, dict) else response
+    if failures is None:
+        return [], None
+    if isinstance(failures, list):
+        in_batch = set(message_ids)
+        identifiers = [f.get("itemIdentifier") if isinstance(f, dict) else None for f in failures]
+        if all(isinstance(i, str) and i in in_batch for i in identifiers):
+            return [i for i in message_ids if i in set(identifiers)], None
+    return list(message_ids), f"malformed response: {str(response)[:200]}"
+
+
+class EmulatedContext(LambdaContext):
+    """Lambda's context object, with the time left counting down from the invocation's start."""
+
+    def __init__(self, deadline: float, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._deadline = deadline
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+# --- the event source ---------------------------------------------------------------------
+
+
+@dataclass
+class Invocation:
+    """One invocation of the function, as the event source saw it."""
+
+    request_id: str
+    message_ids: list[str]
+    receive_counts: list[int]
+    failed: list[str]  # left on the queue, to be redelivered
+    error: str | None  # the handler raised, timed out or answered malformed
+    seconds: float
+
+
+@dataclass
+class EventSourceStats:
+    received: int = 0
+    invocations: int = 0
+    deleted: int = 0
+    item_failures: int = 0  # messages left on the queue by a partial or whole-batch failure
+    failed_invocations: int = 0
+    redeliveries: int = 0  # messages received with ApproximateReceiveCount > 1
+    delete_errors: int = 0
+    receive_errors: int = 0
+    max_receive_count: int = 0
+
+
+@dataclass
+class QueueDepth:
+    visible: int
+    in_flight: int
+    delayed: int
+
+    @property
+    def empty(self) -> bool:
+        return self.visible == 0 and self.in_flight == 0 and self.delayed == 0
+
+
+def queue_depth(sqs: Any, queue_url: str) -> QueueDepth:
+    attributes = sqs.get_queue_attributes(
+        QueueUrl=queue_url,
+        AttributeNames=[
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ],
+    )["Attributes"]
+    return QueueDepth(
+        int(attributes.get("ApproximateNumberOfMessages", 0)),
+        int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
+        int(attributes.get("ApproximateNumberOfMessagesDelayed", 0)),
+    )
+
+
+_STOP = object()
+
+
+class SqsEventSource:
+    """An SQS event source mapping with ReportBatchItemFailures, run in two threads: a poller
+    that receives and gathers batches, and the execution environment that invokes `handler`
+    and deletes what succeeded."""
+
+    def __init__(
+        self,
+        sqs: Any,
+        queue_url: str,
+        handler: Handler,
+        *,
+        queue_arn: str | None = None,
+        region: str | None = None,
+        shape: Any = INGEST,
+        batch_size: int | None = None,
+        batching_window_seconds: float | None = None,
+        function_name: str = "vhs-local-ingest",
+        poll_wait_seconds: int = 1,
+        on_invocation: Callable[[Invocation], None] | None = None,
+    ) -> None:
+        self.sqs = sqs
+        self.queue_url = queue_url
+        self.handler = handler
+        settings = sqs.get_queue_attributes(
+            QueueUrl=queue_url, AttributeNames=["QueueArn", "VisibilityTimeout"]
+        )["Attributes"]
+        self.queue_arn = queue_arn or settings["QueueArn"]
+        self.visibility_timeout = int(settings["VisibilityTimeout"])
+        self.region = region or self.queue_arn.split(":")[3]
+        self.batch_size = batch_size or shape.batch_size
+        self.batching_window = (
+            shape.max_batching_window_seconds
+            if batching_window_seconds is None
+            else batching_window_seconds
+        )
+        if self.batching_window >= self.visibility_timeout:
+            # AWS: visibility timeout >= 6x the function timeout plus the batching window.
+            # Gathering longer than the timeout would hand a message back to the queue (and
+            # count another receive) before it is even invoked.
+            raise ValueError(
+                f"the batching window ({self.batching_window}s) must be shorter than the "
+                f"queue's visibility timeout ({self.visibility_timeout}s)"
+            )
+        self.function_timeout = shape.function_timeout_seconds
+        self.memory_mb = shape.function_memory_mb
+        self.function_name = function_name
+        self.poll_wait_seconds = poll_wait_seconds
+        self.on_invocation = on_invocation
+        self.stats = EventSourceStats()
+        self.invocations: deque[Invocation] = deque(maxlen=10_000)  # the latest
+        self._stopping = threading.Event()
+        self._handoff: queue.Queue[Any] = queue.Queue(maxsize=1)  # one batch received ahead
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._failure: BaseException | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> SqsEventSource:
+        if self._threads:
+            raise RuntimeError("already started")
+        self._stopping.clear()
+        self._threads = [
+            threading.Thread(target=self._guard(self._poll), name="sqs-poller", daemon=True),
+            threading.Thread(target=self._guard(self._invoke_loop), name="lambda-env", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """Stop polling; batches already received are still invoked (they are in flight, and
+        would otherwise wait out the visibility timeout)."""
+        self._stopping.set()
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads = []
+
+    def __enter__(self) -> SqsEventSource:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return any(thread.is_alive() for thread in self._threads)
+
+    def check(self) -> None:
+        """Raise what stopped a thread of the event source, if anything did."""
+        if self._failure is not None:
+            raise RuntimeError("the event source stopped") from self._failure
+
+    def _guard(self, target: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target()
+            except BaseException as error:  # surfaced by check() and run_until_idle()
+                self._failure = error
+                self._stopping.set()
+                with contextlib.suppress(queue.Full):
+                    self._handoff.put_nowait(_STOP)
+
+        return run
+
+    # --- waiting -------------------------------------------------------------------------------
+
+    def depth(self) -> QueueDepth:
+        return queue_depth(self.sqs, self.queue_url)
+
+    def run_until_idle(self, timeout: float = 60.0, *, poll_interval: float = 0.1) -> None:
+        """Wait until the queue holds nothing: no visible, in-flight or delayed message (every
+        message stored, acknowledged or dead-lettered). Raises TimeoutError at the deadline."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check()
+            depth = self.depth()
+            if depth.empty:
+                return
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"queue not drained after {timeout}s: {depth}")
+            self._stopping.wait(poll_interval)
+
+    drain = run_until_idle
+
+    # --- the poller ----------------------------------------------------------------------------
+
+    def _receive(self, count: int, wait: int) -> list[dict[str, Any]]:
+        try:
+            response = self.sqs.receive_message(
+                QueueUrl=self.queue_url,
+                MaxNumberOfMessages=count,
+                WaitTimeSeconds=wait,
+                MessageSystemAttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            )
+        except (BotoCoreError, ClientError):
+            # Lambda's pollers retry; so does this one, after a pause.
+            with self._lock:
+                self.stats.receive_errors += 1
+            self._stopping.wait(1.0)
+            return []
+        return response.get("Messages", [])
+
+    def _poll(self) -> None:
+        batch: list[dict[str, Any]] = []
+        batch_bytes = 0
+        first_at = 0.0
+        carried: list[dict[str, Any]] = []
+        while not self._stopping.is_set():
+            if batch:
+                remaining = self.batching_window - (time.monotonic() - first_at)
+                if len(batch) >= self.batch_size or remaining <= 0:
+                    self._dispatch(batch)
+                    batch, batch_bytes = [], 0
+                    continue
+                wait = self.poll_wait_seconds if remaining >= self.poll_wait_seconds else 0
+            else:
+                remaining, wait = 0.0, self.poll_wait_seconds
+            if carried:
+                messages, carried = carried, []
+            else:
+                messages = self._receive(min(MAX_RECEIVE, self.batch_size - len(batch)), wait)
+            if not messages:
+                if batch and wait == 0:
+                    self._stopping.wait(min(remaining, 0.05))
+                continue
+            for n, message in enumerate(messages):
+                record = lambda_record(message, queue_arn=self.queue_arn, region=self.region)
+                size = len(json.dumps(record))
+                if batch and batch_bytes + size > MAX_INVOCATION_PAYLOAD_BYTES:
+                    carried = messages[n:]
+                    self._dispatch(batch)
+                    batch, batch_bytes = [], 0
+                    break
+                if not batch:
+                    first_at = time.monotonic()
+                seen = next(
+                    (i for i, r in enumerate(batch) if r["messageId"] == record["messageId"]), None
+                )
+                if seen is not None:
+                    # Its visibility timeout ran out while the batch was gathering (a window
+                    # longer than the timeout): keep the newest receipt, invoke it once.
+                    batch[seen] = record
+                    continue
+                batch.append(record)
+                batch_bytes += size
+            if self.batching_window <= 0 and batch:
+                self._dispatch(batch)
+                batch, batch_bytes = [], 0
+        # Stopping: what was received is in flight; invoke it rather than strand it.
+        if carried:
+            for message in carried:
+                batch.append(lambda_record(message, queue_arn=self.queue_arn, region=self.region))
+        if batch:
+            self._dispatch(batch)
+        self._handoff.put(_STOP)
+
+    def _dispatch(self, batch: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self.stats.received += len(batch)
+            for record in batch:
+                count = int(record["attributes"].get("ApproximateReceiveCount", "1"))
+                self.stats.max_receive_count = max(self.stats.max_receive_count, count)
+                if count > 1:
+                    self.stats.redeliveries += 1
+        while True:
+            try:
+                self._handoff.put(batch, timeout=0.2)
+                return
+            except queue.Full:
+                if self._failure is not None:
+                    return
+
+    # --- the execution environment -------------------------------------------------------------
+
+    def _invoke_loop(self) -> None:
+        while True:
+            batch = self._handoff.get()
+            if batch is _STOP:
+                return
+            self.invoke(batch)
+
+    def invoke(self, records: list[dict[str, Any]]) -> Invocation:
+        """Invoke the handler on one batch and settle it: delete the messages that succeeded."""
+        request_id = str(uuid.uuid4())
+        started = time.monotonic()
+        context = EmulatedContext(
+            started + self.function_timeout,
+            function_name=self.function_name,
+            memory_limit_in_mb=self.memory_mb,
+            timeout_seconds=self.function_timeout,
+            aws_request_id=request_id,
+            region=self.region,
+            log_group_name=f"/aws/lambda/{self.function_name}",
+        )
+        message_ids = [r["messageId"] for r in records]
+        error: str | None = None
+        try:
+            response = self.handler({"Records": records}, context)
+            failed, error = settle_response(response, message_ids)
+        except Exception as raised:
+            failed, error = list(message_ids), f"{type(raised).__name__}: {raised}"
+        seconds = time.monotonic() - started
+        if seconds > self.function_timeout and error is None:
+            # Lambda would have stopped it: the batch fails, whatever it did.
+            failed, error = list(message_ids), f"Task timed out after {seconds:.1f} seconds"
+        left = set(failed)
+        self._delete([r for r in records if r["messageId"] not in left])
+        invocation = Invocation(
+            request_id,
+            message_ids,
+            [int(r["attributes"].get("ApproximateReceiveCount", "1")) for r in records],
+            failed,
+            error,
+            seconds,
+        )
+        with self._lock:
+            self.stats.invocations += 1
+            self.stats.item_failures += len(failed)
+            self.stats.failed_invocations += error is not None
+            self.invocations.append(invocation)
+        if self.on_invocation:
+            self.on_invocation(invocation)
+        return invocation
+
+    def _delete(self, records: list[dict[str, Any]]) -> None:
+        for start in range(0, len(records), MAX_DELETE):
+            chunk = records[start : start + MAX_DELETE]
+            try:
+                response = self.sqs.delete_message_batch(
+                    QueueUrl=self.queue_url,
+                    Entries=[
+                        {"Id": str(n), "ReceiptHandle": r["receiptHandle"]}
+                        for n, r in enumerate(chunk)
+                    ],
+                )
+            except (BotoCoreError, ClientError):
+                # Not deleted: the messages come back after the visibility timeout and are
+                # stored again, which ordering makes harmless (at-least-once delivery).
+                response = {"Failed": chunk}
+            with self._lock:
+                self.stats.deleted += len(response.get("Successful", []))
+                self.stats.delete_errors += len(response.get("Failed", []))
+
+
+# --- the function's output ----------------------------------------------------------------
+
+
+class RoutedOutput(io.TextIOBase):
+    """sys.stdout or sys.stderr while the pipeline runs: what the main thread writes goes to
+    the console, what the function's threads write (Powertools' JSON logs and EMF metrics) to
+    its log file, as Lambda sends a function's output to CloudWatch Logs."""
+
+    def __init__(self, console: TextIO, sink: TextIO, console_threads: set[int]) -> None:
+        self.console = console
+        self.sink = sink
+        self.console_threads = console_threads
+
+    def _target(self) -> TextIO:
+        return self.console if threading.get_ident() in self.console_threads else self.sink
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def isatty(self) -> bool:
+        return self._target().isatty()
+
+    def fileno(self) -> int:
+        return self._target().fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._target(), "encoding", "utf-8")
+
+
+@contextlib.contextmanager
+def function_output(log_path: Path, module: Any = None) -> Iterator[TextIO]:
+    """Send the function's output to `log_path` for the duration (see RoutedOutput). Loggers
+    that `module` built before the routing began (they hold the stream they were given) are
+    pointed at the log too."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    console_threads = {threading.main_thread().ident or 0}
+    with open(log_path, "a", encoding="utf-8", buffering=1) as sink:
+        saved = sys.stdout, sys.stderr
+        sys.stdout = RoutedOutput(saved[0], sink, console_threads)  # type: ignore[assignment]
+        sys.stderr = RoutedOutput(saved[1], sink, console_threads)  # type: ignore[assignment]
+        repointed = []
+        for value in vars(module).values() if module is not None else ():
+            handler = getattr(value, "registered_handler", None)  # a Powertools Logger
+            if handler is not None and hasattr(handler, "setStream"):
+                repointed.append((handler, handler.setStream(sink)))
+        try:
+            yield sink
+        finally:
+            for handler, previous in repointed:
+                handler.setStream(previous)
+            sys.stdout, sys.stderr = saved
+
+
+def read_function_log(log_path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON lines of a function log (Powertools log records and EMF blobs)."""
+    if not log_path.exists():
+        return
+    with open(log_path, encoding="utf-8") as lines:
+        for line in lines:
+            line = line.strip()
+            if line.startswith("{"):
+                with contextlib.suppress(ValueError):
+                    yield json.loads(line)
+
+
+# --- the local pipeline -------------------------------------------------------------------
+
+
+@dataclass
+class LocalPipeline:
+    """The local stack's ingest pipeline, running: the event source invoking the real ingest
+    handler with the function's environment, and the DLQ alarm evaluated beside it.
+
+    `on_alarm` is called with each alarm Transition as it happens. `alarm_period` is how many
+    seconds stand for one of the alarm's periods (60 s on AWS): locally a period is compressed
+    so a change shows at once."""
+
+    stack: Any  # local.LocalStack, provisioned with its pipeline
+    function_log: Path | None = None
+    on_alarm: Callable[[Any], None] | None = None
+    alarm_period: float = 1.0
+    batch_size: int | None = None
+    batching_window_seconds: float | None = None
+    handler: Handler | None = None
+    source: SqsEventSource | None = field(default=None, init=False)
+    alarm: Any = field(default=None, init=False)
+    module: Any = field(default=None, init=False)
+    _exit: contextlib.ExitStack | None = field(default=None, init=False)
+
+    def start(self) -> LocalPipeline:
+        from .alarms import AlarmEvaluator
+        from .invoke import load_handler
+        from .local import client, environment
+
+        stack = self.stack
+        running = contextlib.ExitStack()
+        try:
+            running.enter_context(environment(stack.function_env()))
+            if self.handler is None:
+                # Built on first use from the environment just set; forget any earlier stack.
+                import importlib
+
+                handler = load_handler("ingest")
+                self.module = importlib.import_module(handler.__module__)
+                if self.function_log is not None:
+                    running.enter_context(function_output(self.function_log, self.module))
+                if hasattr(self.module, "reset"):
+                    self.module.reset()
+                    running.callback(self.module.reset)
+                self.handler = handler
+            elif self.function_log is not None:
+                running.enter_context(function_output(self.function_log))
+            sqs = client("sqs", stack.endpoint, stack.region)
+            self.alarm = AlarmEvaluator(
+                client("cloudwatch", stack.endpoint, stack.region),
+                sqs,
+                alarm_name=stack.alarm_name,
+                queue_url=stack.dlq_url,
+                period_seconds=self.alarm_period,
+                on_transition=self.on_alarm,
+            )
+            running.enter_context(self.alarm)
+            self.source = SqsEventSource(
+                sqs,
+                stack.queue_url,
+                self.handler,
+                queue_arn=stack.queue_arn,
+                region=stack.region,
+                batch_size=self.batch_size,
+                batching_window_seconds=self.batching_window_seconds,
+                function_name=stack.function_name,
+            )
+            running.enter_context(self.source)
+        except BaseException:
+            running.close()
+            raise
+        self._exit = running
+        return self
+
+    def stop(self) -> None:
+        if self._exit is not None:
+            self._exit.close()
+            self._exit = None
+
+    def __enter__(self) -> LocalPipeline:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def drain(self, timeout: float = 60.0) -> None:
+        """Wait until the ingest queue is empty, then evaluate the alarm once more so its
+        state reflects the DLQ as it now is."""
+        assert self.source is not None and self.alarm is not None
+        self.source.run_until_idle(timeout)
+        self.alarm.evaluate()
