@@ -7,9 +7,12 @@
     vhs delete ID --deleted-at T     delete a record
     vhs send FILE.jsonl              send messages to the ingest queue
     vhs gc [--dry-run] [--grace 1h]  delete bodies nothing references
+    vhs verify [--deep]              check every current and retained pointer
+    vhs dlq list|redrive|discard     the ingest dead-letter queue
     vhs invoke ingest EVENT.json     run the ingest handler on an event, here
 
-Every command takes --json for output that scripts can parse. Configuration comes from the
+Every command takes --json for output that scripts can parse, and --stack NAME to read its
+configuration from a deployed stage's stack outputs. Otherwise configuration comes from the
 environment that `vhs local up` prints (or AWS's own, for a deployed stack).
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import signal
 import sys
 import threading
@@ -311,6 +315,153 @@ def cmd_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress
+    from rich.table import Table
+
+    from .verify import Verifier
+
+    verifier = Verifier(
+        _store(),
+        deep=args.deep,
+        segments=args.segments,
+        workers=args.workers,
+        consistent_reads=args.consistent,
+    )
+    err = _console_err()
+
+    def shown(finding: Any) -> None:
+        if not args.json:
+            version = f"v{finding.version}" if finding.version is not None else "-"
+            err.print(
+                f"[red]{finding.kind}[/] {finding.id} {version} {finding.location or ''} "
+                f"{finding.detail}",
+                highlight=False,
+            )
+
+    with Progress(
+        *Progress.get_default_columns()[:1],
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err,
+        disable=args.json,
+    ) as progress:
+        task = progress.add_task("verifying items", total=None)
+
+        def advance(state: Any) -> None:
+            progress.update(task, completed=state.items, total=state.estimated_items)
+
+        report = verifier.run(args.ids or None, on_finding=shown, progress=advance)
+    if args.json:
+        _emit_json(report.as_dict())
+    else:
+        table = Table(title="verification" + (" (deep: every S3 body hashed)" if args.deep else ""))
+        table.add_column("")
+        table.add_column("", justify="right")
+        for name in (
+            "items",
+            "versions",
+            "inline",
+            "s3",
+            "s3_objects",
+            "deletes",
+            "unconfirmed",
+            "findings_total",
+        ):
+            table.add_row(name.replace("_", " "), f"{getattr(report, name):,}")
+        for kind, count in sorted(report.by_kind.items()):
+            table.add_row(f"  {kind}", f"{count:,}")
+        _console().print(table)
+    return 0 if report.ok else 1
+
+
+def _dlq() -> Any:
+    from .dlq import DeadLetterQueue
+
+    return DeadLetterQueue.from_env()
+
+
+def _dlq_filter(args: argparse.Namespace) -> Any:
+    from .dlq import RedriveFilter
+
+    return RedriveFilter(
+        error_types=frozenset(args.type or ()),
+        error_fields=frozenset(args.field or ()),
+        id_prefix=args.id_prefix,
+        retries_exhausted=args.retries_exhausted,
+        max_messages=args.max,
+    )
+
+
+def _age(seconds: float) -> str:
+    minutes, _ = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours}h" if days else f"{hours}h{minutes:02d}m" if hours else f"{minutes}m"
+
+
+def cmd_dlq_list(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    queue = _dlq()
+    depth = queue.depth()
+    letters = queue.list(limit=args.limit, resolve_claim_checks=args.resolve)
+    if args.json:
+        _emit_json([letter.as_dict() for letter in letters])
+        return 0
+    table = Table(
+        title=f"dead letters: {depth.visible} visible, {depth.in_flight} in flight (not shown)"
+    )
+    for column in ("message", "record id", "type", "field", "reason", "age", "receives"):
+        table.add_column(column, overflow="fold")
+    for letter in letters:
+        table.add_row(
+            letter.message_id[:8],
+            letter.record_id or ("(claim check)" if letter.claim_check else "?"),
+            letter.error_type,
+            letter.error_field or "",
+            letter.reason or "",
+            _age(letter.age().total_seconds()),
+            str(letter.receive_count),
+        )
+    _console().print(table)
+    return 0
+
+
+def cmd_dlq_redrive(args: argparse.Namespace) -> int:
+    queue = _dlq()
+    report = queue.redrive(
+        _dlq_filter(args), dry_run=args.dry_run, use_move_task=False if args.no_move_task else None
+    )
+    if args.json:
+        _emit_json(report.as_dict())
+    elif report.task_handle:
+        print(f"started move task {report.task_handle}: ~{report.to_move} messages")
+    else:
+        verb = "would move" if args.dry_run else "moved"
+        print(
+            f"{verb} {report.moved}, skipped {report.skipped}, failed {report.failed}, "
+            f"duplicated {report.duplicated} ({report.method})"
+        )
+        for error in report.errors:
+            print(f"  {error}", file=sys.stderr)
+    return 0 if not report.failed else 1
+
+
+def cmd_dlq_discard(args: argparse.Namespace) -> int:
+    selection = _dlq_filter(args)
+    if selection.selects_everything and not args.all:
+        print("error: give a filter, or --all to discard every dead letter", file=sys.stderr)
+        return 2
+    report = _dlq().discard(selection, everything=args.all, dry_run=args.dry_run)
+    if args.json:
+        _emit_json(report.as_dict())
+    else:
+        verb = "would discard" if args.dry_run else "discarded"
+        print(f"{verb} {report.discarded}, skipped {report.skipped}, failed {report.failed}")
+    return 0 if not report.failed else 1
+
+
 def _console_err() -> Any:
     from rich.console import Console
 
@@ -323,6 +474,11 @@ def _console_err() -> Any:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vhs", description="VHS: a versioned hybrid store")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument(
+        "--stack",
+        metavar="NAME",
+        help="configure from a deployed stage's stack outputs (e.g. Vhs-prod)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, handler: Any, help: str) -> argparse.ArgumentParser:
@@ -371,6 +527,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grace", default="1h", help="skip objects younger than this (default 1h)")
     p.add_argument("--shard", action="append", help="only this shard (00-ff); repeatable")
 
+    p = command("verify", cmd_verify, "check every current and retained pointer")
+    p.add_argument("ids", nargs="*", help="only these ids (default: the whole table)")
+    p.add_argument("--deep", action="store_true", help="read and hash every S3 body")
+    p.add_argument("--segments", type=int, default=4, help="parallel scan segments")
+    p.add_argument("--workers", type=int, default=16, help="concurrent S3 lookups")
+    p.add_argument("--consistent", action="store_true", help="strongly consistent scan")
+
+    dlq = sub.add_parser("dlq", help="the ingest dead-letter queue")
+    dlq_sub = dlq.add_subparsers(dest="dlq_command", required=True)
+
+    def dlq_command(name: str, handler: Any, help: str) -> argparse.ArgumentParser:
+        p = dlq_sub.add_parser(name, help=help)
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+        p.set_defaults(handler=handler)
+        return p
+
+    def filters(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--type", action="append", help="error type, e.g. InvalidMessage")
+        p.add_argument("--field", action="append", help="error field, e.g. updated_at")
+        p.add_argument("--id-prefix", help="record ids starting with this")
+        p.add_argument(
+            "--retries-exhausted",
+            action="store_true",
+            help="only messages the redrive policy moved (transient failures)",
+        )
+        p.add_argument("--max", type=int, help="at most this many")
+        p.add_argument("--dry-run", action="store_true")
+
+    p = dlq_command("list", cmd_dlq_list, "each dead letter's id, error, reason and age")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--resolve", action="store_true", help="read claim checks' record ids")
+    p = dlq_command("redrive", cmd_dlq_redrive, "move dead letters back to the ingest queue")
+    filters(p)
+    p.add_argument("--no-move-task", action="store_true", help="never use StartMessageMoveTask")
+    p = dlq_command("discard", cmd_dlq_discard, "delete dead letters (e.g. already resent)")
+    filters(p)
+    p.add_argument("--all", action="store_true", help="every dead letter")
+
     p = command("invoke", cmd_invoke, "run a handler on an event file, in this process")
     p.add_argument("function", choices=["ingest", "changes", "gc"])
     p.add_argument("event", help="an event JSON file, e.g. events/sqs-small-record.json")
@@ -389,6 +583,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         args.port = DEFAULT_PORT
     try:
+        if args.stack:
+            from .stackconfig import env_from_stacks
+
+            os.environ.update(env_from_stacks(args.stack))
         return args.handler(args)
     except RecordNotFound as error:
         print(f"not found: {error}", file=sys.stderr)
