@@ -19,6 +19,9 @@ Context keys (``cdk deploy -c key=value`` or cdk.json):
 ``powertoolsLayerArn``      an exact Powertools layer ARN (other partitions, or a pinned copy)
 ``powertoolsLayerVersion``  the layer version number, when not resolved from SSM (optional)
 ``ingestEventSource``       "false" leaves the SQS event source out (tests; default true)
+``gcSchedule``              the collector's EventBridge schedule (default resources.GC)
+``gcParallel``              invocations a collection run fans out over (default resources.GC)
+``gcGrace``                 VHS_GC_GRACE of the collector (default resources.GC)
 ==========================  ==================================================================
 """
 
@@ -88,6 +91,7 @@ class VhsConfig:
     log_level: str = "INFO"
     ingest: resources.IngestShape = field(default_factory=lambda: resources.INGEST)
     alarms: resources.AlarmThresholds = field(default_factory=lambda: resources.ALARMS)
+    gc: resources.GcShape = field(default_factory=lambda: resources.GC)
     powertools_layer_arn: str | None = None
     powertools_layer_version: int | None = None
     # False leaves the SQS event source mapping out: moto's CloudFormation would otherwise
@@ -174,12 +178,19 @@ class VhsConfig:
 
         ingest = resources.INGEST
         alarms = resources.ALARMS
+        gc = resources.GC
         overrides: dict[str, Any] = {}
         try:
             if (concurrency := number("maxConcurrency")) is not None:
                 ingest = dataclasses.replace(ingest, max_concurrency=concurrency)
             if (age := number("oldestMessageAgeAlarmSeconds")) is not None:
                 alarms = dataclasses.replace(alarms, oldest_message_age_seconds=age)
+            if (schedule := text("gcSchedule")) is not None:
+                gc = dataclasses.replace(gc, schedule_expression=schedule)
+            if (parallel := number("gcParallel")) is not None:
+                gc = dataclasses.replace(gc, parallel=parallel)
+            if (grace := text("gcGrace")) is not None:
+                gc = dataclasses.replace(gc, grace=grace)
         except ValueError as error:
             raise ConfigError(str(error)) from None
         for key, name in (
@@ -205,6 +216,7 @@ class VhsConfig:
         return cls(
             ingest=ingest,
             alarms=alarms,
+            gc=gc,
             ingest_event_source=flag("ingestEventSource", True),
             **overrides,
         )

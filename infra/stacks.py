@@ -1,4 +1,4 @@
-"""The two stacks of a VHS deployment, and the app that holds them.
+"""The VHS stacks: Store (stateful), Ingest, Changes and Maintenance (stateless).
 
 * ``Vhs-<stage>-Store`` (stateful): the body bucket, the index table, the staging bucket and
   the access-log bucket. Everything in it is RETAIN, so deleting the stack keeps the data.
@@ -8,6 +8,12 @@
   the table's stream, its SNS FIFO topic and dead-letter queue, and its alarms, which go to
   the Ingest stack's alarm topic. It can be deployed, paused or removed without touching
   ingest; while it is gone the stream keeps 24 hours of changes for it.
+* ``Vhs-<stage>-Maintenance`` (stateless): the garbage collector (infra/gc.py): its function,
+  the EventBridge rule that runs it on a schedule, and its alarm, which goes to the Ingest
+  stack's alarm topic. A stack of its own rather than a part of Ingest or Changes: the
+  collector shares no resource with either (it names the Store's bucket and table, as they
+  do), it can be paused or removed without touching the pipeline, and the Ingest and Changes
+  templates stay exactly as they are.
 
 The Ingest stack refers to the Store's resources by their physical names (see
 `VhsConfig.table_name` and `VhsConfig.bucket_name`), not by cross-stack references, so
@@ -36,6 +42,7 @@ from constructs import Construct
 
 from .changes import ChangeFeed
 from .config import VhsConfig
+from .gc import GarbageCollection
 from .ingest import Ingest
 from .monitoring import Monitoring
 from .store import Store
@@ -189,12 +196,46 @@ class ChangesStack(cdk.Stack):
         )
 
 
+class MaintenanceStack(cdk.Stack):
+    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
+        super().__init__(
+            scope,
+            id,
+            description=f"VHS {config.stage}: scheduled garbage collection (stateless)",
+            **kwargs,
+        )
+        # The Store stack's resources, by name; the alarm topic through SSM, as for Changes.
+        bucket = s3.Bucket.from_bucket_name(self, "Bodies", _bucket_name(config, "bodies"))
+        table = dynamodb.Table.from_table_name(self, "Records", config.table_name)
+        alarm_topic = sns.Topic.from_topic_arn(
+            self,
+            "AlarmTopic",
+            ssm.StringParameter.value_for_string_parameter(
+                self, _parameter_name(config, "alarm-topic-arn")
+            ),
+        )
+        self.gc = GarbageCollection(
+            self,
+            "GarbageCollection",
+            config=config,
+            bucket=bucket,
+            table=table,
+            alarm_topic=alarm_topic,
+        )
+        for output, value, what in (
+            ("GcFunctionName", self.gc.function.function_name, "the garbage collector"),
+            ("GcRuleName", self.gc.rule.rule_name, "its schedule (disable it to pause GC)"),
+        ):
+            cdk.CfnOutput(self, output, value=value, description=what)
+
+
 @dataclass(frozen=True)
 class VhsStacks:
     config: VhsConfig
     store: StoreStack
     ingest: IngestStack
     changes: ChangesStack
+    maintenance: MaintenanceStack
 
 
 def build(
@@ -223,9 +264,14 @@ def build(
     changes = ChangesStack(app, f"{config.prefix}-Changes", config=config, synthesizer=synth())
     changes.add_stack_dependency(store, "the change feed reads the table's stream (SSM)")
     changes.add_stack_dependency(ingest, "the change feed's alarms notify the alarm topic (SSM)")
-    for stack in (store, ingest, changes):
+    maintenance = MaintenanceStack(
+        app, f"{config.prefix}-Maintenance", config=config, synthesizer=synth()
+    )
+    maintenance.add_stack_dependency(store, "the collector reads the Store's bucket and table")
+    maintenance.add_stack_dependency(ingest, "the collector's alarm notifies the alarm topic (SSM)")
+    for stack in (store, ingest, changes, maintenance):
         cdk.Tags.of(stack).add("project", "vhs")
         cdk.Tags.of(stack).add("stage", config.stage)
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    return VhsStacks(config, store, ingest, changes)
+    return VhsStacks(config, store, ingest, changes, maintenance)

@@ -389,3 +389,48 @@ def subscribe_fifo_queue(sns: Any, sqs: Any, topic_arn: str, queue_name: str) ->
         Attributes={"RawMessageDelivery": "true"},
     )
     return queue_url
+
+
+# --- Garbage collection: a scheduled Lambda (docs/gc.md) ----------------------------------------
+# The Maintenance stack (infra/gc.py) runs handlers.gc on an EventBridge schedule. The handler
+# stops taking shards with 120 s left and hands the rest on to a fresh invocation of itself, so
+# the timeout bounds one invocation, not a collection.
+def _is_duration(text: str) -> bool:
+    """What handlers.gc (vhs.gc.parse_duration) reads from VHS_GC_GRACE: seconds, or
+    90s / 30m / 1h / 2d; not negative."""
+    number = text[:-1] if text[-1:] in ("s", "m", "h", "d") else text
+    digits = number.replace(".", "", 1)
+    return digits.isascii() and digits.isdigit()
+
+
+@dataclass(frozen=True)
+class GcShape:
+    function_timeout_seconds: int = 900
+    function_memory_mb: int = 512
+    # EventBridge schedule expression of the collection run.
+    schedule_expression: str = "rate(1 day)"
+    # The scheduled event is {"parallel": N}: the 256 shards are split over N invocations.
+    parallel: int = 8
+    # VHS_GC_GRACE: objects younger than this are not judged (docs/gc.md).
+    grace: str = "1h"
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 1 <= self.function_timeout_seconds <= 900:
+            problems.append("function timeout must be 1..900 s")
+        if not 128 <= self.function_memory_mb <= 10_240:
+            problems.append("function memory must be 128..10240 MB")
+        if not (
+            self.schedule_expression.startswith(("rate(", "cron("))
+            and self.schedule_expression.endswith(")")
+        ):
+            problems.append("schedule must be an EventBridge rate(...) or cron(...) expression")
+        if not 1 <= self.parallel <= 256:
+            problems.append("parallel must be 1..256 (there are 256 shards)")
+        if not _is_duration(self.grace):
+            problems.append("grace must be a duration such as 90s, 30m, 1h or 2d")
+        if problems:
+            raise ValueError("invalid GC shape: " + "; ".join(problems))
+
+
+GC = GcShape()

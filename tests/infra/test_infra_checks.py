@@ -42,6 +42,17 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     # event source's on-failure destination, which cdk-nag's SQS3 does not recognise.
     ("AwsSolutions-IAM5[Resource::*]", "Vhs-prod-Changes/ChangeFeed/Role/DefaultPolicy/Resource"),
     ("AwsSolutions-SQS3", "Vhs-prod-Changes/ChangeFeed/DeadLetters/Resource"),
+    # The garbage collector (infra/gc.py): X-Ray, as for ingest; and GetObject (HeadObject)
+    # and DeleteObject on the objects under the body prefix, whose keys are found by listing.
+    (
+        "AwsSolutions-IAM5[Resource::*]",
+        "Vhs-prod-Maintenance/GarbageCollection/Role/DefaultPolicy/Resource",
+    ),
+    (
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::"
+        "vhs-prod-bodies-<AWS::AccountId>-<AWS::Region>/bodies/*]",
+        "Vhs-prod-Maintenance/GarbageCollection/Role/DefaultPolicy/Resource",
+    ),
 }
 
 
@@ -79,7 +90,7 @@ def test_an_acknowledgement_without_a_real_reason_is_refused() -> None:
 
 def test_cfn_lint_reports_no_errors(default_app: Synthesized) -> None:
     templates = sorted(str(p) for p in default_app.outdir.glob("*.template.json"))
-    assert len(templates) == 3  # Store, Ingest, Changes
+    assert len(templates) == 4  # Store, Ingest, Changes, Maintenance
     result = subprocess.run(
         [
             str(Path(sys.executable).with_name("cfn-lint")),

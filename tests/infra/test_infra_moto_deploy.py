@@ -1,4 +1,4 @@
-"""The synthesized templates deploy: both stacks, into moto's CloudFormation, in order.
+"""The synthesized templates deploy: every stack, into moto's CloudFormation, in order.
 
 The app is built as `cdk deploy` builds it, with two differences made through props, and a
 few edits to the copy of each template that moto receives, each for a stated moto limit:
@@ -125,7 +125,8 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
         )
         s3.create_bucket(Bucket=f"cdk-hnb659fds-assets-{ACCOUNT}-{REGION}")
         stacks = synthesized.stacks
-        for stack in (stacks.store, stacks.ingest, stacks.changes):  # dependency order
+        # dependency order
+        for stack in (stacks.store, stacks.ingest, stacks.changes, stacks.maintenance):
             publish_assets(s3, outdir, stack.stack_name)
             cloudformation.create_stack(
                 StackName=stack.stack_name,
@@ -264,3 +265,31 @@ def test_change_feed_topic_and_dlq_are_created(deployed: Deployed) -> None:
         FunctionName=outputs["ChangeFunctionName"]
     )["Environment"]["Variables"]
     assert env["VHS_CHANGE_TOPIC_ARN"] == outputs["ChangeTopicArn"]
+
+
+def test_the_garbage_collector_and_its_schedule_are_created(deployed: Deployed) -> None:
+    # moto creates the rule and its target but never invokes it (no EventBridge -> Lambda).
+    outputs = deployed.outputs[f"Vhs-{STAGE}-Maintenance"]
+    assert outputs["GcFunctionName"] == f"vhs-{STAGE}-gc"
+    configuration = deployed.client("lambda").get_function_configuration(
+        FunctionName=outputs["GcFunctionName"]
+    )
+    assert configuration["Handler"] == "handlers.gc.handler"
+    assert configuration["Timeout"] == resources.GC.function_timeout_seconds
+    env = configuration["Environment"]["Variables"]
+    assert env["VHS_TABLE_NAME"] == store_outputs(deployed)["TableName"]
+    assert env["VHS_BUCKET_NAME"] == store_outputs(deployed)["BucketName"]
+    assert env["VHS_GC_GRACE"] == resources.GC.grace
+    events = deployed.client("events")
+    rule = events.describe_rule(Name=outputs["GcRuleName"])
+    assert rule["ScheduleExpression"] == resources.GC.schedule_expression
+    assert rule["State"] == "ENABLED"
+    (target,) = events.list_targets_by_rule(Rule=outputs["GcRuleName"])["Targets"]
+    assert target["Arn"] == configuration["FunctionArn"]
+    assert json.loads(target["Input"]) == {"parallel": resources.GC.parallel}
+    policy = json.loads(
+        deployed.client("lambda").get_policy(FunctionName=outputs["GcFunctionName"])["Policy"]
+    )
+    (statement,) = policy["Statement"]
+    assert statement["Principal"] == {"Service": "events.amazonaws.com"}
+    assert statement["Condition"]["ArnLike"]["AWS:SourceArn"] == rule["Arn"]
