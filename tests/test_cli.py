@@ -167,3 +167,24 @@ def test_stack_reads_configuration_from_stack_outputs(local_env):
     result = vhs(env, "--stack", "Vhs-cli", "put", "via-stack", "-", stdin=b"{}")
     assert result.returncode == 0, result.stderr
     assert vhs(local_env, "get", "via-stack").stdout == b"{}"
+
+
+def test_local_up_runs_the_change_feed(local_env, tmp_path: Path):
+    """A put through the CLI reaches the change feed's watch queue as one notification."""
+    import time
+
+    import boto3
+
+    for name in ("VHS_CHANGE_TOPIC_ARN", "VHS_CHANGE_DLQ_URL", "VHS_CHANGE_QUEUE_URL"):
+        assert local_env[name]
+    assert vhs(local_env, "put", "feed-1", "-", stdin=b'{"n": 1}').returncode == 0
+    sqs = boto3.client("sqs", endpoint_url=local_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    notifications: list = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(n["id"] == "feed-1" for n in notifications):
+        received = sqs.receive_message(
+            QueueUrl=local_env["VHS_CHANGE_QUEUE_URL"], MaxNumberOfMessages=10, WaitTimeSeconds=1
+        )
+        notifications += [json.loads(m["Body"]) for m in received.get("Messages", [])]
+    [note] = [n for n in notifications if n["id"] == "feed-1"]
+    assert (note["version"], note["change"], note["location"]) == (1, "stored", "inline")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import signal
@@ -57,8 +58,6 @@ def _now() -> str:
 
 
 def cmd_local_up(args: argparse.Namespace) -> int:
-    import contextlib
-
     from .local import DEFAULT_BUCKET, DEFAULT_TABLE, LocalStack, MotoServer
 
     stop = threading.Event()
@@ -108,6 +107,8 @@ def cmd_local_up(args: argparse.Namespace) -> int:
             assert pipeline.source is not None
             pipeline.source.on_invocation = on_invocation
         env = stack.env()
+        if not args.no_pipeline:
+            env.update(running.enter_context(_local_change_feed(stack)))
         if args.json:
             _emit_json(env)
         else:
@@ -123,6 +124,45 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         stop.wait()
         # Leaving the ExitStack stops polling and lets the batch in hand finish.
     return 0
+
+
+@contextlib.contextmanager
+def _local_change_feed(stack: Any) -> Any:
+    """The change feed on the local stack: the table's stream drives the real `changes`
+    handler, which publishes to an SNS FIFO topic; a FIFO queue subscribed to it lets you
+    watch the notifications. Yields the variables to export."""
+    from . import resources
+    from .local import client
+    from .stream_source import LocalChangeFeed
+
+    sns, sqs = (
+        client("sns", stack.endpoint, stack.region),
+        client("sqs", stack.endpoint, stack.region),
+    )
+    topic_arn = resources.create_change_topic(sns, "vhs-local-changes.fifo")
+    dlq_url = sqs.create_queue(
+        QueueName="vhs-local-changes-dlq",
+        Attributes={
+            "MessageRetentionPeriod": str(resources.CHANGES.dlq_retention_seconds),
+            "SqsManagedSseEnabled": "true",
+        },
+    )["QueueUrl"]
+    watch_url = resources.subscribe_fifo_queue(sns, sqs, topic_arn, "vhs-local-changes-watch.fifo")
+    feed = LocalChangeFeed(
+        stack.endpoint,
+        stack.table_name,
+        topic_arn,
+        stack.bucket_name,
+        prefix=stack.prefix,
+        region=stack.region,
+        dlq_url=dlq_url,
+    )
+    with feed:
+        yield {
+            "VHS_CHANGE_TOPIC_ARN": topic_arn,
+            "VHS_CHANGE_DLQ_URL": dlq_url,
+            "VHS_CHANGE_QUEUE_URL": watch_url,
+        }
 
 
 # --- records -------------------------------------------------------------------------------
