@@ -31,15 +31,11 @@ from constructs import Construct
 from vhs import resources
 
 from . import nag
-from .config import LAMBDA_ARCHITECTURE, VhsConfig
+from .config import VhsConfig
 from .ingest import (
-    _ARCHITECTURES,
     _RETENTION,
-    ASSET_EXCLUDE,
-    LAMBDAS_DIR,
     metrics_namespace,
-    powertools_layer,
-    python_runtime,
+    vhs_function,
 )
 from .monitoring import dead_letter_metric, notifying_alarm
 
@@ -162,18 +158,13 @@ class ChangeFeed(Construct):
         if config.body_prefix:
             environment["VHS_PREFIX"] = config.body_prefix
 
-        self.function = lambda_.Function(
+        self.function = vhs_function(
             self,
-            "Function",
-            description=f"VHS {config.stage}: publishes a notification per version and delete",
-            runtime=python_runtime(),
-            architecture=_ARCHITECTURES[LAMBDA_ARCHITECTURE],
+            config,
             handler=CHANGES_HANDLER,
-            code=lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=ASSET_EXCLUDE),
-            layers=[powertools_layer(self, config)],
-            timeout=cdk.Duration.seconds(shape.function_timeout_seconds),
-            memory_size=shape.function_memory_mb,
-            tracing=lambda_.Tracing.ACTIVE,
+            description=f"VHS {config.stage}: publishes a notification per version and delete",
+            timeout_seconds=shape.function_timeout_seconds,
+            memory_mb=shape.function_memory_mb,
             log_group=self.log_group,
             role=self.role,
             environment=environment,

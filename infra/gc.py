@@ -24,23 +24,18 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from . import nag
-from .config import LAMBDA_ARCHITECTURE, VhsConfig
+from .config import VhsConfig
 from .ingest import (
-    _ARCHITECTURES,
     _RETENTION,
-    ASSET_EXCLUDE,
-    LAMBDAS_DIR,
     _object_arn,
     metrics_namespace,
-    powertools_layer,
-    python_runtime,
+    vhs_function,
 )
 from .monitoring import notifying_alarm
 
@@ -155,22 +150,17 @@ class GarbageCollection(Construct):
         }
         environment.update({k: str(v) for k, v in optional.items() if v is not None})
 
-        self.function = lambda_.Function(
+        self.function = vhs_function(
             self,
-            "Function",
-            function_name=function_name,
-            description=f"VHS {config.stage}: deletes body objects no retained version uses",
-            runtime=python_runtime(),
-            architecture=_ARCHITECTURES[LAMBDA_ARCHITECTURE],
+            config,
             handler=GC_HANDLER,
-            code=lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=ASSET_EXCLUDE),
-            layers=[powertools_layer(self, config)],
-            timeout=cdk.Duration.seconds(shape.function_timeout_seconds),
-            memory_size=shape.function_memory_mb,
-            tracing=lambda_.Tracing.ACTIVE,
+            description=f"VHS {config.stage}: deletes body objects no retained version uses",
+            timeout_seconds=shape.function_timeout_seconds,
+            memory_mb=shape.function_memory_mb,
             log_group=self.log_group,
             role=self.role,
             environment=environment,
+            function_name=function_name,
         )
 
         # The schedule. The target adds the function's resource policy for this rule

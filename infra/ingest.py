@@ -11,6 +11,7 @@ bodies to the garbage collector), no wildcard actions.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
@@ -72,6 +73,41 @@ def powertools_layer(scope: Construct, config: VhsConfig) -> lambda_.ILayerVersi
 def _object_arn(bucket: s3.IBucket, prefix: str) -> str:
     """ARN of every object under a key prefix ("" for the whole bucket)."""
     return bucket.arn_for_objects(f"{prefix.strip('/')}/*" if prefix.strip("/") else "*")
+
+
+def vhs_function(
+    scope: Construct,
+    config: VhsConfig,
+    *,
+    handler: str,
+    description: str,
+    timeout_seconds: int,
+    memory_mb: int,
+    log_group: logs.ILogGroup,
+    role: iam.IRole,
+    environment: dict[str, str],
+    **options: Any,
+) -> lambda_.Function:
+    """A VHS Lambda function ("Function" in `scope`): the lambdas/ asset, the newest Python
+    runtime the Powertools layer supports, arm64, active tracing, and the given role and logs.
+    Every VHS function is packaged the same way; only what it does differs."""
+    return lambda_.Function(
+        scope,
+        "Function",
+        description=description,
+        runtime=python_runtime(),
+        architecture=_ARCHITECTURES[LAMBDA_ARCHITECTURE],
+        handler=handler,
+        code=lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=ASSET_EXCLUDE),
+        layers=[powertools_layer(scope, config)],
+        timeout=cdk.Duration.seconds(timeout_seconds),
+        memory_size=memory_mb,
+        tracing=lambda_.Tracing.ACTIVE,
+        log_group=log_group,
+        role=role,
+        environment=environment,
+        **options,
+    )
 
 
 class Ingest(Construct):
@@ -181,19 +217,14 @@ class Ingest(Construct):
         }
         environment.update({k: str(v) for k, v in optional.items() if v is not None})
 
-        self.function = lambda_.Function(
+        self.function = vhs_function(
             self,
-            "Function",
-            description=f"VHS {config.stage}: stores the records sent to the ingest queue",
-            runtime=python_runtime(),
-            architecture=_ARCHITECTURES[LAMBDA_ARCHITECTURE],
+            config,
             handler=LAMBDA_HANDLER,
-            code=lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=ASSET_EXCLUDE),
-            layers=[powertools_layer(self, config)],
-            timeout=cdk.Duration.seconds(shape.function_timeout_seconds),
-            memory_size=shape.function_memory_mb,
+            description=f"VHS {config.stage}: stores the records sent to the ingest queue",
+            timeout_seconds=shape.function_timeout_seconds,
+            memory_mb=shape.function_memory_mb,
             ephemeral_storage_size=cdk.Size.mebibytes(shape.function_ephemeral_storage_mb),
-            tracing=lambda_.Tracing.ACTIVE,
             log_group=self.log_group,
             role=self.role,
             environment=environment,
