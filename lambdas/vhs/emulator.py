@@ -48,7 +48,7 @@ from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .invoke import LambdaContext
+from .invoke import CountdownContext
 from .resources import INGEST
 
 # Lambda's limit on a synchronous invocation's payload; an SQS batch never exceeds it.
@@ -133,17 +133,6 @@ def settle_response(response: Any, message_ids: list[str]) -> tuple[list[str], s
         if all(isinstance(i, str) and i in in_batch for i in identifiers):
             return [i for i in message_ids if i in set(identifiers)], None
     return list(message_ids), f"malformed response: {str(response)[:200]}"
-
-
-class EmulatedContext(LambdaContext):
-    """Lambda's context object, with the time left counting down from the invocation's start."""
-
-    def __init__(self, deadline: float, **kw: Any) -> None:
-        super().__init__(**kw)
-        self._deadline = deadline
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
 # --- the event source ---------------------------------------------------------------------
@@ -431,7 +420,7 @@ class SqsEventSource:
         """Invoke the handler on one batch and settle it: delete the messages that succeeded."""
         request_id = str(uuid.uuid4())
         started = time.monotonic()
-        context = EmulatedContext(
+        context = CountdownContext(
             started + self.function_timeout,
             function_name=self.function_name,
             memory_limit_in_mb=self.memory_mb,

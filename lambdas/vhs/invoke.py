@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,18 @@ class LambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return self.timeout_seconds * 1000
+
+
+class CountdownContext(LambdaContext):
+    """Lambda's context object, with the time left counting down to `deadline`
+    (time.monotonic()), as an event source's invocation sees it."""
+
+    def __init__(self, deadline: float, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._deadline = deadline
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
 def load_handler(name: str) -> Any:

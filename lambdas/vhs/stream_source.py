@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .invoke import LambdaContext
+from .invoke import CountdownContext
 from .resources import CHANGES, ChangeFeedShape
 
 log = logging.getLogger(__name__)
@@ -208,17 +208,6 @@ def read_range(
 
 
 # --- the event source ---------------------------------------------------------------------
-
-
-class _Context(LambdaContext):
-    """Lambda's context object, with the time left counting down from the invocation's start."""
-
-    def __init__(self, deadline: float, **kw: Any) -> None:
-        super().__init__(**kw)
-        self._deadline = deadline
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
 @dataclass
@@ -502,7 +491,7 @@ class DynamoDBStreamSource:
             return len(batch)
         request_id = str(uuid.uuid4())
         started = time.monotonic()
-        context = _Context(
+        context = CountdownContext(
             started + self.function_timeout,
             function_name=self.function_name,
             timeout_seconds=int(self.function_timeout),
