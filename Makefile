@@ -60,6 +60,8 @@ unit: $(STAMP)
 ## bench: benchmarks against the floor and the peers; writes docs/benchmarks.md
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py --write docs/benchmarks.md
+	$(BIN)/python benchmarks/pipeline.py --write docs/benchmarks.md
+	$(BIN)/python benchmarks/gc.py --write docs/benchmarks.md
 
 ## local: start the local stack and keep it running (Ctrl-C stops it)
 local: $(STAMP)

@@ -32,7 +32,7 @@ for path in (ROOT, ROOT / "lambdas"):
 
 from rich.console import Console  # noqa: E402
 
-from benchmarks import document, measure, report, scenarios, workload  # noqa: E402
+from benchmarks import document, measure, report, scenarios, sections, workload  # noqa: E402
 from benchmarks.peers.pynamodb_mate_peer import PynamodbMateStore  # noqa: E402
 from benchmarks.peers.raw_floor import RawFloor  # noqa: E402
 from benchmarks.peers.raw_vhs_requests import RawVhsRequests  # noqa: E402
@@ -246,7 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             wall_systems=results["wall_systems"],
             meta=meta,
         )
-        Path(args.write).write_text(text)
+        # Other scripts (pipeline.py, gc.py) own marked sections of the same file: keep them.
+        Path(args.write).write_text(sections.keep_sections(text, args.write))
         progress(f"wrote {args.write}")
     progress("done")
     return 0
