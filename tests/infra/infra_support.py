@@ -63,3 +63,17 @@ def only(template: dict[str, Any], type_: str) -> dict[str, Any]:
     found = resources_of(template, type_)
     assert len(found) == 1, f"expected one {type_}, found {sorted(found)}"
     return next(iter(found.values()))
+
+
+def render(value: Any) -> str:
+    """A CloudFormation value as text (Fn::Join flattened, references as ${Name})."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(render(part) for part in parts)
+    if isinstance(value, dict) and "Ref" in value:
+        return "${" + value["Ref"] + "}"
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return "${" + ".".join(value["Fn::GetAtt"]) + "}"
+    return json.dumps(value, sort_keys=True)

@@ -13,7 +13,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
-from infra_support import Synthesized, only, resources_of
+from infra_support import Synthesized, only, render, resources_of
 
 from infra import VhsConfig
 from infra.config import LAMBDA_HANDLER, ConfigError
@@ -42,20 +42,6 @@ def gc(app: Synthesized) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def ingest(app: Synthesized) -> dict[str, Any]:
     return app.template_json(app.stacks.ingest)
-
-
-def render(value: Any) -> str:
-    """A CloudFormation value as text (Fn::Join flattened, references as ${Name})."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return separator.join(render(part) for part in parts)
-    if isinstance(value, dict) and "Ref" in value:
-        return "${" + value["Ref"] + "}"
-    if isinstance(value, dict) and "Fn::GetAtt" in value:
-        return "${" + ".".join(value["Fn::GetAtt"]) + "}"
-    return json.dumps(value, sort_keys=True)
 
 
 def logical_id(template: dict[str, Any], type_: str) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
-from infra_support import Synthesized, only, resources_of
+from infra_support import Synthesized, only, render, resources_of
 
 from infra.config import LAMBDA_HANDLER, powertools_ssm_parameter
 from vhs import resources
@@ -28,20 +28,6 @@ def store(app: Synthesized) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def ingest(app: Synthesized) -> dict[str, Any]:
     return app.template_json(app.stacks.ingest)
-
-
-def render(value: Any) -> str:
-    """A CloudFormation value as text (Fn::Join flattened, references as ${Name})."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return separator.join(render(part) for part in parts)
-    if isinstance(value, dict) and "Ref" in value:
-        return "${" + value["Ref"] + "}"
-    if isinstance(value, dict) and "Fn::GetAtt" in value:
-        return "${" + ".".join(value["Fn::GetAtt"]) + "}"
-    return json.dumps(value, sort_keys=True)
 
 
 def statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
