@@ -158,11 +158,6 @@ class DynamoIndex:
         response = self.dynamodb.get_item(**kwargs)
         return item_from_dynamo(response.get("Item", {}))
 
-    def read_many(self, ids: Iterable[str]) -> dict[str, Item]:
-        """The items of `ids` that have a version (BatchGetItem in pages of 100)."""
-        items = (item_from_dynamo(raw) for raw in self.read_raw_many(ids).values())
-        return {item.id: item for item in items if item}
-
     def read_raw_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The raw items of `ids`, markers and all, retrying unprocessed keys."""
         found: dict[str, dict[str, Any]] = {}

@@ -24,7 +24,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from . import keys
 from .bodies import MULTIPART_THRESHOLD, S3BodyStore
 from .codec import Body, compress, decompress, encode_record, sha256_hex
-from .errors import BodyHashMismatch, ConfigurationError, RecordNotFound, WriteConflict
+from .errors import (
+    BodyHashMismatch,
+    ConfigurationError,
+    InvalidInput,
+    RecordNotFound,
+    WriteConflict,
+)
 from .index import BodyCondemned, DynamoIndex
 from .model import DeleteResult, Entry, Item, PutResult, Record, VersionInfo, entry_time
 from .ordering import TOMBSTONE_HASH, parse_timestamp
@@ -256,8 +262,6 @@ class VersionedHybridStore:
         if version is not None and (
             isinstance(version, bool) or not isinstance(version, int) or version < 1
         ):
-            from .errors import InvalidInput
-
             raise InvalidInput("version", "must be a whole number >= 1")
         item = self.index.read(id, current_only=version is None)
         if item is None:
