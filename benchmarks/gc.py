@@ -37,6 +37,7 @@ for _path in (ROOT, ROOT / "lambdas"):
         sys.path.insert(0, str(_path))
 
 if TYPE_CHECKING:
+    from benchmarks.report import Progress
     from vhs.codec import Body
 
 SEED = 2018
@@ -546,21 +547,6 @@ def measure_baseline(server: InProcessServer) -> dict[str, Any]:
     }
 
 
-class Progress:
-    """Says on stderr what the run is doing, with the seconds since it started."""
-
-    def __init__(self, console: Any) -> None:
-        self.console = console
-        self.started = time.monotonic()
-
-    @property
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
-    def __call__(self, message: str) -> None:
-        self.console.print(f"[dim]{self.elapsed:6.1f}s[/] {message}")
-
-
 # --- Reporting ------------------------------------------------------------------------------
 
 
@@ -815,6 +801,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes = tuple(int(s) for s in args.sizes.split(","))
     else:
         sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    from benchmarks.report import Progress
+
     progress = Progress(Console(stderr=True))
     with InProcessServer() as server:
         progress(f"moto server on {server.endpoint} (in this process)")

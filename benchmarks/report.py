@@ -6,8 +6,10 @@ docs/benchmarks.md can never disagree.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -319,3 +321,18 @@ def markdown_table(grid: Grid) -> str:
     if grid.caption:
         lines += ["", grid.caption]
     return "\n".join(lines)
+
+
+class Progress:
+    """Says on stderr what the run is doing, with the seconds since it started."""
+
+    def __init__(self, console: Any) -> None:
+        self.console = console
+        self.started = time.monotonic()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def __call__(self, message: str) -> None:
+        self.console.print(f"[dim]{self.elapsed:6.1f}s[/] {message}")

@@ -16,7 +16,6 @@ import json
 import os
 import platform
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -98,22 +97,7 @@ def build_systems(endpoint: str) -> dict[str, Any]:
     return {s.name: s for s in systems}
 
 
-class Progress:
-    """Says on stderr what the run is doing, with the seconds since it started."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.started = time.monotonic()
-
-    @property
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
-    def __call__(self, message: str) -> None:
-        self.console.print(f"[dim]{self.elapsed:6.1f}s[/] {message}")
-
-
-def run(settings: Settings, progress: Progress) -> dict[str, Any]:
+def run(settings: Settings, progress: report.Progress) -> dict[str, Any]:
     progress(f"generating the workload ({settings.mix_records} records, seed {SEED})")
     samples = scenarios.Samples.build(SEED)
     bodies = workload.size_mix(settings.mix_records, SEED)
@@ -225,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     settings = QUICK if args.quick else FULL
     errors = Console(stderr=True)
+    from benchmarks.report import Progress
+
     progress = Progress(errors)
     results = run(settings, progress)
     meta = run_metadata(settings, results["samples"], progress.elapsed)
