@@ -188,7 +188,8 @@ class ChangeFeed(Construct):
         # would also grant sqs:GetQueueAttributes and sqs:GetQueueUrl, which Lambda does not
         # need to send an on-failure record.
         mapping = self.event_source.node.default_child
-        assert isinstance(mapping, lambda_.CfnEventSourceMapping)
+        if not isinstance(mapping, lambda_.CfnEventSourceMapping):
+            raise TypeError(f"expected the event source mapping's L1 resource, got {mapping!r}")
         mapping.add_property_override(
             "DestinationConfig.OnFailure.Destination", self.dead_letters.queue_arn
         )

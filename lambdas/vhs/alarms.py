@@ -16,6 +16,7 @@ a change shows at once; everything else is the deployed definition.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -24,6 +25,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .resources import DLQ_ALARM
+
+log = logging.getLogger(__name__)
 
 OK, ALARM, INSUFFICIENT_DATA = "OK", "ALARM", "INSUFFICIENT_DATA"
 _COMPARISONS = {
@@ -171,8 +174,8 @@ class AlarmEvaluator:
         while not self._stopping.wait(self.period_seconds):
             try:
                 self.evaluate()
-            except Exception:  # a missed datapoint, as when CloudWatch has no data; try again
-                continue
+            except Exception as error:  # a missed datapoint, as when CloudWatch has no data
+                log.warning("could not evaluate the DLQ alarm, will try again: %s", error)
 
     def stop(self) -> None:
         self._stopping.set()

@@ -104,8 +104,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
             pipeline = running.enter_context(
                 LocalPipeline(stack, function_log=log, on_alarm=on_alarm)
             )
-            assert pipeline.source is not None
-            pipeline.source.on_invocation = on_invocation
+            pipeline.running()[0].on_invocation = on_invocation
         env = stack.env()
         if not args.no_pipeline:
             env.update(running.enter_context(_local_change_feed(stack)))

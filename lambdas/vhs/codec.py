@@ -42,7 +42,8 @@ class Body:
             for start in range(0, len(view), chunk_size):
                 yield bytes(view[start : start + chunk_size])
             return
-        assert self.file is not None
+        if self.file is None:
+            raise ValueError("a Body holds either data or a file")
         self.file.seek(0)
         while chunk := self.file.read(chunk_size):
             yield chunk

@@ -147,7 +147,7 @@ def _run(console: Console, stack: LocalStack, started: float) -> None:
     )
     sent = 0
     with LocalPipeline(stack, function_log=FUNCTION_LOG, on_alarm=on_alarm) as pipeline:
-        assert pipeline.source is not None and pipeline.alarm is not None
+        source, alarm = pipeline.running()
         for number, (what, messages, raw) in enumerate(waves(stack.staging_bucket), start=1):
             wave_started = time.monotonic()
             report = producer.send(messages)
@@ -159,9 +159,9 @@ def _run(console: Console, stack: LocalStack, started: float) -> None:
             console.print(f"wave {number}: {what}: sent {count} message{'s' * (count != 1)}{claim}")
             pipeline.drain(timeout=45)
             console.print(f"  queue empty after {time.monotonic() - wave_started:.1f}s")
-        final_state = pipeline.alarm.evaluate()
-        transitions = list(pipeline.alarm.transitions)
-        stats = pipeline.source.stats
+        final_state = alarm.evaluate()
+        transitions = list(alarm.transitions)
+        stats = source.stats
     # The pipeline (and the alarm evaluator) have stopped: reading the DLQ now cannot move
     # the alarm.
     store = VersionedHybridStore.from_env()

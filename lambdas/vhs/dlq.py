@@ -291,7 +291,7 @@ class DeadLetterQueue:
         selection = selection or RedriveFilter()
         refused: str | None = None
         if selection.selects_everything and not dry_run and self._may_move(use_move_task):
-            started, refused = self._start_move_task()
+            started, refused = self._start_move_task(self.queue_url)
             if started is not None:
                 return started
         report = RedriveReport("receive-send-delete", dry_run=dry_run, move_task_refused=refused)
@@ -390,12 +390,11 @@ class DeadLetterQueue:
         host = urlsplit(getattr(self.sqs.meta, "endpoint_url", "") or "").hostname or ""
         return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
 
-    def _start_move_task(self) -> tuple[RedriveReport | None, str | None]:
-        assert self.queue_url
+    def _start_move_task(self, queue_url: str) -> tuple[RedriveReport | None, str | None]:
         try:
             depth = self.depth()
             response = self.sqs.start_message_move_task(
-                SourceArn=self._arn(self.dlq_url), DestinationArn=self._arn(self.queue_url)
+                SourceArn=self._arn(self.dlq_url), DestinationArn=self._arn(queue_url)
             )
         except NotImplementedError as error:  # moto, in-process
             return None, f"not implemented by this endpoint: {error}"

@@ -90,7 +90,7 @@ def lambda_record(message: dict[str, Any], *, queue_arn: str, region: str) -> di
         "attributes": record_attributes,
         "messageAttributes": message_attributes,
         "md5OfBody": message.get("MD5OfBody")
-        or hashlib.md5(message.get("Body", "").encode()).hexdigest(),
+        or hashlib.md5(message.get("Body", "").encode(), usedforsecurity=False).hexdigest(),
         "md5OfMessageAttributes": message.get("MD5OfMessageAttributes"),
         "eventSource": "aws:sqs",
         "eventSourceARN": queue_arn,
@@ -633,9 +633,15 @@ class LocalPipeline:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def running(self) -> tuple[SqsEventSource, Any]:
+        """(the event source, the alarm evaluator) of a started pipeline."""
+        if self.source is None or self.alarm is None:
+            raise RuntimeError("the pipeline is not running: start() it, or use `with`")
+        return self.source, self.alarm
+
     def drain(self, timeout: float = 60.0) -> None:
         """Wait until the ingest queue is empty, then evaluate the alarm once more so its
         state reflects the DLQ as it now is."""
-        assert self.source is not None and self.alarm is not None
-        self.source.run_until_idle(timeout)
-        self.alarm.evaluate()
+        source, alarm = self.running()
+        source.run_until_idle(timeout)
+        alarm.evaluate()

@@ -242,28 +242,25 @@ class DynamoIndex:
         for _ in range(_MAX_ATTEMPTS):
             ok, raw = self._new_version(id, entry, keep_history, uploaded_after)
             item = item_from_dynamo(raw)
-            if ok:
-                assert item is not None
+            if ok and item is not None:  # ALL_NEW: always the item, with its new version
                 return WriteResult(_stored(entry), item.version, item)
             own = _find_own(item, entry.token) if item else None
             if own is not None:  # our earlier attempt succeeded; its response was lost
                 return WriteResult(_stored(entry), own, item)
             verdict = ordering.classify(item.current.order_key if item else None, incoming)
-            if verdict in (Outcome.STORED, Outcome.DELETED):
+            if item is None or verdict in (Outcome.STORED, Outcome.DELETED):
                 # Ordering admits it, so the collector's condition refused it.
                 deadline = condemnations(raw).get(entry.content_hash)
                 if deadline is not None and uploaded_after is not None:
                     raise BodyCondemned(deadline)
                 continue  # the item changed between our attempts: decide again
-            assert item is not None
             current = item.current.order_key
             if verdict is Outcome.STALE or incoming == current:
                 return WriteResult(verdict, item.version, item)
             # Same content, later timestamp: move it forward.
             ok, raw = self._touch(id, entry)
             touched = item_from_dynamo(raw)
-            assert touched is not None
-            if ok or _find_own(touched, entry.token) is not None:
+            if touched is not None and (ok or _find_own(touched, entry.token) is not None):
                 return WriteResult(Outcome.UNCHANGED, touched.version, touched)
             # The item changed between our attempts; decide again against its new state.
         raise WriteConflict(f"gave up writing {id!r} after {_MAX_ATTEMPTS} contended attempts")
@@ -338,7 +335,15 @@ class DynamoIndex:
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
-            return False, error.response.get("Item", {})
+            if "Item" in error.response:
+                return False, error.response["Item"]
+        # DynamoDB returns the item with every failed condition here (each can fail only on an
+        # item that exists). Emulators without ReturnValuesOnConditionCheckFailure (dynalite)
+        # return none: read it, strongly consistent, to learn what refused the write.
+        response = self.dynamodb.get_item(
+            TableName=self.table, Key=self._key(id), ConsistentRead=True
+        )
+        return False, response.get("Item", {})
 
     def trim(self, id: str, version: int, held: int, count: int) -> bool:
         """Drop the `count` oldest of the `held` history entries, if the item is still at

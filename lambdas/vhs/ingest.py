@@ -134,8 +134,7 @@ class Ingestor:
         if message.kind == "record":
             result = self.store.put(message.id, message.record, updated_at=message.updated_at)
             return result, 0
-        if message.kind == "body_base64":
-            assert message.body is not None
+        if message.body is not None:  # body_base64
             result = self.store.put(
                 message.id,
                 message.body,
@@ -143,7 +142,8 @@ class Ingestor:
                 content_type=message.content_type,
             )
             return result, len(message.body)
-        assert message.location is not None
+        if message.location is None:
+            raise InvalidMessage("record", f"no payload for a {message.kind!r} message")
         self._check_staged(message.location, "record_location")
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY) as spool:
             content_type = self._download(message.location, "record_location", spool)

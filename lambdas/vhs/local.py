@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import subprocess
+
+# subprocess only starts moto's server: this interpreter, fixed arguments (bandit B404, B603).
+import subprocess  # nosec B404
 import sys
 import tempfile
 import time
@@ -27,7 +29,11 @@ from . import resources
 
 DEFAULT_PORT = 4567
 DEFAULT_REGION = "us-east-1"
-LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+# moto's documented fake credentials: they only ever reach the local server.
+LOCAL_CREDENTIALS = {  # nosec B105
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+}
 DEFAULT_TABLE = "vhs-local-records"
 DEFAULT_BUCKET = "vhs-local-bodies"
 DEFAULT_STAGING_BUCKET = "vhs-local-staging"
@@ -59,7 +65,7 @@ class MotoServer:
         # moto logs every request to stderr. A pipe nobody reads fills up (64 KB) and then
         # blocks the server for good, so the log goes to a file, read only if start fails.
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
-        self.process = subprocess.Popen(
+        self.process = subprocess.Popen(  # nosec B603
             [sys.executable, "-m", "vhs.motoserver", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
             stderr=self.log,
@@ -71,7 +77,8 @@ class MotoServer:
                 error = self.log.read().decode(errors="replace")
                 raise LocalStackError(f"moto server exited: {error.strip()[-500:]}")
             with contextlib.suppress(OSError, urllib.error.URLError):
-                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
+                # The URL is always http://127.0.0.1:<port>, built above (bandit B310).
+                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()  # nosec B310
                 return self.endpoint
             time.sleep(0.05)
         self.stop()

@@ -337,7 +337,8 @@ def _token() -> str:
 def _env_int(name: str, default: int | None = None) -> int:
     raw = os.environ.get(name)
     if raw is None:
-        assert default is not None
+        if default is None:
+            raise ConfigurationError(f"set {name}")
         return default
     try:
         return int(raw)

@@ -677,5 +677,6 @@ class LocalChangeFeed:
 
     def drain(self, timeout: float = 60.0) -> None:
         """Wait until every change written so far has been handled (see the source's)."""
-        assert self.source is not None, "start() first"
+        if self.source is None:
+            raise RuntimeError("the change feed is not running: start() it, or use `with`")
         self.source.drain(timeout)

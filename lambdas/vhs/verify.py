@@ -267,7 +267,7 @@ class Verifier:
                 deletes += 1
             elif entry.inline is not None:
                 inline += 1
-                self._check_inline(item.id, version, entry)
+                self._check_inline(item.id, version, entry, entry.inline)
             else:
                 by_hash.setdefault(entry.content_hash, []).append((version, entry))
         with self._lock:
@@ -280,11 +280,10 @@ class Verifier:
         for content_hash, pointers in by_hash.items():
             self._submit(item.id, content_hash, pointers)
 
-    def _check_inline(self, id: str, version: int, entry: Entry) -> None:
+    def _check_inline(self, id: str, version: int, entry: Entry, inline: bytes) -> None:
         location = f"{self._item_location(id)}#v{version}"
-        assert entry.inline is not None
         try:
-            body = decompress(entry.inline, entry.codec)
+            body = decompress(inline, entry.codec)
         except (zlib.error, ValueError) as error:
             self._found(
                 Finding(
