@@ -20,6 +20,7 @@ and their enforcement cannot drift apart.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -62,8 +63,9 @@ def parse_timestamp(
     """Validate `value` and return it in the stored, fixed-width UTC form.
 
     Accepts a timezone-aware datetime or an RFC 3339 string. Naive datetimes, strings without
-    an offset, numbers and timestamps more than `max_future` ahead of now are refused: one far
-    future timestamp would make every real update of that id stale for ever.
+    an offset, other ISO 8601 forms, numbers and timestamps more than `max_future` ahead of now
+    are refused: one far future timestamp would make every real update of that id stale for
+    ever.
     """
     if isinstance(value, bool) or not isinstance(value, datetime | str):
         raise InvalidTimestamp(
@@ -76,33 +78,69 @@ def parse_timestamp(
         dt = value
         if dt.tzinfo is None or dt.utcoffset() is None:
             raise InvalidTimestamp("naive datetime: a timezone is required", field)
-    dt = dt.astimezone(UTC)
+    try:
+        dt = dt.astimezone(UTC)
+    except OverflowError:
+        # 9999-12-31T23:00:00-05:00 is after datetime.max once in UTC.
+        raise InvalidTimestamp("is out of range once converted to UTC", field) from None
     if dt.year < _MIN_YEAR:
         raise InvalidTimestamp(f"year {dt.year} is before {_MIN_YEAR}", field)
     if max_future is not None:
         now = now or datetime.now(UTC)
         if dt > now + max_future:
             raise InvalidTimestamp(
-                f"{dt.isoformat()} is more than {max_future} in the future", field
+                f"{dt.isoformat()} is more than {_describe(max_future)} in the future", field
             )
     return dt.strftime(_STORED_FORMAT)
 
 
+# RFC 3339 section 5.6's date-time, and nothing else of ISO 8601 (no basic format, week or
+# ordinal dates, missing seconds or hour-only offsets), which the shipped JSON Schema's
+# "date-time" format refuses too. "T" and "Z" may be lower case (section 5.6), and a space may
+# separate date and time (the note there; str(datetime) writes one). [0-9], not \d: \d would
+# take other scripts' digits.
+_RFC3339 = re.compile(
+    r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[Tt ]"
+    r"(?P<time>[0-9]{2}:[0-9]{2}:(?P<second>[0-9]{2}))(?P<fraction>\.[0-9]+)?"
+    r"(?P<offset>[Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+_DATE_ONLY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_NO_OFFSET = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9:.]+")
+_MAX_TIMESTAMP_LENGTH = 64
+
+
 def _parse_rfc3339(text: str, field: str) -> datetime:
-    stripped = text.strip()
-    if not stripped or len(stripped) > 64:
-        raise InvalidTimestamp(f"not an RFC 3339 timestamp: {text[:64]!r}", field)
-    # RFC 3339 allows "z" and a space between date and time; fromisoformat takes both.
-    candidate = stripped[:-1] + "+00:00" if stripped[-1] in "zZ" else stripped
+    if len(text) > _MAX_TIMESTAMP_LENGTH:
+        raise InvalidTimestamp(f"not an RFC 3339 timestamp: {len(text)} characters long", field)
+    shown = repr(text)
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        if _DATE_ONLY.fullmatch(text):
+            raise InvalidTimestamp(f"a date without a time is not a timestamp: {shown}", field)
+        if _NO_OFFSET.fullmatch(text):
+            raise InvalidTimestamp(f"no UTC offset in {shown}: a timezone is required", field)
+        raise InvalidTimestamp(
+            f"not an RFC 3339 timestamp like 2026-11-22T10:00:00Z: {shown}", field
+        )
+    if match["second"] == "60":
+        raise InvalidTimestamp(f"leap seconds are not supported: {shown}", field)
+    # datetime takes at most microseconds; finer digits (Java's Instant writes nanoseconds)
+    # are dropped, not rounded, so a time never moves into the next second.
+    fraction = (match["fraction"] or "")[:7]
+    offset = match["offset"].upper().replace("Z", "+00:00")
     try:
-        dt = datetime.fromisoformat(candidate)
+        return datetime.fromisoformat(f"{match['date']}T{match['time']}{fraction}{offset}")
     except ValueError:
-        raise InvalidTimestamp(f"not an RFC 3339 timestamp: {text!r}", field) from None
-    if "T" not in candidate.upper() and " " not in candidate:
-        raise InvalidTimestamp(f"a date without a time is not a timestamp: {text!r}", field)
-    if dt.tzinfo is None:
-        raise InvalidTimestamp(f"no UTC offset in {text!r}: a timezone is required", field)
-    return dt
+        raise InvalidTimestamp(f"not a valid date and time: {shown}", field) from None
+
+
+def _describe(span: timedelta) -> str:
+    seconds = int(span.total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds % size == 0 and seconds >= size:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{span.total_seconds():g} seconds"
 
 
 def stored_to_datetime(stored: str) -> datetime:
