@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .errors import InvalidInput, InvalidTimestamp
+from .errors import BodyTooLarge, InvalidInput
 from .messages import (
     CLAIM_CHECK_ATTRIBUTES,
     IngestMessage,
@@ -31,6 +32,7 @@ from .messages import (
     S3Location,
     StagingLocation,
     claim_check_pointer,
+    is_claim_check,
     parse_json_body,
     validate_message,
 )
@@ -115,10 +117,12 @@ class Ingestor:
                 deleted = self.store.delete(message.id, deleted_at=message.updated_at)
                 return IngestResult(message_id, message.id, deleted.outcome, deleted.version)
             result, size = self._put(message)
-        except InvalidTimestamp as error:
-            raise InvalidMessage("updated_at", error.reason) from None
+        except InvalidMessage:
+            raise
         except InvalidInput as error:
-            raise InvalidMessage(error.field, error.reason) from None
+            # The store names its own argument ("record", "deleted_at"); the producer needs
+            # the message field it sent ("body_base64", "payload.updated_at").
+            raise InvalidMessage(message.field_of(error.field), error.reason) from None
         return IngestResult(message_id, message.id, result.outcome, result.version, size)
 
     def parse(self, record: dict[str, Any]) -> IngestMessage:
@@ -126,27 +130,27 @@ class Ingestor:
         pointer = claim_check_pointer(body, record.get("messageAttributes") or {})
         if pointer is None:
             return validate_message(body)
-        self._check_staged(pointer, "body.s3Key")
-        payload = self._fetch(pointer, "body.s3Key", self.max_payload_bytes)
-        return validate_message(parse_json_body(payload, "payload"), field_prefix="payload.")
+        self._check_staged(pointer, "body.s3Key", "body.s3BucketName")
+        payload = parse_json_body(self._fetch(pointer, "body.s3Key"), "payload.")
+        if is_claim_check(payload):
+            raise InvalidMessage("payload", "is itself a claim check: pointers do not nest")
+        return validate_message(payload, field_prefix="payload.")
 
     def _put(self, message: IngestMessage) -> tuple[Any, int]:
-        if message.kind == "record":
-            result = self.store.put(message.id, message.record, updated_at=message.updated_at)
-            return result, 0
-        if message.body is not None:  # body_base64
+        if message.body is not None:  # a record (as canonical JSON) or body_base64
             result = self.store.put(
                 message.id,
                 message.body,
                 updated_at=message.updated_at,
                 content_type=message.content_type,
             )
-            return result, len(message.body)
+            return result, 0 if message.kind == "record" else len(message.body)
         if message.location is None:
-            raise InvalidMessage("record", f"no payload for a {message.kind!r} message")
-        self._check_staged(message.location, "record_location")
+            raise InvalidMessage(message.field("record"), f"no payload for a {message.kind!r}")
+        field = message.field("record_location")
+        self._check_staged(message.location, field)
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY) as spool:
-            content_type = self._download(message.location, "record_location", spool)
+            content_type = self._download(message.location, field, spool)
             size = spool.tell()
             result = self.store.put(
                 message.id,
@@ -156,10 +160,10 @@ class Ingestor:
             )
         return result, size
 
-    def _check_staged(self, location: S3Location, field: str) -> None:
+    def _check_staged(self, location: S3Location, field: str, bucket_field: str = "") -> None:
         if self.staging is None:
             raise InvalidMessage(field, "this stack has no staging location for staged bodies")
-        self.staging.check(location, field)
+        self.staging.check(location, field, bucket_field)
 
     def _get_object(self, location: S3Location, field: str) -> dict[str, Any]:
         try:
@@ -169,16 +173,22 @@ class Ingestor:
                 raise MissingStagedObject(field, f"{location} does not exist") from None
             raise
 
-    def _fetch(self, location: S3Location, field: str, limit: int) -> bytes:
+    def _fetch(self, location: S3Location, field: str) -> bytes:
         response = self._get_object(location, field)
-        if response.get("ContentLength", 0) > limit:
-            raise InvalidMessage(
-                field, f"payload of {response['ContentLength']} bytes is over {limit}"
-            )
+        size, limit = response.get("ContentLength", 0), self.max_payload_bytes
+        if size > limit:
+            response["Body"].close()
+            raise InvalidMessage("payload", f"is {size} bytes, over the limit of {limit} bytes")
         return response["Body"].read()
 
     def _download(self, location: S3Location, field: str, spool: Any) -> str | None:
         response = self._get_object(location, field)
+        size, limit = response.get("ContentLength", 0), self.store.max_body_size
+        if size > limit:
+            # Refused before the download, which would only fill /tmp to be refused after.
+            # Named as the store names it; handle() maps it to the message's field.
+            response["Body"].close()
+            raise BodyTooLarge(size, limit)
         for chunk in response["Body"].iter_chunks(8 * 1024 * 1024):
             spool.write(chunk)
         return response.get("ContentType")
@@ -219,13 +229,14 @@ def dead_letter_attributes(record: dict[str, Any], error: InvalidMessage) -> dic
     )
     ours = {
         ERROR_TYPE: type(error).__name__,
-        ERROR_FIELD: error.field,
+        ERROR_FIELD: error.field[:256],
         ERROR_MESSAGE: error.reason[:1024],
         SOURCE_MESSAGE_ID: record.get("messageId", ""),
         FIRST_SEEN: seen.isoformat(),
     }
     attributes = {
-        name: {"DataType": "String", "StringValue": value or "-"} for name, value in ours.items()
+        name: {"DataType": "String", "StringValue": sqs_text(value) or "-"}
+        for name, value in ours.items()
     }
     # Keep the producer's own attributes (claim-check flags first, so a redrive still
     # resolves), as many as SQS's limit of 10 allows.
@@ -240,6 +251,18 @@ def dead_letter_attributes(record: dict[str, Any], error: InvalidMessage) -> dic
         if converted:
             attributes[name] = converted
     return attributes
+
+
+# What SQS refuses in a message or attribute value: anything outside #x9 | #xA | #xD |
+# #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
+_SQS_REFUSED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def sqs_text(value: str) -> str:
+    """`value` with every character SQS refuses written as a \\uXXXX escape. A reason may
+    quote the message (an S3 key with a control character, say), and a dead letter that
+    SQS refuses would be retried instead of dead-lettered."""
+    return _SQS_REFUSED.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
 
 
 def _attribute_from_event(value: dict[str, Any]) -> dict[str, Any] | None:
