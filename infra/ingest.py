@@ -240,6 +240,13 @@ class Ingest(Construct):
                 max_concurrency=shape.max_concurrency,
             )
             self.function.add_event_source(self.event_source)
+        nag.skip_checkov(
+            self.function,
+            "CKV_AWS_116",
+            "A function DLQ catches failed asynchronous invocations; this function is invoked "
+            "synchronously by the SQS event source, and a message it fails stays in the queue "
+            "until the queue's redrive policy moves it to the ingest DLQ.",
+        )
 
         nag.acknowledge(
             self.role,

@@ -37,6 +37,9 @@ STORE_OPERATIONS = (
 )
 # Counts the ingest handler emits with Powertools Metrics (handlers/ingest.py).
 INGEST_OUTCOMES = ("stored", "unchanged", "stale", "deleted", "invalid", "retried")
+# What publishing to a topic encrypted with a customer managed key takes: SNS asks KMS for a
+# data key on the publisher's behalf. GenerateDataKey exactly: no wildcard on KMS actions.
+TOPIC_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 
 
 def comparison(api_name: str) -> cloudwatch.ComparisonOperator:
@@ -113,7 +116,7 @@ class Monitoring(Construct):
             iam.PolicyStatement(
                 sid="AllowCloudWatchAlarmsToPublish",
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                actions=list(TOPIC_KEY_ACTIONS),
                 resources=["*"],  # in a key policy, "*" is this key
             )
         )
