@@ -8,16 +8,24 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: setup demo test lint format unit bench local clean
-.PHONY: synth infra-check
+.PHONY: synth infra-check audit
 NODE_STAMP := node_modules/.installed
+# The security scanners live in a venv of their own: checkov pins libraries that clash with
+# aws-cdk-lib and moto.
+AUDIT_VENV := .venv-audit
+AUDIT_BIN := $(AUDIT_VENV)/bin
+AUDIT_STAMP := $(AUDIT_VENV)/.installed
 
 setup: $(STAMP)
 
-# Reinstall only when a requirements or project file changes.
+# Reinstall only when a requirements or project file changes. Both venvs drop the setuptools
+# that `venv` seeds (65.5.0 on Python 3.11, older than the fix for CVE-2024-6345): nothing needs
+# it, and `pip install -e .` builds in isolation with the setuptools pyproject.toml asks for.
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing Python dependencies into $(VENV) (first run takes about 2 minutes)"
 	@$(BIN)/pip install --quiet --upgrade pip 2> >(grep -v '^WARNING: Location' >&2)
+	@$(BIN)/pip uninstall --quiet --yes setuptools 2> >(grep -v '^WARNING: Skipping' >&2)
 	@$(BIN)/pip install --quiet -r requirements-dev.txt 2> >(grep -v '^WARNING: Location' >&2)
 	@$(BIN)/pip install --quiet --no-deps -e . 2> >(grep -v '^WARNING: Location' >&2)
 	@$(BIN)/pip check
@@ -38,13 +46,28 @@ synth: $(STAMP) $(NODE_STAMP)
 infra-check: synth
 	$(BIN)/cfn-lint --non-zero-exit-code error cdk.out/*.template.json
 
+$(AUDIT_STAMP): requirements-audit.txt
+	@test -x $(AUDIT_BIN)/python || $(PYTHON) -m venv $(AUDIT_VENV)
+	@echo "installing the security scanners into $(AUDIT_VENV)"
+	@$(AUDIT_BIN)/pip install --quiet --upgrade pip 2> >(grep -v '^WARNING: Location' >&2)
+	@$(AUDIT_BIN)/pip uninstall --quiet --yes setuptools 2> >(grep -v '^WARNING: Skipping' >&2)
+	@$(AUDIT_BIN)/pip install --quiet -r requirements-audit.txt 2> >(grep -v '^WARNING: Location' >&2)
+	@$(AUDIT_BIN)/pip check
+	@touch $@
+
+## audit: bandit on the code, checkov on the synthesized templates, pip-audit on both venvs
+audit: $(STAMP) $(AUDIT_STAMP) synth
+	$(AUDIT_BIN)/bandit -q -r lambdas infra tools
+	$(AUDIT_BIN)/checkov --config-file .checkov.yaml --file cdk.out/*.template.json
+	$(AUDIT_BIN)/python tools/dependency_audit.py $(VENV) $(AUDIT_VENV)
+
 ## demo: run the main job on the local stack (moto's server on 127.0.0.1)
 demo: $(STAMP)
 	@$(BIN)/python -m vhs.demo
 
 ## test: every test and check, as CI runs them
 test: $(STAMP) lint unit
-test: infra-check
+test: infra-check audit
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -68,4 +91,4 @@ local: $(STAMP)
 	$(BIN)/vhs local up
 
 clean:
-	rm -rf $(VENV) cdk.out .pytest_cache .ruff_cache .hypothesis .bench
+	rm -rf $(VENV) $(AUDIT_VENV) cdk.out .pytest_cache .ruff_cache .hypothesis .bench
