@@ -55,6 +55,11 @@ def synthesize(
     return Synthesized(stacks, app.synth(), outdir)
 
 
+def as_list(value: Any) -> list[Any]:
+    """A CloudFormation field that holds one value or a list of them, as a list."""
+    return value if isinstance(value, list) else [value]
+
+
 def resources_of(template: dict[str, Any], type_: str) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in template["Resources"].items() if v["Type"] == type_}
 

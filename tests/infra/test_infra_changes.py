@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from infra_support import Synthesized, only, resources_of
+from infra_support import Synthesized, as_list, only, resources_of
 
 from infra.changes import CHANGES_HANDLER, STREAM_READ_ACTIONS, TOPIC_KEY_ACTIONS
 from infra.config import LAMBDA_HANDLER
@@ -54,10 +54,6 @@ def logical_id(template: dict[str, Any], type_: str) -> str:
 
 def statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
     return policy["Properties"]["PolicyDocument"]["Statement"]
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
 
 
 # --- the stack ----------------------------------------------------------------------------------

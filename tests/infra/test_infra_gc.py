@@ -13,7 +13,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
-from infra_support import Synthesized, only, render, resources_of
+from infra_support import Synthesized, as_list, only, render, resources_of
 
 from infra import VhsConfig
 from infra.config import LAMBDA_HANDLER, ConfigError
@@ -60,10 +60,6 @@ def ssm_parameter(template: dict[str, Any], name: str) -> str:
 
 def statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
     return policy["Properties"]["PolicyDocument"]["Statement"]
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
 
 
 def construct_template(config: VhsConfig, tmp_path: Path) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
-from infra_support import Synthesized, only, render, resources_of
+from infra_support import Synthesized, as_list, only, render, resources_of
 
 from infra.config import LAMBDA_HANDLER, powertools_ssm_parameter
 from vhs import resources
@@ -32,10 +32,6 @@ def ingest(app: Synthesized) -> dict[str, Any]:
 
 def statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
     return policy["Properties"]["PolicyDocument"]["Statement"]
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
 
 
 # --- stacks -----------------------------------------------------------------------------------
