@@ -494,12 +494,25 @@ def test_wildcard_actions_are_caught(templates: dict[str, Template], action: str
     assert finding.startswith(action) and policy in finding
 
 
-def test_not_action_is_caught(templates: dict[str, Template]) -> None:
+@pytest.mark.parametrize(
+    ("negation", "rule"),
+    [
+        ("NotAction", wildcard_actions),
+        ("NotResource", unscoped_resources),
+        ("NotPrincipal", public_principals),
+    ],
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_negations_in_an_allow_are_caught(
+    templates: dict[str, Template], negation: str, rule: Rule
+) -> None:
+    """An Allow of everything but something is as wide as a wildcard."""
     template = _stack_template(templates, "Ingest")
-    statement = {"Effect": "Allow", "NotAction": "iam:*", "Resource": A_QUEUE_ARN}
-    _append_statement(template, "AWS::IAM::ManagedPolicy", statement)
-    (finding,) = wildcard_actions(template)
-    assert finding.startswith("NotAction")
+    statement = _allow("sqs:SendMessage", A_QUEUE_ARN, Principal={"AWS": "arn:aws:iam::1:root"})
+    statement[negation] = statement.pop(negation.removeprefix("Not"))
+    _append_statement(template, "AWS::SQS::QueuePolicy", statement)
+    (finding,) = rule(template)
+    assert finding.startswith(negation)
 
 
 def test_only_the_accounts_own_key_delegation_may_allow_kms_everything(
@@ -534,14 +547,6 @@ def test_unscoped_resources_are_caught(
     policy = _append_statement(template, "AWS::IAM::Policy", _allow(action, resource))
     (finding,) = unscoped_resources(template)
     assert policy in finding
-
-
-def test_not_resource_is_caught(templates: dict[str, Template]) -> None:
-    template = _stack_template(templates, "Maintenance")
-    statement = {"Effect": "Allow", "Action": "s3:GetObject", "NotResource": A_QUEUE_ARN}
-    _append_statement(template, "AWS::IAM::Policy", statement)
-    (finding,) = unscoped_resources(template)
-    assert finding.startswith("NotResource")
 
 
 @pytest.mark.parametrize("principal", ["*", {"AWS": "*"}, {"AWS": ["*", "arn:aws:iam::1:root"]}])
