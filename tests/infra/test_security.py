@@ -79,18 +79,21 @@ TLS_GUARDS = {
     "AWS::S3::Bucket": TlsGuard(
         "AWS::S3::BucketPolicy",
         "Bucket",
-        lambda id: {f"${{{id}.Arn}}", f"${{{id}.Arn}}/*"},
+        lambda logical_id: {f"${{{logical_id}.Arn}}", f"${{{logical_id}.Arn}}/*"},
         ("s3:GetObject", "s3:PutObject", "s3:ListBucket"),
     ),
     "AWS::SQS::Queue": TlsGuard(
         "AWS::SQS::QueuePolicy",
         "Queues",
-        lambda id: {f"${{{id}.Arn}}"},
+        lambda logical_id: {f"${{{logical_id}.Arn}}"},
         ("sqs:SendMessage", "sqs:ReceiveMessage"),
     ),
     # SNS topic policies deny Publish, the one action that carries data into a topic.
     "AWS::SNS::Topic": TlsGuard(
-        "AWS::SNS::TopicPolicy", "Topics", lambda id: {f"${{{id}}}"}, ("sns:Publish",)
+        "AWS::SNS::TopicPolicy",
+        "Topics",
+        lambda logical_id: {f"${{{logical_id}}}"},
+        ("sns:Publish",),
     ),
 }
 
