@@ -31,10 +31,10 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@$(BIN)/pip check
 	@touch $@
 
-# The CDK CLI, pinned in package.json/package-lock.json: `npm ci` only when they change.
+# The CDK CLI and dynalite, pinned in package.json/package-lock.json: `npm ci` only when they change.
 setup: $(NODE_STAMP)
 $(NODE_STAMP): package.json package-lock.json
-	@echo "installing the pinned CDK CLI into node_modules"
+	@echo "installing the pinned CDK CLI and dynalite into node_modules"
 	@npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 

@@ -25,13 +25,23 @@ def moto_server() -> Iterator[str]:
         yield server.endpoint
 
 
+@pytest.fixture(scope="session")
+def dynalite_server() -> Iterator[str]:
+    """dynalite in memory (make setup installs it): fails with how to install it if missing."""
+    from support.dynalite import DynaliteServer
+
+    with DynaliteServer() as server:
+        yield server.endpoint
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     name = request.param
     if name == "live" and not live_enabled():
         pytest.skip("live AWS: set VHS_TEST_LIVE=1, VHS_TABLE_NAME and VHS_BUCKET_NAME")
-    endpoint = request.getfixturevalue("moto_server") if name == "server" else None
-    with open_backend(name, endpoint) as opened:
+    endpoint = request.getfixturevalue("moto_server") if name in ("server", "dynalite") else None
+    dynamodb = request.getfixturevalue("dynalite_server") if name == "dynalite" else None
+    with open_backend(name, endpoint, dynamodb) as opened:
         yield opened
 
 

@@ -23,7 +23,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from . import resources
 
@@ -51,9 +51,12 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-class MotoServer:
-    """moto's server (with atomic DynamoDB requests: see motoserver.py) in a child process,
-    bound to 127.0.0.1 only."""
+class ChildServer:
+    """An HTTP server in a child process, bound to 127.0.0.1 only. Subclasses name the
+    command and a path that answers once the server is ready."""
+
+    name = "server"
+    probe_path = "/"
 
     def __init__(self, port: int = 0) -> None:
         self.port = port or free_port()
@@ -61,28 +64,29 @@ class MotoServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.log: Any = None
 
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
     def start(self, timeout: float = 30.0) -> str:
-        # moto logs every request to stderr. A pipe nobody reads fills up (64 KB) and then
-        # blocks the server for good, so the log goes to a file, read only if start fails.
+        command = self.command()
+        # Servers log every request. A pipe nobody reads fills up (64 KB) and then blocks the
+        # server for good, so the log goes to a file, read only if start fails.
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
-        self.process = subprocess.Popen(  # nosec B603
-            [sys.executable, "-m", "vhs.motoserver", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=self.log,
-        )
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)  # nosec B603
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 self.log.seek(0)
                 error = self.log.read().decode(errors="replace")
-                raise LocalStackError(f"moto server exited: {error.strip()[-500:]}")
+                self.stop()
+                raise LocalStackError(f"{self.name} exited: {error.strip()[-500:]}")
             with contextlib.suppress(OSError, urllib.error.URLError):
                 # The URL is always http://127.0.0.1:<port>, built above (bandit B310).
-                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()  # nosec B310
+                urllib.request.urlopen(f"{self.endpoint}{self.probe_path}", timeout=1).close()  # nosec B310
                 return self.endpoint
             time.sleep(0.05)
         self.stop()
-        raise LocalStackError(f"moto server did not answer on {self.endpoint} in {timeout}s")
+        raise LocalStackError(f"{self.name} did not answer on {self.endpoint} in {timeout}s")
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
@@ -97,12 +101,29 @@ class MotoServer:
         self.process = None
         self.log = None
 
-    def __enter__(self) -> MotoServer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class MotoServer(ChildServer):
+    """moto's server (with atomic DynamoDB requests: see motoserver.py) in a child process,
+    bound to 127.0.0.1 only. `atomic_dynamodb=False` runs moto's own server, unchanged: only
+    for measuring what the middleware prevents (benchmarks/atomicity.py)."""
+
+    name = "moto server"
+    probe_path = "/moto-api/"
+
+    def __init__(self, port: int = 0, *, atomic_dynamodb: bool = True) -> None:
+        super().__init__(port)
+        self.atomic_dynamodb = atomic_dynamodb
+
+    def command(self) -> list[str]:
+        module = "vhs.motoserver" if self.atomic_dynamodb else "moto.server"
+        return [sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(self.port)]
 
 
 def client(service: str, endpoint: str | None, region: str = DEFAULT_REGION, **kw: Any) -> Any:

@@ -2,6 +2,8 @@
 
 * ``inprocess``: moto's in-process mock (`mock_aws`);
 * ``server``: moto's server over HTTP on 127.0.0.1, one child process per test session;
+* ``dynalite``: DynamoDB from dynalite (npm; support/dynalite.py), an implementation that is
+  atomic without our help, and S3 from the session's moto server;
 * ``live``: real AWS, only with VHS_TEST_LIVE=1 and VHS_TABLE_NAME / VHS_BUCKET_NAME naming an
   existing table and bucket. Never in CI.
 
@@ -24,7 +26,7 @@ import boto3
 from vhs import VersionedHybridStore, resources
 from vhs.local import DEFAULT_REGION, LOCAL_CREDENTIALS, client
 
-BACKENDS = ["inprocess", "server", "live"]
+BACKENDS = ["inprocess", "server", "dynalite", "live"]
 
 
 def live_enabled() -> bool:
@@ -36,11 +38,12 @@ class Backend:
     name: str
     s3: Any
     dynamodb: Any
-    endpoint: str | None
+    endpoint: str | None  # every service's, DynamoDB's too unless dynamodb_endpoint is set
     table_name: str
     bucket_name: str
     namespace: str = ""  # prepended to ids so live runs never collide
     region: str = DEFAULT_REGION
+    dynamodb_endpoint: str | None = None
     stores: list[VersionedHybridStore] = field(default_factory=list)
 
     def id(self, name: str) -> str:
@@ -62,7 +65,54 @@ class Backend:
         """Another client for the same backend (its own connection pool and event hooks)."""
         if self.name == "inprocess":
             return boto3.client(service, region_name=self.region)
-        return client(service, self.endpoint, self.region)
+        return client(service, self._endpoint_of(service), self.region)
+
+    def _endpoint_of(self, service: str) -> str | None:
+        if service == "dynamodb" and self.dynamodb_endpoint:
+            return self.dynamodb_endpoint
+        return self.endpoint
+
+    def address(self) -> BackendAddress:
+        """What another process needs to reach the same resources with clients of its own."""
+        if self.name == "inprocess":
+            raise ValueError("in-process moto lives in one process: use a server backend")
+        return BackendAddress(
+            self.name,
+            self.endpoint,
+            self.dynamodb_endpoint,
+            self.table_name,
+            self.bucket_name,
+            self.namespace,
+            self.region,
+        )
+
+
+@dataclass(frozen=True)
+class BackendAddress:
+    """A Backend without its clients: it pickles, so a spawned process can connect()."""
+
+    name: str
+    endpoint: str | None
+    dynamodb_endpoint: str | None
+    table_name: str
+    bucket_name: str
+    namespace: str
+    region: str
+
+    def connect(self) -> Backend:
+        backend = Backend(
+            self.name,
+            None,
+            None,
+            self.endpoint,
+            self.table_name,
+            self.bucket_name,
+            self.namespace,
+            self.region,
+            self.dynamodb_endpoint,
+        )
+        backend.s3, backend.dynamodb = backend.new_client("s3"), backend.new_client("dynamodb")
+        return backend
 
 
 def _fresh_names() -> tuple[str, str]:
@@ -71,7 +121,11 @@ def _fresh_names() -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def open_backend(name: str, server_endpoint: str | None) -> Iterator[Backend]:
+def open_backend(
+    name: str, server_endpoint: str | None, dynamodb_endpoint: str | None = None
+) -> Iterator[Backend]:
+    """Fresh resources on backend `name`: `server_endpoint` is moto's server (for "server" and
+    "dynalite"), `dynamodb_endpoint` dynalite's (for "dynalite")."""
     if name == "inprocess":
         import moto
 
@@ -83,15 +137,18 @@ def open_backend(name: str, server_endpoint: str | None) -> Iterator[Backend]:
                 dynamodb, s3, table_name=table, bucket_name=bucket, region=DEFAULT_REGION
             )
             yield Backend(name, s3, dynamodb, None, table, bucket)
-    elif name == "server":
-        assert server_endpoint
+    elif name in ("server", "dynalite"):
+        if not server_endpoint or (name == "dynalite") != bool(dynamodb_endpoint):
+            raise ValueError(f"backend {name!r} needs moto's endpoint, and dynalite's for dynalite")
         s3 = client("s3", server_endpoint)
-        dynamodb = client("dynamodb", server_endpoint)
+        dynamodb = client("dynamodb", dynamodb_endpoint or server_endpoint)
         table, bucket = _fresh_names()
         resources.create_store_resources(
             dynamodb, s3, table_name=table, bucket_name=bucket, region=DEFAULT_REGION
         )
-        yield Backend(name, s3, dynamodb, server_endpoint, table, bucket)
+        yield Backend(
+            name, s3, dynamodb, server_endpoint, table, bucket, dynamodb_endpoint=dynamodb_endpoint
+        )
     else:
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "")
         yield Backend(
