@@ -27,8 +27,13 @@ from handlers.observability import traced
 from vhs.ingest import Ingestor, IngestResult
 from vhs.messages import InvalidMessage
 
+
+def _metrics_namespace() -> str:
+    return os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "VHS")
+
+
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "vhs-ingest"))
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "VHS"))
+metrics = Metrics(namespace=_metrics_namespace())
 processor = BatchProcessor(event_type=EventType.SQS)
 
 CONCURRENCY = int(os.environ.get("VHS_INGEST_CONCURRENCY", "16"))
@@ -44,9 +49,12 @@ def ingestor() -> Ingestor:
 
 
 def reset() -> None:
-    """Forget the configured ingestor (tests point the handler at a fresh stack)."""
+    """Forget the configured ingestor, and read the metrics namespace again (tests point the
+    handler at a fresh stack, with an environment of its own; the namespace was read when the
+    module was first imported, under whichever test's environment that was)."""
     global _ingestor
     _ingestor = None
+    metrics.namespace = _metrics_namespace()
 
 
 def _ingest_one(worker: Ingestor, record: dict[str, Any]) -> IngestResult | BaseException:
