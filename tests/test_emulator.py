@@ -15,7 +15,6 @@ import hashlib
 import json
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +22,7 @@ import pytest
 from aws_lambda_powertools.utilities.data_classes import SQSEvent
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 
+from support.stacks import fresh_stack
 from vhs import resources
 from vhs.alarms import ALARM, OK, AlarmEvaluator
 from vhs.emulator import SqsEventSource, settle_response
@@ -45,15 +45,7 @@ def wait_until(condition: Callable[[], Any], timeout: float = 20.0, what: str = 
 @pytest.fixture
 def make_stack(moto_server: str) -> Callable[..., LocalStack]:
     def make(visibility_timeout: int | None = 2) -> LocalStack:
-        suffix = uuid.uuid4().hex[:10]
-        return LocalStack(
-            moto_server,
-            table_name=f"t-{suffix}",
-            bucket_name=f"b-{suffix}",
-            staging_bucket=f"s-{suffix}",
-            queue_name=f"q-{suffix}",
-            visibility_timeout=visibility_timeout,
-        ).provision()
+        return fresh_stack(moto_server, "emu", visibility_timeout=visibility_timeout)
 
     return make
 

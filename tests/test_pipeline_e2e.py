@@ -34,11 +34,12 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from support.model import Delete, Put, Write, winner
+from support.stacks import fresh_stack
 from vhs import RecordNotFound, VersionedHybridStore, resources
 from vhs.alarms import ALARM
 from vhs.emulator import LocalPipeline, read_function_log
 from vhs.ingest import ERROR_FIELD, ERROR_MESSAGE, ERROR_TYPE, FIRST_SEEN, SOURCE_MESSAGE_ID
-from vhs.local import LocalStack, client
+from vhs.local import client
 from vhs.producer import Producer
 
 pytestmark = pytest.mark.slow
@@ -192,15 +193,8 @@ def normalise(body: Any) -> str:
 
 
 def test_500_messages_end_to_end(moto_server: str, tmp_path: Path):
-    suffix = uuid.uuid4().hex[:10]
-    stack = LocalStack(
-        moto_server,
-        table_name=f"e2e-{suffix}",
-        bucket_name=f"e2e-b-{suffix}",
-        staging_bucket=f"e2e-s-{suffix}",
-        queue_name=f"e2e-{suffix}",
-        visibility_timeout=3,  # test-only: redeliveries in seconds, not minutes
-    ).provision()
+    # visibility_timeout is test-only: redeliveries in seconds, not minutes.
+    stack = fresh_stack(moto_server, "e2e", visibility_timeout=3)
     rng = random.Random(20261122)
     workload = Workload(rng, stack.staging_bucket)
     flaky = rng.sample(sorted(workload.writes), FLAKY_IDS)
