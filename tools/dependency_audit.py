@@ -210,10 +210,15 @@ def main(venvs: list[str]) -> int:
     exceptions = read_exceptions(EXCEPTIONS_FILE.read_text())
     used: set[str] = set()
     failed = False
-    for venv in map(Path, venvs):
-        result = audit(
-            installed_packages(venv), run_pip_audit(venv), fetch_latest_record, exceptions
-        )
+
+    def audit_venv(venv: Path) -> Audit:
+        return audit(installed_packages(venv), run_pip_audit(venv), fetch_latest_record, exceptions)
+
+    # The venvs are audited at once: most of the time goes waiting on PyPI.
+    paths = [Path(venv) for venv in venvs]
+    with ThreadPoolExecutor(len(paths) or 1) as pool:
+        results = list(pool.map(audit_venv, paths))
+    for venv, result in zip(paths, results, strict=True):
         print(
             f"pip-audit {venv}: {result.packages} packages; audited {len(result.by_service)} "
             f"by pip-audit's service and {len(result.by_latest_record)} by their latest "
