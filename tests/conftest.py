@@ -4,6 +4,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from botocore.retries.standard import ExponentialBackoff
 
 from support.backends import BACKENDS, Backend, fake_credentials, live_enabled, open_backend
 
@@ -57,3 +58,9 @@ def server(moto_server: str) -> Iterator[Backend]:
     """moto's server over HTTP: for integration tests (and fault injection at the HTTP layer)."""
     with open_backend("server", moto_server) as opened:
         yield opened
+
+
+@pytest.fixture
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK still retries as configured, without sleeping between attempts (fault tests)."""
+    monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0)

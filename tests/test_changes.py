@@ -13,7 +13,6 @@ import base64
 import json
 import random
 import threading
-import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from support.backends import Backend
+from support.notifications import assert_exactly_once_in_order, receive_notifications
 from vhs import changes, keys, resources
 from vhs.changes import (
     Change,
@@ -355,32 +355,8 @@ class Feed:
 
     def receive_all(self, timeout: float = 20.0) -> list[Change]:
         """Every notification delivered so far, in delivery order (FIFO per id)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            messages = self.sqs.receive_message(
-                QueueUrl=self.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=30
-            ).get("Messages", [])
-            for message in messages:
-                self.received.append(Change.from_message(message["Body"]))
-            if messages:
-                self.sqs.delete_message_batch(
-                    QueueUrl=self.queue_url,
-                    Entries=[
-                        {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]}
-                        for n, m in enumerate(messages)
-                    ],
-                )
-                continue
-            attributes = self.sqs.get_queue_attributes(
-                QueueUrl=self.queue_url,
-                AttributeNames=[
-                    "ApproximateNumberOfMessages",
-                    "ApproximateNumberOfMessagesNotVisible",
-                ],
-            )["Attributes"]
-            if all(v == "0" for v in attributes.values()):
-                return self.received
-        raise TimeoutError("the subscriber queue did not empty")
+        self.received += receive_notifications(self.sqs, self.queue_url, timeout)
+        return self.received
 
 
 def handler_sns(running: LocalChangeFeed) -> Any:
@@ -407,16 +383,6 @@ def expected_changes(results: list[Any]) -> dict[str, list[int]]:
         if str(result.outcome) in ("stored", "deleted"):
             versions[result.id].append(result.version)
     return {id: sorted(v) for id, v in versions.items()}
-
-
-def assert_exactly_once_in_order(received: list[Change], expected: dict[str, list[int]]) -> None:
-    by_id: dict[str, list[int]] = defaultdict(list)
-    for change in received:
-        by_id[change.id].append(change.version)
-    assert set(by_id) == set(expected)
-    for id, versions in expected.items():
-        assert versions == list(range(1, len(versions) + 1)), (id, versions)  # no gaps
-        assert by_id[id] == versions, (id, by_id[id])  # each once, in version order
 
 
 def at(seconds: float) -> str:

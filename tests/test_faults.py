@@ -19,7 +19,6 @@ After each fault, and again after a restarted writer redoes the same operation:
 
 from __future__ import annotations
 
-import hashlib
 import random
 import uuid
 from collections.abc import Iterator
@@ -31,13 +30,18 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
-from botocore.retries.standard import ExponentialBackoff
 
 from support.backends import Backend, open_backend
 from support.faults import FAULT_KINDS, TRANSPARENT, Crash, Fault, FaultInjector
+from support.invariants import (
+    StoreState,
+    check_nothing_went_back,
+    check_pointers,
+    check_retained,
+    snapshot,
+)
 from support.model import Delete, Put
-from vhs import RecordNotFound, Retention, resources
-from vhs.index import item_from_dynamo
+from vhs import Retention, resources
 from vhs.local import DEFAULT_REGION, LOCAL_CREDENTIALS, MotoServer
 
 MiB = 1024 * 1024
@@ -118,90 +122,6 @@ def summary(result: Any) -> tuple:
     return (str(result.outcome), result.version, getattr(result, "content_hash", None))
 
 
-# --- State -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class State:
-    histories: dict[str, tuple | None]  # what history() shows per id (None: unknown id)
-    held: dict[str, tuple]  # every entry the index item holds, retained or not
-    objects: frozenset[str]  # S3 keys in the bucket
-    referenced: frozenset[str]  # S3 keys some held entry points at
-    uploads: frozenset[str]  # keys of multipart uploads still in progress
-
-    @property
-    def orphans(self) -> frozenset[str]:
-        return self.objects - self.referenced
-
-
-def snapshot(backend: Backend, reader: Any) -> State:
-    histories: dict[str, tuple | None] = {}
-    held: dict[str, tuple] = {}
-    referenced: set[str] = set()
-    for id in IDS:
-        try:
-            histories[id] = tuple(
-                (i.version, i.updated_at, i.size, i.content_hash, i.deleted, i.content_type)
-                for i in reader.history(id)
-            )
-        except RecordNotFound:
-            histories[id] = None
-        raw = backend.dynamodb.get_item(
-            TableName=backend.table_name, Key={"id": {"S": id}}, ConsistentRead=True
-        )
-        item = item_from_dynamo(raw.get("Item", {}))
-        if item is None:
-            continue
-        held[id] = tuple((n, e.updated_at, e.content_hash) for n, e in item.versions())
-        referenced |= {reader.body_key(id, e.content_hash) for _, e in item.versions() if e.in_s3}
-    listed = backend.s3.list_objects_v2(Bucket=backend.bucket_name)
-    uploads = backend.s3.list_multipart_uploads(Bucket=backend.bucket_name)
-    return State(
-        histories,
-        held,
-        frozenset(o["Key"] for o in listed.get("Contents", [])),
-        frozenset(referenced),
-        frozenset(u["Key"] for u in uploads.get("Uploads", [])),
-    )
-
-
-def check_pointers(reader: Any, state: State) -> None:
-    """Every held S3 body exists, and every current or retained version reads back intact."""
-    assert state.referenced <= state.objects, "an index entry points at a missing S3 body"
-    for id, history in state.histories.items():
-        for version, _, size, content_hash, deleted, _ in history or ():
-            if deleted:
-                continue
-            record = reader.get(id, version)  # raises if the body is missing or corrupt
-            assert hashlib.sha256(record.body).hexdigest() == record.content_hash == content_hash
-            assert len(record.body) == size
-            if version == history[-1][0]:
-                current = reader.get(id)
-                assert (current.version, current.content_hash) == (version, content_hash)
-
-
-def check_retained(state: State, retain: int) -> None:
-    """History shows the current version and the `retain` before it: none is lost early."""
-    for id, history in state.histories.items():
-        if history:
-            current = history[-1][0]
-            expected = list(range(max(1, current - retain), current + 1))
-            assert [info[0] for info in history] == expected, f"{id}: retained versions lost"
-
-
-def check_nothing_went_back(before: State, after: State) -> None:
-    for id, old in before.held.items():
-        new = after.held.get(id)
-        assert new is not None, f"{id} disappeared"
-        assert new[-1][0] >= old[-1][0], f"{id} went back from version {old[-1][0]}"
-        assert (new[-1][1], new[-1][2]) >= (old[-1][1], old[-1][2]), f"{id}'s key went back"
-        # A version keeps its content; only the current one's updated_at may move forward.
-        kept = {n: (t, h) for n, t, h in new}
-        for n, t, h in old:
-            if n in kept:
-                assert kept[n][1] == h and kept[n][0] >= t, f"{id} version {n} changed"
-
-
 # --- The plan: the calls each scenario makes, and its fault-free outcome ----------------------
 
 
@@ -209,7 +129,7 @@ def check_nothing_went_back(before: State, after: State) -> None:
 class Plan:
     calls: tuple[str, ...]
     result: tuple
-    state: State
+    state: StoreState
 
 
 def _plans() -> dict[str, Plan]:
@@ -239,7 +159,9 @@ def _plans() -> dict[str, Plan]:
                 scenario.store(backend, recorded["s3"], recorded["dynamodb"]), scenario.op
             )
             recorder.close()
-            plans[name] = Plan(tuple(recorder.calls), summary(result), snapshot(backend, setup))
+            plans[name] = Plan(
+                tuple(recorder.calls), summary(result), snapshot(backend, setup, IDS)
+            )
     return plans
 
 
@@ -285,12 +207,6 @@ def test_the_local_server_keeps_answering_however_much_it_logs():
         assert answered == 200, f"the server stopped answering after {answered} requests"
 
 
-@pytest.fixture
-def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SDK still retries as configured, without sleeping between attempts."""
-    monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0)
-
-
 def test_every_scenario_makes_the_calls_it_was_planned_with(server, no_backoff):
     """The fault points were enumerated in-process; moto's server sees the same calls."""
     for name, scenario in SCENARIOS.items():
@@ -303,7 +219,7 @@ def test_every_scenario_makes_the_calls_it_was_planned_with(server, no_backoff):
             apply(scenario.store(backend, s3, dynamodb), scenario.op)
             recorder.close()
             assert tuple(recorder.calls) == PLANS[name].calls, name
-            assert snapshot(backend, setup) == PLANS[name].state, name
+            assert snapshot(backend, setup, IDS) == PLANS[name].state, name
             _empty_bucket(backend)
 
 
@@ -324,7 +240,7 @@ def test_fault(server, no_backoff, name, index, kind):
     reader = scenario.store(server)
     for write in (scenario.bystander, *scenario.setup):
         apply(reader, write)
-    before = snapshot(server, reader)
+    before = snapshot(server, reader, IDS)
 
     s3, dynamodb = server.new_client("s3"), server.new_client("dynamodb")
     injector = FaultInjector([s3, dynamodb], Fault(kind, index))
@@ -340,7 +256,7 @@ def test_fault(server, no_backoff, name, index, kind):
     assert injector.calls[: index + 1] == list(plan.calls[: index + 1])
     assert injector.injected >= 1
 
-    after = snapshot(server, reader)
+    after = snapshot(server, reader, IDS)
     check_pointers(reader, after)
     check_retained(after, scenario.retain)
     check_nothing_went_back(before, after)
@@ -381,7 +297,7 @@ def test_fault(server, no_backoff, name, index, kind):
     # A restarted writer redoes the operation: it completes, and the state is the fault-free one.
     fresh = scenario.store(server, server.new_client("s3"), server.new_client("dynamodb"))
     again = apply(fresh, scenario.op)
-    final = snapshot(server, reader)
+    final = snapshot(server, reader, IDS)
     check_pointers(reader, final)
     check_retained(final, scenario.retain)
     check_nothing_went_back(after, final)

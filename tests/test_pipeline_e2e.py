@@ -33,9 +33,10 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from support.model import Delete, Put, Write, winner
+from support.invariants import check_winners
+from support.model import Delete, Put, Write
 from support.stacks import fresh_stack
-from vhs import RecordNotFound, VersionedHybridStore, resources
+from vhs import VersionedHybridStore, resources
 from vhs.alarms import ALARM
 from vhs.emulator import LocalPipeline, read_function_log
 from vhs.ingest import ERROR_FIELD, ERROR_MESSAGE, ERROR_TYPE, FIRST_SEEN, SOURCE_MESSAGE_ID
@@ -241,16 +242,7 @@ def test_500_messages_end_to_end(moto_server: str, tmp_path: Path):
         s3_client=client("s3", stack.endpoint),
         dynamodb_client=client("dynamodb", stack.endpoint),
     )
-    for rid, writes in workload.writes.items():
-        expected = winner(writes)
-        if isinstance(expected, Delete):
-            with pytest.raises(RecordNotFound):
-                store.get(rid)
-        else:
-            assert expected is not None
-            record = store.get(rid)
-            assert (record.body, record.content_hash) == (expected.body, expected.content_hash), rid
-            assert record.updated_at == expected.at
+    check_winners(store, [write for writes in workload.writes.values() for write in writes])
 
     # The DLQ holds exactly the poison, with the reasons.
     dead: dict[str, dict[str, Any]] = {}

@@ -163,7 +163,9 @@ class GarbageCollector:
     ) -> None:
         referenced = set()
         if item is not None:
-            for _, entry in self.store.retention.retained(item, now):
+            # Retention by age is read off clocks: a reader whose clock is behind ours (by up
+            # to the skew allowance) still retains what has just expired by ours.
+            for _, entry in self.store.retention.retained(item, now - self.store.clock_skew):
                 if entry.in_s3:
                     referenced.add(entry.content_hash)
         seen_version = int(raw["v"]["N"]) if "v" in raw else None

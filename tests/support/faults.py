@@ -67,17 +67,22 @@ class _RawBody:
         return data
 
 
-def throttling_response(service: str, url: str) -> AWSResponse:
-    """What DynamoDB or S3 answers when a caller exceeds its request rate."""
-    if service == "dynamodb":
+def throttling_response(service: str, protocol: str, url: str) -> AWSResponse:
+    """What a service answers a caller over its request rate, in the service's protocol:
+    DynamoDB's and SQS's JSON, SNS's query XML, S3's 503 SlowDown."""
+    if protocol == "json":
+        kind = "ThrottlingException" if service == "dynamodb" else "RequestThrottled"
         body = json.dumps(
-            {
-                "__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException",
-                "message": "Rate of requests exceeds the allowed throughput.",
-            }
+            {"__type": f"com.amazonaws.{service}#{kind}", "message": "Rate exceeded."}
         ).encode()
         headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": "fault"}
         return AWSResponse(url, 400, headers, _RawBody(body))
+    if protocol == "query":
+        body = (
+            b"<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code>"
+            b"<Message>Rate exceeded</Message></Error><RequestId>fault</RequestId></ErrorResponse>"
+        )
+        return AWSResponse(url, 400, {"Content-Type": "text/xml"}, _RawBody(body))
     body = (
         b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
         b"<Message>Please reduce your request rate.</Message><RequestId>fault</RequestId></Error>"
@@ -120,6 +125,7 @@ class FaultInjector:
         with self._lock:
             self._local.call = len(self.calls)
             self._local.service = model.service_model.endpoint_prefix
+            self._local.protocol = model.service_model.protocol
             self.calls.append(model.name)
             self.attempts.append(0)
 
@@ -141,11 +147,16 @@ class FaultInjector:
         if kind == "crash_before":
             raise Crash(f"killed before call {index} ({self.calls[index]})")
         if kind == "throttled":
-            return throttling_response(self._local.service, request.url)
+            return throttling_response(self._local.service, self._local.protocol, request.url)
         session.send(request)  # the server processes it, then the response is lost
         if kind == "lost_response":
             raise ReadTimeoutError(endpoint_url=request.url, error="response lost")
         raise Crash(f"killed after call {index} ({self.calls[index]}) was processed")
+
+    @property
+    def sdk_attempts(self) -> int:
+        """How many HTTP attempts the SDK makes of one call before it gives up."""
+        return self._clients[0].meta.config.retries["total_max_attempts"]
 
     def _count(self) -> None:
         with self._lock:
