@@ -261,9 +261,14 @@ def receive(results: Any, children: list[Any], deadline: float) -> tuple:
 
 
 def collect_until_clean(store: VersionedHybridStore, shards: list[str]) -> int:
-    """Final passes: until none leaves an orphan for later (a pass skips one whose
-    condemnation took over half the lease, which a loaded machine can make happen)."""
-    collector = GarbageCollector(store, grace=timedelta(0), lease=LEASE)
+    """Final passes, as the next scheduled run: once the condemnations made during the race
+    have expired (a body whose condemnation passed its delete window waits for that), until
+    none leaves an orphan for later (a pass skips one whose condemnation took over half the
+    lease, which a loaded machine can make happen)."""
+    expiry = GarbageCollector(store).marker_expiry + LEASE.total_seconds()
+    collector = GarbageCollector(
+        store, grace=timedelta(0), lease=LEASE, clock=lambda: time.time() + expiry
+    )
     for passes in range(1, 6):
         if collector.run(shards=shards).skipped == 0:
             return passes

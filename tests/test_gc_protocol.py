@@ -8,10 +8,13 @@ not make the body current: it waits the deadline out, uploads again, and then wr
 from __future__ import annotations
 
 from datetime import timedelta
+from hashlib import sha256
 
 from test_store_contract import at, large
 
-from vhs.index import gc_marker
+from vhs.gc import GarbageCollector
+from vhs.index import condemnations, gc_marker
+from vhs.keys import shard_of
 from vhs.metering import RequestMeter
 
 SKEW = 60.0
@@ -77,8 +80,6 @@ def test_a_condemnation_that_ended_before_the_upload_does_not_block(backend):
     body = large(3)
     sha = store.put(rid, large(4), updated_at=at(1)).content_hash
     condemn(backend, rid, sha, fake.now - 1000)
-    from hashlib import sha256
-
     condemn(backend, rid, sha256(body).hexdigest(), fake.now - 2 * SKEW)
     meter = RequestMeter(backend.s3, backend.dynamodb)
     with meter.measure() as counts:
@@ -94,8 +95,6 @@ def test_a_marker_on_an_id_with_no_versions_yet(backend):
     store = make_store(backend, fake)
     rid = backend.id("shell")
     body = large(5)
-    from hashlib import sha256
-
     condemn(backend, rid, sha256(body).hexdigest(), fake.now + 30)
     result = store.put(rid, body, updated_at=at(1))
     assert (result.outcome, result.version) == ("stored", 1)
@@ -119,8 +118,30 @@ def test_stale_writes_are_reported_stale_even_when_condemned(backend):
     rid = backend.id("stale-condemned")
     store.put(rid, large(6), updated_at=at(5))
     old = large(7)
-    from hashlib import sha256
-
     condemn(backend, rid, sha256(old).hexdigest(), fake.now + 300)
     assert store.put(rid, old, updated_at=at(1)).outcome == "stale"
     assert fake.slept == []
+
+
+def test_a_writer_waiting_out_a_condemnation_is_not_condemned_again(backend):
+    """Liveness, with no grace period: a collector pass that runs while a writer waits out a
+    condemnation deletes the body under that same condemnation, rather than condemning it
+    afresh with a later deadline, which would send the writer back to wait again (and again:
+    after three refusals it gives up with WriteConflict)."""
+    fake = FakeTime()
+    store = make_store(backend, fake)
+    rid = backend.id("waiting")
+    body = large(8)
+    sha = sha256(body).hexdigest()
+    store.put(rid, large(9), updated_at=at(2))
+    condemn(backend, rid, sha, fake.now + 300)  # an earlier pass condemned it, then stopped
+    collector = GarbageCollector(store, grace=timedelta(0), clock=lambda: fake.now + 100)
+    passes = []
+    fake.during_sleep = lambda: passes.append(collector.run([shard_of(rid)]))
+    result = store.put(rid, body, updated_at=at(3))  # its upload is an orphan until it commits
+    assert (result.outcome, result.version) == ("stored", 2)
+    assert store.get(rid).body == body
+    assert fake.slept == [300 + SKEW + 1]
+    assert [p.deleted for p in passes] == [1]  # the writer's first upload, under the old marker
+    item = backend.dynamodb.get_item(TableName=backend.table_name, Key={"id": {"S": rid}})["Item"]
+    assert condemnations(item)[sha] == fake.now - SKEW - 1  # the old deadline: not condemned again

@@ -169,6 +169,11 @@ class GarbageCollector:
                 if entry.in_s3:
                     referenced.add(entry.content_hash)
         seen_version = int(raw["v"]["N"]) if "v" in raw else None
+        standing = {
+            content_hash: deadline
+            for content_hash, deadline in condemnations(raw).items()
+            if deadline >= now - self.marker_expiry
+        }
         for body in found:
             if body.content_hash in referenced:
                 report.referenced += 1
@@ -176,18 +181,28 @@ class GarbageCollector:
             report.orphaned += 1
             if self.dry_run:
                 report.bytes_reclaimed += body.size
-            elif self._delete(record_id, body, seen_version):
+            elif self._delete(record_id, body, seen_version, standing.get(body.content_hash)):
                 report.deleted += 1
                 report.bytes_reclaimed += body.size
             else:
                 report.skipped += 1
 
-    def _delete(self, record_id: str, body: _Object, seen_version: int | None) -> bool:
-        deadline = self.clock() + self.lease
-        if not self.index.condemn(record_id, body.content_hash, deadline, seen_version):
-            return False  # the item changed since we read it: judge it again next run
+    def _delete(
+        self, record_id: str, body: _Object, seen_version: int | None, condemned: float | None
+    ) -> bool:
+        if condemned is None:
+            deadline = self.clock() + self.lease
+            if not self.index.condemn(record_id, body.content_hash, deadline, seen_version):
+                return False  # the item changed since we read it: judge it again next run
+        else:
+            # An earlier pass condemned it and did not delete it. Until that deadline no writer
+            # can point at the body again, so it may go under the same condemnation. Once the
+            # deadline is near, a writer may be waiting it out to upload again: condemning the
+            # body afresh would send that writer back to wait, perhaps for ever, so it stays
+            # until its marker expires and a later run judges it anew.
+            deadline = condemned
         if self.clock() > deadline - self.lease / 2:
-            return False  # too close to the deadline for a safe delete; the marker expires
+            return False  # too close to the deadline for a safe delete
         self.s3.delete_object(Bucket=self.bucket, Key=body.key)
         return True
 
