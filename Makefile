@@ -77,8 +77,10 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-unit: $(STAMP)
-	$(BIN)/python -m pytest -q
+# One worker per core (pytest-xdist): most tests wait on a moto server of their worker's own, so
+# two workers keep both cores of a small CI machine busy.
+unit: $(STAMP) $(NODE_STAMP)
+	$(BIN)/python -m pytest -q -n auto
 
 ## bench: benchmarks against the floor and the peers; writes docs/benchmarks.md
 bench: $(STAMP)
