@@ -30,10 +30,8 @@ from . import resources
 DEFAULT_PORT = 4567
 DEFAULT_REGION = "us-east-1"
 # moto's documented fake credentials: they only ever reach the local server.
-LOCAL_CREDENTIALS = {  # nosec B105
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-}
+_FAKE_SECRET = "testing"  # nosec B105
+LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": _FAKE_SECRET}
 DEFAULT_TABLE = "vhs-local-records"
 DEFAULT_BUCKET = "vhs-local-bodies"
 DEFAULT_STAGING_BUCKET = "vhs-local-staging"
