@@ -17,6 +17,7 @@ import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,6 +48,8 @@ from vhs import (
 from vhs.emulator import lambda_record
 from vhs.ingest import Ingestor
 from vhs.messages import InvalidMessage, StagingLocation
+
+ROOT = Path(__file__).resolve().parents[1]
 
 REJECTED = [c for c in CASES if isinstance(c.expected, Rejected)]
 ACCEPTED = [c for c in CASES if isinstance(c.expected, Accepted)]
@@ -295,6 +298,15 @@ def test_the_report_lists_every_case(run: CorpusRun):
     table = markdown_table(run)
     assert all(f"`{case.name}`" in table for case in CASES)
     assert len(table.splitlines()) == len(CASES) + 2
+
+
+@pytest.mark.slow
+def test_docs_reliability_shows_every_case_as_it_is_handled(run: CorpusRun):
+    """The published table cannot drift from the code: regenerate it with
+    `PYTHONPATH=tests .venv/bin/python -m support.bad_input_pipeline`."""
+    published = set((ROOT / "docs" / "reliability.md").read_text().splitlines())
+    stale = [row for row in markdown_table(run).splitlines() if row not in published]
+    assert stale == []
 
 
 # --- the corpus ---------------------------------------------------------------------------

@@ -59,10 +59,10 @@ STORE_OPTIONS: dict[str, Any] = {
 }
 LEASE = timedelta(seconds=0.5)
 # A put whose body the collector condemns three times running gives up with WriteConflict,
-# having written nothing, and the caller (the ingest queue, say) sends it again. With no grace
-# period that happens: each failed attempt leaves its upload unreferenced, and the collector
-# may condemn it again before the writer's next attempt. So writers send again until the
-# deadline; the figures count how often.
+# having written nothing, and the caller (the ingest queue, say) sends it again. Before the
+# collector stopped condemning a body afresh while an earlier condemnation stands (docs/gc.md),
+# this race made that happen; writers still send again until the deadline, as the queue would,
+# and the figures count how often (0 since).
 CHILD_DEADLINE = 300.0
 OUTCOMES = {Put: {"stored", "stale", "unchanged"}, Delete: {"deleted", "stale", "unchanged"}}
 Told = tuple[Write, str, int]  # a delivery of a write: its outcome and version
