@@ -63,10 +63,10 @@ from support.stacks import fresh_stack
 from vhs import RecordNotFound, VersionedHybridStore, keys, resources
 from vhs.codec import BINARY_CONTENT_TYPE as BINARY
 from vhs.codec import Body
+from vhs.dlq import DeadLetter, DeadLetterQueue
 from vhs.emulator import Invocation, SqsEventSource, lambda_record, queue_depth
 from vhs.gc import GarbageCollector
 from vhs.index import condemnations, item_from_dynamo
-from vhs.ingest import ERROR_FIELD, SOURCE_MESSAGE_ID
 from vhs.invoke import load_handler
 from vhs.local import MotoServer, client, environment
 from vhs.ordering import parse_timestamp
@@ -199,19 +199,6 @@ def stage_run(injector: FaultInjector, **outcome: Any) -> StageRun:
         sdk_attempts=injector.sdk_attempts,
         **outcome,
     )
-
-
-def dead_letters(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
-    """Every message on a DLQ, with its attributes (left there: nothing else reads it)."""
-    received: dict[str, dict[str, Any]] = {}
-    while batch := sqs.receive_message(
-        QueueUrl=queue_url,
-        MaxNumberOfMessages=10,
-        VisibilityTimeout=300,
-        MessageAttributeNames=["All"],
-    ).get("Messages", []):
-        received.update({m["MessageId"]: m for m in batch})
-    return list(received.values())
 
 
 class Episode:
@@ -428,6 +415,9 @@ class Episode:
             self.feed.module.reset()
         self.feed.drain(timeout=60)
 
+    def dead_letters(self) -> list[DeadLetter]:
+        return DeadLetterQueue(self.sqs, self.stack.dlq_url, wait_seconds=0).list()
+
     # --- what must hold at the end ---------------------------------------------------------
 
     def check_end(self, since: StoreState | None = None) -> dict[str, int]:
@@ -468,13 +458,14 @@ class Episode:
             superseded = write.key < winner(w for w in WRITES if w.id == write.id).key
             assert stored or superseded, f"{write} was neither stored nor stale"
         check_winners(reader, WRITES)
-        dead = dead_letters(self.sqs, self.stack.dlq_url)
+        dead = self.dead_letters()  # as `vhs dlq list` reads them
         assert dead, "the invalid message is not in the DLQ"
-        assert all(json.loads(m["Body"]) == POISON for m in dead), "a valid message died"
-        attributes = [m["MessageAttributes"] for m in dead]
-        assert {a[ERROR_FIELD]["StringValue"] for a in attributes} == {"colour"}
+        assert {letter.record_id for letter in dead} == {POISON["id"]}, "a valid message died"
+        assert {(letter.error_type, letter.error_field) for letter in dead} == {
+            ("InvalidMessage", "colour")
+        }
         # At least once: a lost response or a crash after the send may dead-letter it twice.
-        assert len({a[SOURCE_MESSAGE_ID]["StringValue"] for a in attributes}) == 1
+        assert len({letter.source_message_id for letter in dead}) == 1
         return {"dead_letters": len(dead), "notifications": len(received)}
 
 
@@ -622,7 +613,7 @@ def test_a_handler_killed_between_its_phases_loses_nothing(
         episode.unfinished = killed
         episode.recover_ingest(crashed=True)
         assert reader.get(rid).body == second
-        assert dead_letters(episode.sqs, episode.stack.dlq_url) == []
+        assert episode.dead_letters() == []
 
         report = GarbageCollector(reader, grace=timedelta(0)).run([keys.shard_of(rid)])
         assert report.deleted == collected
