@@ -51,7 +51,7 @@ from .ingest import (
     FIRST_SEEN,
     SOURCE_MESSAGE_ID,
 )
-from .messages import CLAIM_CHECK_CLASSES
+from .messages import is_claim_check
 
 RETRIES_EXHAUSTED = "RetriesExhausted"
 # Long enough for one pass over a large DLQ; a message whose timeout runs out mid-pass comes
@@ -101,7 +101,7 @@ class DeadLetter:
         body = message.get("Body", "")
         count = int(system.get("ApproximateReceiveCount", "0") or 0)
         parsed = _json(body)
-        claim_check = _is_claim_check(parsed)
+        claim_check = is_claim_check(parsed)
         if record_id is None and isinstance(parsed, dict) and isinstance(parsed.get("id"), str):
             record_id = parsed["id"]
         error_type = _string(attributes, ERROR_TYPE)
@@ -437,7 +437,7 @@ class DeadLetterQueue:
     def _resolve(self, message: dict[str, Any]) -> str | None:
         """The record id in a claim check's payload, if it is small enough to read."""
         parsed = _json(message.get("Body", ""))
-        if not _is_claim_check(parsed):
+        if not is_claim_check(parsed):
             return None
         pointer = parsed[1] if isinstance(parsed[1], dict) else {}
         bucket, key = pointer.get("s3BucketName"), pointer.get("s3Key")
@@ -543,16 +543,6 @@ def _json(text: str | bytes) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         return None
-
-
-def _is_claim_check(parsed: Any) -> bool:
-    """An SQS Extended Client pointer (messages.claim_check_pointer's test, without raising)."""
-    return (
-        isinstance(parsed, list)
-        and len(parsed) == 2
-        and isinstance(parsed[0], str)
-        and parsed[0] in CLAIM_CHECK_CLASSES
-    )
 
 
 def _string(attributes: dict[str, Any], name: str) -> str | None:
