@@ -303,7 +303,7 @@ class Episode:
             finally:
                 self.ingest_module.CONCURRENCY = saved
 
-    def _receive(self, count: int) -> list[dict[str, Any]]:
+    def receive(self, count: int) -> list[dict[str, Any]]:
         """Up to `count` messages, as the event source's poller receives them."""
         received: list[dict[str, Any]] = []
         while len(received) < count:
@@ -322,7 +322,7 @@ class Episode:
             ]
         return received
 
-    def _invoke(self, module: Any, records: list[dict[str, Any]]) -> Invocation:
+    def invoke(self, module: Any, records: list[dict[str, Any]]) -> Invocation:
         """One invocation, settled as the event source settles it."""
         source = SqsEventSource(
             self.sqs,
@@ -349,13 +349,13 @@ class Episode:
 
     def ingest(self, fault: Fault | None) -> StageRun:
         with self.function(fresh=True) as module:
-            records = self._receive(len(BATCH))
+            records = self.receive(len(BATCH))
             assert len(records) == len(BATCH)
             worker = module.ingestor()
             clients = distinct(worker.store.bodies.s3, worker.store.index.dynamodb, worker.sqs)
             with faults(clients, fault) as injector:
                 try:
-                    invocation = self._invoke(module, records)
+                    invocation = self.invoke(module, records)
                 except Crash:
                     return stage_run(injector, crashed=True, clean=False)
         clean = not invocation.failed and invocation.error is None
@@ -368,9 +368,9 @@ class Episode:
             if queue_depth(self.sqs, self.stack.queue_url).empty:
                 return
             with self.function(fresh=fresh) as module:
-                records = self._receive(10)
+                records = self.receive(10)
                 if records:
-                    self._invoke(module, records)
+                    self.invoke(module, records)
             fresh = False
         raise AssertionError(f"messages left: {queue_depth(self.sqs, self.stack.queue_url)}")
 
@@ -586,7 +586,7 @@ def test_a_handler_killed_between_its_phases_loses_nothing(
         send = Producer(episode.stack.queue_url, sqs_client=episode.sqs).send
         message = {"id": rid, "updated_at": stamp(1), "body_base64": b64(first)}
         assert send([message]).sent == 1
-        killed = episode._receive(1)
+        killed = episode.receive(1)
         event = tmp_path / "event.json"
         event.write_text(json.dumps({"Records": killed}))
         child = subprocess.run(
@@ -607,7 +607,7 @@ def test_a_handler_killed_between_its_phases_loses_nothing(
         # A newer version arrives and is stored while the killed message is still invisible.
         assert send([{"id": rid, "updated_at": stamp(2), "body_base64": b64(second)}]).sent == 1
         with episode.function(fresh=True) as module:
-            invocation = episode._invoke(module, episode._receive(1))
+            invocation = episode.invoke(module, episode.receive(1))
         assert not invocation.failed
         # The killed message's visibility timeout passes: it is delivered again, and is stale.
         episode.unfinished = killed
