@@ -63,7 +63,7 @@ audit: $(STAMP) $(AUDIT_STAMP) synth
 
 ## demo: run the main job on the local stack (moto's server on 127.0.0.1)
 demo: $(STAMP)
-	@$(BIN)/python -m vhs.demo
+	@$(BIN)/python -m vhs.local.demo
 
 ## test: every test and check, as CI runs them
 test: $(STAMP) lint unit

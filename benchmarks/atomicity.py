@@ -8,7 +8,7 @@ The backends, each a child process on 127.0.0.1 (S3, which these races never tou
 store is built with, comes from the local stack's moto server):
 
 * `moto`: moto's own server (`python -m moto.server`), as shipped;
-* `moto + lock`: the local stack's server (vhs.motoserver: one DynamoDB request at a time);
+* `moto + lock`: the local stack's server (vhs.local.motoserver: one DynamoDB request at a time);
 * `dynalite`: dynalite from npm (package.json), which locks per item as DynamoDB does.
 
 What is raced and what counts as an anomaly: tests/support/atomicity.py. Races are
@@ -36,7 +36,7 @@ for _path in (ROOT / "tests", ROOT / "lambdas"):
 from support.atomicity import Tally, race  # noqa: E402
 from support.backends import fake_credentials, open_backend  # noqa: E402
 from support.dynalite import DynaliteServer  # noqa: E402
-from vhs.local import MotoServer, environment  # noqa: E402
+from vhs.local.stack import MotoServer, environment  # noqa: E402
 
 BACKENDS = ("moto", "moto + lock", "dynalite")
 COLUMNS = (

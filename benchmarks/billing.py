@@ -1,6 +1,6 @@
 """Bills for blocks of work: AWS requests by operation, and DynamoDB capacity by item size.
 
-Requests are counted by `vhs.metering.RequestMeter`. DynamoDB capacity depends on item sizes,
+Requests are counted by `vhs.local.metering.RequestMeter`. DynamoDB capacity depends on item sizes,
 which requests alone do not tell (and moto does not report ConsumedCapacity), so
 `CapacityMeter` works out the size of the item before and after every DynamoDB request and
 applies AWS's rules (pricing.py):
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from vhs.metering import RequestMeter
+from vhs.local.metering import RequestMeter
 
 from . import pricing
 

@@ -70,8 +70,9 @@ stream work falls on every system alike.
 _METHOD = """\
 ## Method
 
-* **Requests** are counted at botocore's `request-created` event (`vhs.metering.RequestMeter`),
-  on every client a system uses (for pynamodb_mate, also the botocore client pynamodb makes).
+* **Requests** are counted at botocore's `request-created` event
+  (`vhs.local.metering.RequestMeter`), on every client a system uses (for pynamodb_mate, also
+  the botocore client pynamodb makes).
 * **DynamoDB capacity** is worked out from item sizes, as AWS bills it (`benchmarks/pricing.py`):
   the size of the item before each request and after it, taken from the request or response
   when they carry it (a PutItem's item, an UpdateItem's `ALL_NEW`, a DeleteItem) and otherwise

@@ -68,7 +68,7 @@ def child(config: dict[str, Any]) -> dict[str, Any]:
     and stops: the fixed cost of a collector process."""
     import tracemalloc
 
-    from vhs.gc import GarbageCollector
+    from vhs.maintenance.gc import GarbageCollector
     from vhs.store import VersionedHybridStore
 
     store = VersionedHybridStore.from_env()
@@ -112,7 +112,7 @@ def peak_rss_mb() -> float:
 
 
 def run_child(endpoint: str, table: str, bucket: str, *, mode: str, trace: bool) -> dict[str, Any]:
-    from vhs.local import LOCAL_CREDENTIALS
+    from vhs.local.stack import LOCAL_CREDENTIALS
 
     env = {
         **os.environ,
@@ -149,14 +149,14 @@ def run_child(endpoint: str, table: str, bucket: str, *, mode: str, trace: bool)
 
 
 class InProcessServer:
-    """The local stack's moto server (vhs.motoserver: moto's app with atomic DynamoDB
+    """The local stack's moto server (vhs.local.motoserver: moto's app with atomic DynamoDB
     requests), served from a thread of this process rather than a child process, so that the
     bulk of the objects can be put straight into moto's S3 backend: over HTTP moto spends about
     3 ms of CPU on each PutObject, which would make populating 100k objects take longer than
     the whole benchmark may. The collector still reaches it over HTTP, from its own process."""
 
     def __init__(self) -> None:
-        from vhs.local import free_port
+        from vhs.local.stack import free_port
 
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
@@ -174,7 +174,7 @@ class InProcessServer:
         )
         from werkzeug.serving import make_server
 
-        from vhs.motoserver import AtomicDynamoDB
+        from vhs.local.motoserver import AtomicDynamoDB
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         app = AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
@@ -485,7 +485,7 @@ def measure_size(
     import gc
 
     from vhs import resources
-    from vhs.local import client
+    from vhs.local.stack import client
     from vhs.store import VersionedHybridStore
 
     dynamodb, s3 = client("dynamodb", server.endpoint), client("s3", server.endpoint)
@@ -530,7 +530,7 @@ def measure_size(
 
 def measure_baseline(server: InProcessServer) -> dict[str, Any]:
     from vhs import resources
-    from vhs.local import client
+    from vhs.local.stack import client
 
     name = "vhs-gc-empty"
     resources.create_store_resources(

@@ -58,9 +58,9 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from benchmarks import workload  # noqa: E402
-from vhs.emulator import LocalPipeline  # noqa: E402
-from vhs.local import LocalStack, MotoServer, client  # noqa: E402
-from vhs.producer import Producer  # noqa: E402
+from vhs.ingest.producer import Producer  # noqa: E402
+from vhs.local.sqs_source import LocalPipeline  # noqa: E402
+from vhs.local.stack import LocalStack, MotoServer, client  # noqa: E402
 
 SECTION = "pipeline"  # docs/benchmarks.md's <!-- pipeline:start --> ... <!-- pipeline:end -->
 SEED = 2018

@@ -38,7 +38,7 @@ from benchmarks.peers.raw_vhs_requests import RawVhsRequests  # noqa: E402
 from benchmarks.peers.wellcome2018 import Wellcome2018Store  # noqa: E402
 from benchmarks.systems import System, VhsSystem  # noqa: E402
 from vhs import Retention  # noqa: E402
-from vhs.local import MotoServer, client  # noqa: E402
+from vhs.local.stack import MotoServer, client  # noqa: E402
 
 SEED = 2018
 

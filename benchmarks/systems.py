@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from vhs import Retention, VersionedHybridStore, resources
-from vhs.local import DEFAULT_REGION
+from vhs.local.stack import DEFAULT_REGION
 
 from .billing import Biller
 

@@ -72,7 +72,7 @@ class ChangeFeed(Construct):
         self.shape = shape
 
         # What the event source gives up on: Lambda's on-failure records (the shard and the
-        # range of sequence numbers; `vhs.changes.replay` publishes them again).
+        # range of sequence numbers; `vhs.changes.feed.replay` publishes them again).
         self.dead_letters = sqs.Queue(
             self,
             "DeadLetters",
@@ -233,7 +233,7 @@ class ChangeFeed(Construct):
             description=(
                 "The change feed gave up on a range of the table's stream: those versions "
                 "were not notified. Fix the cause, then replay each message's range with "
-                "vhs.changes.replay within 24 hours of the writes (docs/changes.md)."
+                "vhs.changes.feed.replay within 24 hours of the writes (docs/changes.md)."
             ),
             threshold=dlq.threshold,
             evaluation_periods=dlq.evaluation_periods,

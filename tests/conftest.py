@@ -20,7 +20,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
-    from vhs.local import MotoServer
+    from vhs.local.stack import MotoServer
 
     with MotoServer() as server:
         yield server.endpoint

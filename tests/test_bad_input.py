@@ -45,9 +45,9 @@ from vhs import (
     keys,
     resources,
 )
-from vhs.emulator import lambda_record
-from vhs.ingest import Ingestor
-from vhs.messages import InvalidMessage, StagingLocation
+from vhs.ingest.contract import InvalidMessage, StagingLocation
+from vhs.ingest.ingestor import Ingestor
+from vhs.local.sqs_source import lambda_record
 
 ROOT = Path(__file__).resolve().parents[1]
 

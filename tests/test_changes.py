@@ -2,7 +2,7 @@
 
 Unit tests derive changes from stream images (every kind of write the store and the garbage
 collector make). The end-to-end tests run on moto's server: a store writes, the local stream
-poller (vhs.stream_source) reads the table's stream and invokes the real Lambda handler with
+poller (vhs.local.stream_source) reads the table's stream and invokes the real Lambda handler with
 Lambda's event shape, the handler publishes to an SNS FIFO topic, and an SQS FIFO queue
 subscribed to it receives what a subscriber would.
 """
@@ -24,8 +24,9 @@ from botocore.exceptions import ClientError
 
 from support.backends import Backend
 from support.notifications import assert_exactly_once_in_order, receive_notifications
-from vhs import changes, keys, resources
-from vhs.changes import (
+from vhs import keys, resources
+from vhs.changes import feed as changes
+from vhs.changes.feed import (
     Change,
     ChangePublisher,
     MalformedImage,
@@ -35,15 +36,15 @@ from vhs.changes import (
     deduplication_id,
     message_group_id,
 )
-from vhs.invoke import LambdaContext
-from vhs.local import client
-from vhs.retention import Retention
-from vhs.stream_source import (
+from vhs.local.invoke import LambdaContext
+from vhs.local.stack import client
+from vhs.local.stream_source import (
     DynamoDBStreamSource,
     LocalChangeFeed,
     lambda_record,
     settle_response,
 )
+from vhs.retention import Retention
 
 BUCKET = "bodies"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -17,7 +17,7 @@ VHS = [sys.executable, "-m", "vhs.cli"]
 
 @pytest.fixture(scope="module")
 def local_env() -> Iterator[dict[str, str]]:
-    from vhs.local import free_port
+    from vhs.local.stack import free_port
 
     process = subprocess.Popen(
         [*VHS, "local", "up", "--port", str(free_port())],

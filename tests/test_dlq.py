@@ -23,16 +23,16 @@ from botocore.exceptions import ClientError
 
 from support.backends import atomic_inprocess_dynamodb
 from vhs import VersionedHybridStore, resources
-from vhs.dlq import (
+from vhs.ingest.dlq import (
     RETRIES_EXHAUSTED,
     DeadLetter,
     DeadLetterQueue,
     RedriveFilter,
     producer_attributes,
 )
-from vhs.emulator import lambda_record, settle_response
-from vhs.ingest import DEAD_LETTER_ATTRIBUTES, ERROR_TYPE
-from vhs.invoke import LambdaContext, load_handler
+from vhs.ingest.ingestor import DEAD_LETTER_ATTRIBUTES, ERROR_TYPE
+from vhs.local.invoke import LambdaContext, load_handler
+from vhs.local.sqs_source import lambda_record, settle_response
 
 REGION = "us-east-1"
 TABLE, BUCKET, STAGING = "records", "vhs-dlq-bodies", "vhs-dlq-staging"

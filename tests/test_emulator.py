@@ -24,9 +24,9 @@ from aws_lambda_powertools.utilities.parser.models import SqsModel
 
 from support.stacks import fresh_stack
 from vhs import resources
-from vhs.alarms import ALARM, OK, AlarmEvaluator
-from vhs.emulator import SqsEventSource, settle_response
-from vhs.local import LocalStack, client
+from vhs.local.alarms import ALARM, OK, AlarmEvaluator
+from vhs.local.sqs_source import SqsEventSource, settle_response
+from vhs.local.stack import LocalStack, client
 
 pytestmark = pytest.mark.slow
 

@@ -42,7 +42,7 @@ from support.invariants import (
 )
 from support.model import Delete, Put
 from vhs import Retention, resources
-from vhs.local import DEFAULT_REGION, LOCAL_CREDENTIALS, MotoServer
+from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, MotoServer
 
 MiB = 1024 * 1024
 INLINE_THRESHOLD = 64

@@ -15,9 +15,9 @@ from test_store_contract import at, large
 
 from vhs import Retention
 from vhs.errors import WriteConflict
-from vhs.gc import GarbageCollector, parse_duration
 from vhs.index import condemnations, gc_marker
 from vhs.keys import MAX_ID_LENGTH, shard_of
+from vhs.maintenance.gc import GarbageCollector, parse_duration
 
 
 def later(hours: float):

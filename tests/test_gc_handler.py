@@ -13,9 +13,9 @@ from test_gc import crash_between_phases, objects
 from test_store_contract import large
 
 from vhs import Retention
-from vhs.invoke import LambdaContext, load_handler
 from vhs.keys import all_shards, shard_of
-from vhs.local import environment
+from vhs.local.invoke import LambdaContext, load_handler
+from vhs.local.stack import environment
 
 
 @dataclass

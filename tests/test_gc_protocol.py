@@ -12,10 +12,10 @@ from hashlib import sha256
 
 from test_store_contract import at, large
 
-from vhs.gc import GarbageCollector
 from vhs.index import condemnations, gc_marker
 from vhs.keys import shard_of
-from vhs.metering import RequestMeter
+from vhs.local.metering import RequestMeter
+from vhs.maintenance.gc import GarbageCollector
 
 SKEW = 60.0
 
@@ -36,7 +36,7 @@ class FakeTime:
 
 
 def condemn(backend, rid: str, sha: str, deadline: float) -> None:
-    """What the collector writes when it condemns a body (vhs.gc does it the same way)."""
+    """What the collector writes when it condemns a body (vhs.maintenance.gc does the same)."""
     backend.dynamodb.update_item(
         TableName=backend.table_name,
         Key={"id": {"S": rid}},

@@ -25,7 +25,7 @@ from botocore.exceptions import ClientError
 
 from support.backends import atomic_inprocess_dynamodb
 from vhs import VersionedHybridStore, resources
-from vhs.ingest import (
+from vhs.ingest.ingestor import (
     ERROR_FIELD,
     ERROR_MESSAGE,
     ERROR_TYPE,
@@ -33,7 +33,7 @@ from vhs.ingest import (
     MAX_MESSAGE_BYTES,
     SOURCE_MESSAGE_ID,
 )
-from vhs.invoke import LambdaContext, load_handler
+from vhs.local.invoke import LambdaContext, load_handler
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 BUCKET = "vhs-local-bodies"

@@ -8,7 +8,7 @@ import json
 import jsonschema
 import pytest
 
-from vhs.messages import (
+from vhs.ingest.contract import (
     InvalidMessage,
     S3Location,
     StagingLocation,

@@ -37,11 +37,17 @@ from support.invariants import check_winners
 from support.model import Delete, Put, Write
 from support.stacks import fresh_stack
 from vhs import VersionedHybridStore, resources
-from vhs.alarms import ALARM
-from vhs.emulator import LocalPipeline, read_function_log
-from vhs.ingest import ERROR_FIELD, ERROR_MESSAGE, ERROR_TYPE, FIRST_SEEN, SOURCE_MESSAGE_ID
-from vhs.local import client
-from vhs.producer import Producer
+from vhs.ingest.ingestor import (
+    ERROR_FIELD,
+    ERROR_MESSAGE,
+    ERROR_TYPE,
+    FIRST_SEEN,
+    SOURCE_MESSAGE_ID,
+)
+from vhs.ingest.producer import Producer
+from vhs.local.alarms import ALARM
+from vhs.local.sqs_source import LocalPipeline, read_function_log
+from vhs.local.stack import client
 
 pytestmark = pytest.mark.slow
 

@@ -63,16 +63,16 @@ from support.stacks import fresh_stack
 from vhs import RecordNotFound, VersionedHybridStore, keys, resources
 from vhs.codec import BINARY_CONTENT_TYPE as BINARY
 from vhs.codec import Body
-from vhs.dlq import DeadLetter, DeadLetterQueue
-from vhs.emulator import Invocation, SqsEventSource, lambda_record, queue_depth
-from vhs.gc import GarbageCollector
 from vhs.index import condemnations, item_from_dynamo
-from vhs.invoke import load_handler
-from vhs.local import MotoServer, client, environment
+from vhs.ingest.dlq import DeadLetter, DeadLetterQueue
+from vhs.ingest.producer import Producer
+from vhs.local.invoke import load_handler
+from vhs.local.sqs_source import Invocation, SqsEventSource, lambda_record, queue_depth
+from vhs.local.stack import MotoServer, client, environment
+from vhs.local.stream_source import LocalChangeFeed
+from vhs.maintenance.gc import GarbageCollector
 from vhs.ordering import parse_timestamp
-from vhs.producer import Producer
 from vhs.retention import Retention
-from vhs.stream_source import LocalChangeFeed
 
 pytestmark = [
     pytest.mark.slow,

@@ -11,8 +11,8 @@ import moto
 import pytest
 
 from vhs import resources
-from vhs.messages import claim_check_pointer, validate_message
-from vhs.producer import MAX_BATCH_ENTRIES, Producer
+from vhs.ingest.contract import claim_check_pointer, validate_message
+from vhs.ingest.producer import MAX_BATCH_ENTRIES, Producer
 
 REGION = "us-east-1"
 

@@ -25,7 +25,7 @@ from vhs import (
     Retention,
 )
 from vhs.keys import MAX_ID_LENGTH, encode_id
-from vhs.metering import RequestMeter
+from vhs.local.metering import RequestMeter
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -20,7 +20,7 @@ import pytest
 
 from support.backends import Backend
 from vhs import Retention, VersionedHybridStore
-from vhs.verify import Finding, FindingKind, Verifier, VerifyProgress, verify
+from vhs.maintenance.verify import Finding, FindingKind, Verifier, VerifyProgress, verify
 
 T = "2026-11-01T00:00:00Z"
 

@@ -26,7 +26,7 @@ from typing import Any
 import pynamodb_mate.api as pm
 from pynamodb_mate.patterns.large_attribute.api import LargeAttributeMixin, split_s3_uri
 
-from vhs.local import DEFAULT_REGION, LOCAL_CREDENTIALS
+from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
 
 from ..billing import Biller
 

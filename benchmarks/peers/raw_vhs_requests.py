@@ -23,7 +23,7 @@ from botocore import xform_name
 from botocore.exceptions import ClientError
 
 from vhs import resources
-from vhs.local import DEFAULT_REGION
+from vhs.local.stack import DEFAULT_REGION
 
 from ..scenarios import Operation, Samples
 from ..systems import VhsSystem

@@ -6,7 +6,7 @@ BisectBatchOnFunctionError), Logger writes JSON, Metrics emits EMF counts, and T
 where tracing is on (observability.traced).
 
 Order is what matters here, so a batch is handled in stream order and stops at the first
-record it cannot finish. Its notifications (vhs.changes derives them from the images) go out
+record it cannot finish. Its notifications (vhs.changes.feed derives them from the images) go out
 through PublishBatch, which never carries two changes of one id in one call; publishing stops
 at the first entry SNS does not confirm, and at the invocation's time cut-off. Every record
 from the first unfinished one on is reported as failed: Lambda checkpoints at the lowest
@@ -34,7 +34,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 
 from handlers.observability import traced
 from vhs import keys
-from vhs.changes import ChangePublisher, Derived, changes_from_record
+from vhs.changes.feed import ChangePublisher, Derived, changes_from_record
 from vhs.errors import ConfigurationError
 from vhs.resources import CHANGES
 from vhs.store import aws_client

@@ -16,8 +16,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from handlers.observability import traced
-from vhs.gc import DEFAULT_GRACE, GarbageCollector, GcReport, parse_duration
 from vhs.keys import all_shards
+from vhs.maintenance.gc import DEFAULT_GRACE, GarbageCollector, GcReport, parse_duration
 from vhs.store import VersionedHybridStore, aws_client
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "vhs-gc"))

@@ -24,8 +24,8 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from handlers.observability import traced
-from vhs.ingest import Ingestor, IngestResult
-from vhs.messages import InvalidMessage
+from vhs.ingest.contract import InvalidMessage
+from vhs.ingest.ingestor import Ingestor, IngestResult
 
 
 def _metrics_namespace() -> str:

@@ -319,7 +319,7 @@ class ChangeFeedShape:
     # bisected on a function error; after `retry_attempts` retries or once its records are
     # `max_record_age_seconds` old, Lambda sends the batch's position in the stream (not the
     # records) to the change feed's DLQ and moves on. The age bound leaves 18 of the stream's
-    # 24 hours to replay a dead-lettered range from the stream (vhs.changes.replay).
+    # 24 hours to replay a dead-lettered range from the stream (vhs.changes.feed.replay).
     retry_attempts: int = 100
     max_record_age_seconds: int = 6 * 3600
     # Concurrent batches per shard. Lambda keeps records of one item key in order at any
@@ -396,7 +396,7 @@ def subscribe_fifo_queue(sns: Any, sqs: Any, topic_arn: str, queue_name: str) ->
 # stops taking shards with 120 s left and hands the rest on to a fresh invocation of itself, so
 # the timeout bounds one invocation, not a collection.
 def _is_duration(text: str) -> bool:
-    """What handlers.gc (vhs.gc.parse_duration) reads from VHS_GC_GRACE: seconds, or
+    """What handlers.gc (vhs.maintenance.gc.parse_duration) reads from VHS_GC_GRACE: seconds, or
     90s / 30m / 1h / 2d; not negative."""
     number = text[:-1] if text[-1:] in ("s", "m", "h", "d") else text
     digits = number.replace(".", "", 1)

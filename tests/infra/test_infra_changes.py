@@ -12,7 +12,7 @@ from infra_support import Synthesized, as_list, only, resources_of
 from infra.changes import CHANGES_HANDLER, STREAM_READ_ACTIONS, TOPIC_KEY_ACTIONS
 from infra.config import LAMBDA_HANDLER
 from vhs import resources
-from vhs.invoke import HANDLERS
+from vhs.local.invoke import HANDLERS
 
 SHAPE = resources.CHANGES
 
@@ -268,5 +268,5 @@ def test_the_shape_refuses_unbounded_retries_and_ages_past_the_stream() -> None:
 
 def test_the_asset_carries_the_change_feed_handler(app: Synthesized) -> None:
     (asset,) = [p for p in app.outdir.iterdir() if p.name.startswith("asset.")]
-    for name in ("handlers/changes.py", "vhs/changes.py", "vhs/stream_source.py"):
+    for name in ("handlers/changes.py", "vhs/changes/feed.py", "vhs/local/stream_source.py"):
         assert (asset / name).is_file(), name

@@ -161,8 +161,8 @@ def test_queue_attributes_redrive_to_the_dlq_after_max_receive_count() -> None:
 def test_the_handler_stages_dead_letters_where_the_ingest_role_may_write() -> None:
     """Drift guard: the role's PutObject on the staging bucket covers only dead-letters/."""
     from infra.ingest import DEAD_LETTER_STAGING_PREFIX
-    from vhs.ingest import MAX_MESSAGE_BYTES, Ingestor
-    from vhs.messages import InvalidMessage, StagingLocation
+    from vhs.ingest.contract import InvalidMessage, StagingLocation
+    from vhs.ingest.ingestor import MAX_MESSAGE_BYTES, Ingestor
 
     class Recorder:
         def __init__(self) -> None:

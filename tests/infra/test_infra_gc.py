@@ -19,8 +19,8 @@ from infra import VhsConfig
 from infra.config import LAMBDA_HANDLER, ConfigError
 from infra.gc import GC_HANDLER, GarbageCollection, gc_function_name
 from vhs import resources
-from vhs.gc import DEFAULT_GRACE, parse_duration
-from vhs.invoke import HANDLERS, load_handler
+from vhs.local.invoke import HANDLERS, load_handler
+from vhs.maintenance.gc import DEFAULT_GRACE, parse_duration
 
 SHAPE = resources.GC
 ROOT = Path(__file__).resolve().parents[2]
@@ -386,5 +386,5 @@ def test_the_runbook_and_deploy_docs_know_the_alarm_and_the_stack() -> None:
 
 def test_the_asset_carries_the_collector(app: Synthesized) -> None:
     (asset,) = [p for p in app.outdir.iterdir() if p.name.startswith("asset.")]
-    for name in ("handlers/gc.py", "vhs/gc.py", "vhs/keys.py", "vhs/retention.py"):
+    for name in ("handlers/gc.py", "vhs/maintenance/gc.py", "vhs/keys.py", "vhs/retention.py"):
         assert (asset / name).is_file(), name

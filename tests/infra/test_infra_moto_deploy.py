@@ -37,7 +37,7 @@ from infra_support import synthesize
 from infra import VhsConfig
 from infra.config import LAMBDA_HANDLER, powertools_layer_name
 from vhs import resources
-from vhs.local import MotoServer
+from vhs.local.stack import MotoServer
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"

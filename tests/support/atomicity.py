@@ -15,7 +15,7 @@ together, every thread with a client (so a connection) of its own:
   *wrong final state*).
 
 benchmarks/atomicity.py prints the figures for moto's own server, the local stack's server
-(vhs.motoserver) and dynalite; tests/test_concurrency.py asserts that the last two show none.
+(vhs.local.motoserver) and dynalite; tests/test_concurrency.py asserts that the last two show none.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from typing import Any
 import boto3
 
 from vhs import VersionedHybridStore, resources
-from vhs.local import DEFAULT_REGION, LOCAL_CREDENTIALS, client
+from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, client
 
 BACKENDS = ["inprocess", "server", "dynalite", "live"]
 
@@ -172,7 +172,7 @@ def atomic_inprocess_dynamodb() -> Iterator[None]:
     """Make in-process moto apply one DynamoDB request at a time, as DynamoDB does.
 
     moto checks a condition and then writes, with no lock, so concurrent threads can both pass
-    a condition only one should (see vhs/motoserver.py, which does the same for the server).
+    a condition only one should (see vhs/local/motoserver.py, which does the same for the server).
     Tests that write concurrently in-process need the real semantics.
     """
     from moto.dynamodb.responses import DynamoHandler

@@ -45,8 +45,9 @@ from support.bad_inputs import (
 )
 from support.stacks import fresh_stack
 from vhs import RecordNotFound, VersionedHybridStore
-from vhs.dlq import DeadLetter, DeadLetterQueue, RedriveFilter
-from vhs.emulator import (
+from vhs.ingest.dlq import DeadLetter, DeadLetterQueue, RedriveFilter
+from vhs.local.invoke import load_handler
+from vhs.local.sqs_source import (
     Invocation,
     QueueDepth,
     SqsEventSource,
@@ -54,8 +55,7 @@ from vhs.emulator import (
     lambda_record,
     queue_depth,
 )
-from vhs.invoke import load_handler
-from vhs.local import LocalStack, MotoServer, client, environment
+from vhs.local.stack import LocalStack, MotoServer, client, environment
 
 CASES_PER_BATCH = 6
 BATCH_SIZE = 10  # SQS's and the deployed event source's

@@ -1,6 +1,6 @@
 """dynalite (npm, pinned in package.json): a second DynamoDB implementation for the tests.
 
-moto is not atomic on its own (vhs/motoserver.py makes it so), so a test that passes only on
+moto is not atomic on its own (vhs/local/motoserver.py makes it so), so a test that passes only on
 moto could be passing on our lock rather than on DynamoDB's semantics. dynalite applies each
 write under a per-item lock, as DynamoDB does, and is an independent implementation of the
 expression language, so the store's tests run on it too.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from vhs.local import ChildServer, LocalStackError
+from vhs.local.stack import ChildServer, LocalStackError
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / "node_modules" / "dynalite" / "cli.js"

@@ -6,7 +6,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from vhs.changes import Change
+from vhs.changes.feed import Change
 
 
 def receive_notifications(sqs: Any, queue_url: str, timeout: float = 20.0) -> list[Change]:

@@ -38,13 +38,13 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from . import keys
-from .codec import decompress, sha256_hex
-from .index import GC_MARKER_PREFIX, item_from_dynamo
-from .model import Entry, Item
-from .ordering import TOMBSTONE_HASH
-from .resources import TABLE
-from .store import VersionedHybridStore
+from .. import keys
+from ..codec import decompress, sha256_hex
+from ..index import GC_MARKER_PREFIX, item_from_dynamo
+from ..model import Entry, Item
+from ..ordering import TOMBSTONE_HASH
+from ..resources import TABLE
+from ..store import VersionedHybridStore
 
 DEFAULT_SEGMENTS = 4
 DEFAULT_WORKERS = 16

@@ -24,10 +24,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .emulator import LocalPipeline, read_function_log
-from .local import LocalStack, client, environment, local_stack
-from .producer import Producer
-from .store import VersionedHybridStore
+from ..ingest.producer import Producer
+from ..store import VersionedHybridStore
+from .sqs_source import LocalPipeline, read_function_log
+from .stack import LocalStack, client, environment, local_stack
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 FUNCTION_LOG = Path(".vhs/logs/demo-ingest.log")
@@ -178,7 +178,7 @@ def _run(console: Console, stack: LocalStack, started: float) -> None:
 
 
 def _shape() -> Any:
-    from .resources import INGEST
+    from ..resources import INGEST
 
     return INGEST
 

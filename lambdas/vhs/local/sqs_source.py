@@ -48,8 +48,8 @@ from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..resources import INGEST
 from .invoke import CountdownContext
-from .resources import INGEST
 
 # Lambda's limit on a synchronous invocation's payload; an SQS batch never exceeds it.
 MAX_INVOCATION_PAYLOAD_BYTES = 6 * 1024 * 1024
@@ -575,7 +575,7 @@ class LocalPipeline:
     def start(self) -> LocalPipeline:
         from .alarms import AlarmEvaluator
         from .invoke import load_handler
-        from .local import client, environment
+        from .stack import client, environment
 
         stack = self.stack
         running = contextlib.ExitStack()

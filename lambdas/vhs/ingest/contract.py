@@ -31,10 +31,10 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from .codec import JSON_CONTENT_TYPE, MAX_CONTENT_TYPE_LENGTH, canonical_json
-from .errors import InvalidInput
-from .keys import validate_id
-from .ordering import parse_timestamp
+from ..codec import JSON_CONTENT_TYPE, MAX_CONTENT_TYPE_LENGTH, canonical_json
+from ..errors import InvalidInput
+from ..keys import validate_id
+from ..ordering import parse_timestamp
 
 PAYLOAD_FIELDS = ("record", "body_base64", "record_location", "deleted")
 ALLOWED_FIELDS = frozenset({"id", "updated_at", "content_type", *PAYLOAD_FIELDS})
@@ -474,6 +474,7 @@ def validate_message(body: Any, *, field_prefix: str = "") -> IngestMessage:
 
 
 def schema_path() -> str:
+    """The shipped JSON Schema, beside the package root (vhs/schemas/)."""
     import os
 
-    return os.path.join(os.path.dirname(__file__), SCHEMA_FILE)
+    return os.path.join(os.path.dirname(os.path.dirname(__file__)), SCHEMA_FILE)

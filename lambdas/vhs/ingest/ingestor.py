@@ -23,8 +23,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .errors import BodyTooLarge, InvalidInput
-from .messages import (
+from ..errors import BodyTooLarge, InvalidInput
+from ..resources import DEAD_LETTER_STAGING_PREFIX
+from ..store import VersionedHybridStore, aws_client
+from .contract import (
     CLAIM_CHECK_ATTRIBUTES,
     IngestMessage,
     InvalidMessage,
@@ -36,8 +38,6 @@ from .messages import (
     parse_json_body,
     validate_message,
 )
-from .resources import DEAD_LETTER_STAGING_PREFIX
-from .store import VersionedHybridStore, aws_client
 
 # SQS's largest message (body and attributes). A dead letter that would not fit is staged in
 # S3 and sent as a claim check instead, so nothing is cut.
@@ -86,7 +86,7 @@ class Ingestor:
     def from_env(cls) -> Ingestor:
         dlq_url = os.environ.get("VHS_DLQ_URL", "")
         if not dlq_url:
-            from .errors import ConfigurationError
+            from ..errors import ConfigurationError
 
             raise ConfigurationError("set VHS_DLQ_URL: invalid messages are dead-lettered there")
         staging_bucket = os.environ.get("VHS_STAGING_BUCKET", "")

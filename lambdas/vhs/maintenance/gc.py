@@ -32,10 +32,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import keys
-from .index import condemnations, item_from_dynamo
-from .model import Item
-from .store import MAX_WRITE_WINDOW, VersionedHybridStore
+from .. import keys
+from ..index import condemnations, item_from_dynamo
+from ..model import Item
+from ..store import MAX_WRITE_WINDOW, VersionedHybridStore
 
 DEFAULT_GRACE = timedelta(hours=1)
 DEFAULT_LEASE = timedelta(minutes=5)

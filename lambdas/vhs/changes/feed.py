@@ -37,10 +37,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import keys
-from .codec import JSON_CONTENT_TYPE
-from .ordering import TOMBSTONE_HASH
-from .resources import (
+from .. import keys
+from ..codec import JSON_CONTENT_TYPE
+from ..ordering import TOMBSTONE_HASH
+from ..resources import (
     SNS_MAX_MESSAGE_BYTES,
     SNS_MAX_MESSAGE_GROUP_ID,
     SNS_PUBLISH_BATCH_ENTRIES,
@@ -394,7 +394,7 @@ def replay(
     holds them (24 hours; the event source gives up after at most CHANGES.max_record_age).
     Notifications already published within SNS's 5-minute window are dropped as duplicates;
     older ones reach subscribers again, which deduplicate by (id, version)."""
-    from .stream_source import lambda_record, read_range
+    from ..local.stream_source import lambda_record, read_range
 
     info = (json.loads(failure) if isinstance(failure, str) else failure)["DDBStreamBatchInfo"]
     region = info["streamArn"].split(":")[3]

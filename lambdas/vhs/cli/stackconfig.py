@@ -13,7 +13,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 STACK_SUFFIXES = ("Store", "Ingest", "Changes", "Maintenance")
 
@@ -40,7 +40,7 @@ def stack_prefix(name: str) -> str:
 def env_from_stacks(name: str, cloudformation: Any = None) -> dict[str, str]:
     """The VHS environment of the stage that stack `name` (or prefix `name`) belongs to."""
     if cloudformation is None:
-        from .store import aws_client
+        from ..store import aws_client
 
         cloudformation = aws_client("cloudformation")
     prefix = stack_prefix(name)

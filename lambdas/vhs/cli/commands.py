@@ -31,11 +31,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import RecordNotFound, VhsError
+from ..errors import RecordNotFound, VhsError
 
 
 def _store() -> Any:
-    from .store import VersionedHybridStore
+    from ..store import VersionedHybridStore
 
     return VersionedHybridStore.from_env()
 
@@ -58,7 +58,7 @@ def _now() -> str:
 
 
 def cmd_local_up(args: argparse.Namespace) -> int:
-    from .local import DEFAULT_BUCKET, DEFAULT_TABLE, LocalStack, MotoServer
+    from ..local.stack import DEFAULT_BUCKET, DEFAULT_TABLE, LocalStack, MotoServer
 
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -77,7 +77,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
             pipeline=not args.no_pipeline,
         ).provision()
         if not args.no_pipeline:
-            from .emulator import LocalPipeline
+            from ..local.sqs_source import LocalPipeline
 
             def on_alarm(t: Any) -> None:
                 show(
@@ -130,9 +130,9 @@ def _local_change_feed(stack: Any) -> Any:
     """The change feed on the local stack: the table's stream drives the real `changes`
     handler, which publishes to an SNS FIFO topic; a FIFO queue subscribed to it lets you
     watch the notifications. Yields the variables to export."""
-    from . import resources
-    from .local import client
-    from .stream_source import LocalChangeFeed
+    from .. import resources
+    from ..local.stack import client
+    from ..local.stream_source import LocalChangeFeed
 
     sns, sqs = (
         client("sns", stack.endpoint, stack.region),
@@ -250,7 +250,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 def cmd_send(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    from .producer import Producer
+    from ..ingest.producer import Producer
 
     path = Path(args.file)
     total = sum(1 for line in path.open("rb") if line.strip())
@@ -291,7 +291,7 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def cmd_invoke(args: argparse.Namespace) -> int:
-    from .invoke import invoke
+    from ..local.invoke import invoke
 
     event = json.loads(Path(args.event).read_text())
     response = invoke(args.function, event)
@@ -303,8 +303,8 @@ def cmd_gc(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
     from rich.table import Table
 
-    from .gc import GarbageCollector, GcReport, parse_duration
-    from .keys import all_shards
+    from ..keys import all_shards
+    from ..maintenance.gc import GarbageCollector, GcReport, parse_duration
 
     try:
         grace = parse_duration(args.grace)
@@ -358,7 +358,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress
     from rich.table import Table
 
-    from .verify import Verifier
+    from ..maintenance.verify import Verifier
 
     verifier = Verifier(
         _store(),
@@ -415,13 +415,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _dlq() -> Any:
-    from .dlq import DeadLetterQueue
+    from ..ingest.dlq import DeadLetterQueue
 
     return DeadLetterQueue.from_env()
 
 
 def _dlq_filter(args: argparse.Namespace) -> Any:
-    from .dlq import RedriveFilter
+    from ..ingest.dlq import RedriveFilter
 
     return RedriveFilter(
         error_types=frozenset(args.type or ()),
@@ -618,7 +618,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "port", 0) is None:
-        from .local import DEFAULT_PORT
+        from ..local.stack import DEFAULT_PORT
 
         args.port = DEFAULT_PORT
     try:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from .resources import DLQ_ALARM
+from ..resources import DLQ_ALARM
 
 log = logging.getLogger(__name__)
 

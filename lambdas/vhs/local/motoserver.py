@@ -6,7 +6,7 @@ puts gave up to 4 "stored" outcomes). DynamoDB itself applies each request atomi
 the store's ordering depends on it, so this server handles DynamoDB requests one at a time.
 Other services run concurrently as before: an SQS long poll must never hold up the rest.
 
-    python -m vhs.motoserver -H 127.0.0.1 -p PORT
+    python -m vhs.local.motoserver -H 127.0.0.1 -p PORT
 """
 
 from __future__ import annotations

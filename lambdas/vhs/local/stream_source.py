@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..resources import CHANGES, ChangeFeedShape
 from .invoke import CountdownContext
-from .resources import CHANGES, ChangeFeedShape
 
 log = logging.getLogger(__name__)
 
@@ -609,7 +609,7 @@ class LocalChangeFeed:
 
     def function_env(self) -> dict[str, str]:
         """The function's environment (tracing off: there is no X-Ray daemon locally)."""
-        from .local import LOCAL_CREDENTIALS
+        from .stack import LOCAL_CREDENTIALS
 
         return {
             "AWS_ENDPOINT_URL": self.endpoint,
@@ -629,7 +629,7 @@ class LocalChangeFeed:
         import importlib
 
         from .invoke import load_handler
-        from .local import client, environment
+        from .stack import client, environment
 
         running = contextlib.ExitStack()
         try:

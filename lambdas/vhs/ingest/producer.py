@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ConfigurationError, InvalidInput
-from .messages import validate_message
-from .resources import INGEST, STAGING_PREFIX
+from ..errors import ConfigurationError, InvalidInput
+from ..resources import INGEST, STAGING_PREFIX
+from .contract import validate_message
 
 MAX_BATCH_ENTRIES = 10
 CLAIM_CHECK_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
@@ -70,7 +70,7 @@ class Producer:
     @classmethod
     def from_env(cls, **options: Any) -> Producer:
         """VHS_QUEUE_URL, and VHS_STAGING_BUCKET / VHS_STAGING_PREFIX for claim checks."""
-        from .store import aws_client
+        from ..store import aws_client
 
         queue_url = os.environ.get("VHS_QUEUE_URL", "")
         if not queue_url:

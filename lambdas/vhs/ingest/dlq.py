@@ -42,8 +42,9 @@ from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .errors import ConfigurationError
-from .ingest import (
+from ..errors import ConfigurationError
+from .contract import is_claim_check
+from .ingestor import (
     DEAD_LETTER_ATTRIBUTES,
     ERROR_FIELD,
     ERROR_MESSAGE,
@@ -51,7 +52,6 @@ from .ingest import (
     FIRST_SEEN,
     SOURCE_MESSAGE_ID,
 )
-from .messages import is_claim_check
 
 RETRIES_EXHAUSTED = "RetriesExhausted"
 # Long enough for one pass over a large DLQ; a message whose timeout runs out mid-pass comes
@@ -231,7 +231,7 @@ class DeadLetterQueue:
     def from_env(cls) -> DeadLetterQueue:
         """VHS_DLQ_URL and VHS_QUEUE_URL (as `vhs local up` prints them; for a deployed stage
         the Ingest stack's DeadLetterQueueUrl and QueueUrl outputs)."""
-        from .store import aws_client
+        from ..store import aws_client
 
         dlq_url = os.environ.get("VHS_DLQ_URL", "")
         if not dlq_url:

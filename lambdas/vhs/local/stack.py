@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from . import resources
+from .. import resources
 
 DEFAULT_PORT = 4567
 DEFAULT_REGION = "us-east-1"
@@ -120,7 +120,7 @@ class MotoServer(ChildServer):
         self.atomic_dynamodb = atomic_dynamodb
 
     def command(self) -> list[str]:
-        module = "vhs.motoserver" if self.atomic_dynamodb else "moto.server"
+        module = "vhs.local.motoserver" if self.atomic_dynamodb else "moto.server"
         return [sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(self.port)]
 
 
@@ -128,7 +128,7 @@ def client(service: str, endpoint: str | None, region: str = DEFAULT_REGION, **k
     """A boto3 client for `endpoint` (None: AWS), with the store's retry settings."""
     import boto3
 
-    from .store import _default_config
+    from ..store import _default_config
 
     if endpoint:
         kw.setdefault("aws_access_key_id", LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"])
