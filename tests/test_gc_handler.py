@@ -32,11 +32,11 @@ class ShortOfTime(LambdaContext):
 @pytest.fixture
 def invocations(monkeypatch) -> list[dict[str, Any]]:
     """Async self-invocations, captured instead of sent."""
-    import vhs.store
+    import vhs.aws
 
     sent: list[dict[str, Any]] = []
-    monkeypatch.setattr(vhs.store, "_session", None)
-    session = vhs.store.aws_client("s3") and vhs.store._session
+    monkeypatch.setattr(vhs.aws, "_session", None)
+    session = vhs.aws.aws_client("s3") and vhs.aws._session
 
     def capture(params, **_):
         sent.append(json.loads(params["body"]))

@@ -34,10 +34,10 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 
 from handlers.observability import traced
 from vhs import keys
+from vhs.aws import aws_client
 from vhs.changes.feed import ChangePublisher, Derived, changes_from_record
 from vhs.errors import ConfigurationError
 from vhs.resources import CHANGES
-from vhs.store import aws_client
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "vhs-changes"))
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "VHS"))

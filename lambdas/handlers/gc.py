@@ -16,9 +16,10 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from handlers.observability import traced
+from vhs.aws import aws_client
 from vhs.keys import all_shards
 from vhs.maintenance.gc import DEFAULT_GRACE, GarbageCollector, GcReport, parse_duration
-from vhs.store import VersionedHybridStore, aws_client
+from vhs.store import VersionedHybridStore
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "vhs-gc"))
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "VHS"))

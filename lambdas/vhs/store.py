@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import secrets
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from . import keys
+from .aws import aws_client
 from .bodies import MULTIPART_THRESHOLD, S3BodyStore
 from .codec import Body, compress, decompress, encode_record, sha256_hex
 from .errors import (
@@ -35,6 +35,7 @@ from .index import BodyCondemned, DynamoIndex
 from .model import DeleteResult, Entry, Item, PutResult, Record, VersionInfo, entry_time
 from .ordering import TOMBSTONE_HASH, parse_timestamp
 from .retention import Retention
+from .settings import StoreSettings
 
 logger = logging.getLogger(__name__)
 
@@ -55,33 +56,6 @@ _ITEM_BUDGET = 350 * 1024
 _ENTRY_OVERHEAD = 256
 # Bodies up to this multiple of the threshold are worth trying to compress into it.
 _COMPRESSIBLE_RATIO = 16
-
-
-def _default_config() -> Any:
-    from botocore.config import Config
-
-    # Standard retries back off on throttling and retry timeouts and 5xx responses.
-    return Config(
-        retries={"mode": "standard", "max_attempts": 10},
-        max_pool_connections=32,
-        connect_timeout=5,
-        read_timeout=30,
-    )
-
-
-_session: Any = None
-
-
-def aws_client(service: str) -> Any:
-    """A client configured from the environment, as boto3 would (credentials, region and the
-    standard AWS_ENDPOINT_URL), built on botocore alone: importing boto3 costs about 200 ms,
-    most of a Lambda cold start, for nothing the store uses."""
-    global _session
-    if _session is None:
-        import botocore.session
-
-        _session = botocore.session.get_session()
-    return _session.create_client(service, config=_default_config())
 
 
 class VersionedHybridStore:
@@ -136,26 +110,27 @@ class VersionedHybridStore:
 
     @classmethod
     def from_env(cls, **options: Any) -> VersionedHybridStore:
-        """Configure from VHS_TABLE_NAME, VHS_BUCKET_NAME and the optional VHS_PREFIX,
-        VHS_INLINE_THRESHOLD, VHS_RETAIN_VERSIONS and VHS_RETAIN_DAYS. The endpoint comes from
-        the standard AWS_ENDPOINT_URL, so the same code runs against moto's server or AWS."""
-        table = os.environ.get("VHS_TABLE_NAME", "")
-        bucket = os.environ.get("VHS_BUCKET_NAME", "")
-        missing = [n for n, v in (("VHS_TABLE_NAME", table), ("VHS_BUCKET_NAME", bucket)) if not v]
-        if missing:
-            raise ConfigurationError(f"set {' and '.join(missing)} (try: eval $(vhs local up))")
-        options.setdefault("prefix", os.environ.get("VHS_PREFIX", ""))
-        if "VHS_INLINE_THRESHOLD" in os.environ:
-            options.setdefault("inline_threshold", _env_int("VHS_INLINE_THRESHOLD"))
+        """Configure from the environment (`settings.StoreSettings`: VHS_TABLE_NAME,
+        VHS_BUCKET_NAME and the optional prefix, inline threshold and retention). The endpoint
+        comes from the standard AWS_ENDPOINT_URL, so the same code runs against moto's server
+        or AWS."""
+        return cls.from_settings(StoreSettings.from_env(), **options)
+
+    @classmethod
+    def from_settings(cls, settings: StoreSettings, **options: Any) -> VersionedHybridStore:
+        options.setdefault("prefix", settings.prefix)
+        if settings.inline_threshold is not None:
+            options.setdefault("inline_threshold", settings.inline_threshold)
         if "retention" not in options and (
-            "VHS_RETAIN_VERSIONS" in os.environ or "VHS_RETAIN_DAYS" in os.environ
+            settings.retain_versions is not None or settings.retain_days is not None
         ):
-            days = os.environ.get("VHS_RETAIN_DAYS")
             options["retention"] = Retention(
-                versions=_env_int("VHS_RETAIN_VERSIONS", Retention.versions),
-                age=timedelta(days=float(days)) if days else None,
+                versions=Retention.versions
+                if settings.retain_versions is None
+                else settings.retain_versions,
+                age=settings.retain_age,
             )
-        return cls(table, bucket, **options)
+        return cls(settings.table_name, settings.bucket_name, **options)
 
     # --- writes ------------------------------------------------------------------------------
 
@@ -332,15 +307,3 @@ class VersionedHybridStore:
 
 def _token() -> str:
     return secrets.token_urlsafe(9)
-
-
-def _env_int(name: str, default: int | None = None) -> int:
-    raw = os.environ.get(name)
-    if raw is None:
-        if default is None:
-            raise ConfigurationError(f"set {name}")
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name} must be a whole number, not {raw!r}") from None

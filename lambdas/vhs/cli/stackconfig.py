@@ -40,7 +40,7 @@ def stack_prefix(name: str) -> str:
 def env_from_stacks(name: str, cloudformation: Any = None) -> dict[str, str]:
     """The VHS environment of the stage that stack `name` (or prefix `name`) belongs to."""
     if cloudformation is None:
-        from ..store import aws_client
+        from ..aws import aws_client
 
         cloudformation = aws_client("cloudformation")
     prefix = stack_prefix(name)

@@ -231,7 +231,7 @@ class DeadLetterQueue:
     def from_env(cls) -> DeadLetterQueue:
         """VHS_DLQ_URL and VHS_QUEUE_URL (as `vhs local up` prints them; for a deployed stage
         the Ingest stack's DeadLetterQueueUrl and QueueUrl outputs)."""
-        from ..store import aws_client
+        from ..aws import aws_client
 
         dlq_url = os.environ.get("VHS_DLQ_URL", "")
         if not dlq_url:

@@ -23,9 +23,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ..aws import aws_client
 from ..errors import BodyTooLarge, InvalidInput
 from ..resources import DEAD_LETTER_STAGING_PREFIX
-from ..store import VersionedHybridStore, aws_client
+from ..store import VersionedHybridStore
 from .contract import (
     CLAIM_CHECK_ATTRIBUTES,
     IngestMessage,

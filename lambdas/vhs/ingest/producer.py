@@ -70,7 +70,7 @@ class Producer:
     @classmethod
     def from_env(cls, **options: Any) -> Producer:
         """VHS_QUEUE_URL, and VHS_STAGING_BUCKET / VHS_STAGING_PREFIX for claim checks."""
-        from ..store import aws_client
+        from ..aws import aws_client
 
         queue_url = os.environ.get("VHS_QUEUE_URL", "")
         if not queue_url:

@@ -128,13 +128,13 @@ def client(service: str, endpoint: str | None, region: str = DEFAULT_REGION, **k
     """A boto3 client for `endpoint` (None: AWS), with the store's retry settings."""
     import boto3
 
-    from ..store import _default_config
+    from ..aws import default_config
 
     if endpoint:
         kw.setdefault("aws_access_key_id", LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"])
         kw.setdefault("aws_secret_access_key", LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
     return boto3.client(
-        service, endpoint_url=endpoint, region_name=region, config=_default_config(), **kw
+        service, endpoint_url=endpoint, region_name=region, config=default_config(), **kw
     )
 
 

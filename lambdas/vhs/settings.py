@@ -1,0 +1,200 @@
+"""Settings: every environment variable VHS reads, each function's handler and service name,
+and the builders that write a function's environment.
+
+This is the one place these names are spelled. The library reads them (`from_env`), the CDK
+constructs (infra/) and the local stack write them with the builders below, and the CLI's
+`--stack` maps stack outputs onto them, so none of these can drift from the others. The
+endpoint is not a VHS setting: boto and botocore read the standard AWS_ENDPOINT_URL.
+
+Retention is part of `StoreSettings`, not of any one function: every function that reads or
+judges versions (ingest writes and trims, the collector judges what is retained) gets its
+environment from the same `StoreSettings`, so they agree by construction.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from .errors import ConfigurationError
+
+# --- the store ----------------------------------------------------------------------------
+TABLE_NAME = "VHS_TABLE_NAME"
+BUCKET_NAME = "VHS_BUCKET_NAME"
+PREFIX = "VHS_PREFIX"
+INLINE_THRESHOLD = "VHS_INLINE_THRESHOLD"
+RETAIN_VERSIONS = "VHS_RETAIN_VERSIONS"
+RETAIN_DAYS = "VHS_RETAIN_DAYS"
+
+# --- ingest -------------------------------------------------------------------------------
+QUEUE_URL = "VHS_QUEUE_URL"
+DLQ_URL = "VHS_DLQ_URL"
+STAGING_BUCKET = "VHS_STAGING_BUCKET"
+STAGING_PREFIX = "VHS_STAGING_PREFIX"
+MAX_PAYLOAD_BYTES = "VHS_MAX_PAYLOAD_BYTES"
+INGEST_CONCURRENCY = "VHS_INGEST_CONCURRENCY"
+
+# --- the change feed ----------------------------------------------------------------------
+CHANGE_TOPIC_ARN = "VHS_CHANGE_TOPIC_ARN"
+CHANGE_DLQ_URL = "VHS_CHANGE_DLQ_URL"
+CHANGE_QUEUE_URL = "VHS_CHANGE_QUEUE_URL"  # the local stack's watch queue
+CHANGES_STOP_AT_REMAINING_MS = "VHS_CHANGES_STOP_AT_REMAINING_MS"
+
+# --- the garbage collector ----------------------------------------------------------------
+GC_GRACE = "VHS_GC_GRACE"
+
+# --- Powertools (its own names, set for every function) -----------------------------------
+POWERTOOLS_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
+POWERTOOLS_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
+LOG_LEVEL = "LOG_LEVEL"
+DEFAULT_METRICS_NAMESPACE = "VHS"
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """A VHS Lambda function: its short name (`vhs invoke NAME`), the handler Lambda calls,
+    and the service name its logs, metrics and traces carry."""
+
+    name: str
+    handler: str
+    service: str
+
+    @property
+    def module(self) -> str:
+        return self.handler.rpartition(".")[0]
+
+
+INGEST_FUNCTION = FunctionSpec("ingest", "handlers.ingest.handler", "vhs-ingest")
+CHANGES_FUNCTION = FunctionSpec("changes", "handlers.changes.handler", "vhs-changes")
+GC_FUNCTION = FunctionSpec("gc", "handlers.gc.handler", "vhs-gc")
+FUNCTIONS = {f.name: f for f in (INGEST_FUNCTION, CHANGES_FUNCTION, GC_FUNCTION)}
+
+
+def get(name: str, default: str = "", environ: Mapping[str, str] | None = None) -> str:
+    return (os.environ if environ is None else environ).get(name, default)
+
+
+def require(*names: str, hint: str = "", environ: Mapping[str, str] | None = None) -> list[str]:
+    """The values of `names`, or ConfigurationError naming every one that is unset."""
+    values = [get(name, environ=environ) for name in names]
+    missing = [name for name, value in zip(names, values, strict=True) if not value]
+    if missing:
+        raise ConfigurationError(f"set {' and '.join(missing)}" + (f" ({hint})" if hint else ""))
+    return values
+
+
+def whole_number(name: str, default: int | None = None, environ: Mapping | None = None) -> int:
+    raw = get(name, environ=environ)
+    if not raw:
+        if default is None:
+            raise ConfigurationError(f"set {name}")
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be a whole number, not {raw!r}") from None
+
+
+def _optional(values: Mapping[str, object | None]) -> dict[str, str]:
+    return {name: str(value) for name, value in values.items() if value not in (None, "")}
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """Where a store lives and how it keeps versions: what every function that opens the
+    store is given. Values may be CloudFormation tokens when infra/ builds them."""
+
+    table_name: str
+    bucket_name: str
+    prefix: str = ""
+    inline_threshold: int | None = None
+    retain_versions: int | None = None
+    retain_days: float | None = None
+
+    def environment(self) -> dict[str, str]:
+        return {
+            TABLE_NAME: self.table_name,
+            BUCKET_NAME: self.bucket_name,
+            **_optional(
+                {
+                    PREFIX: self.prefix,
+                    INLINE_THRESHOLD: self.inline_threshold,
+                    RETAIN_VERSIONS: self.retain_versions,
+                    RETAIN_DAYS: self.retain_days,
+                }
+            ),
+        }
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> StoreSettings:
+        table, bucket = require(
+            TABLE_NAME, BUCKET_NAME, hint="try: eval $(vhs local up)", environ=environ
+        )
+        days = get(RETAIN_DAYS, environ=environ)
+        try:
+            retain_days = float(days) if days else None
+        except ValueError:
+            raise ConfigurationError(f"{RETAIN_DAYS} must be a number, not {days!r}") from None
+        return cls(
+            table_name=table,
+            bucket_name=bucket,
+            prefix=get(PREFIX, environ=environ),
+            inline_threshold=(
+                whole_number(INLINE_THRESHOLD, environ=environ)
+                if get(INLINE_THRESHOLD, environ=environ)
+                else None
+            ),
+            retain_versions=(
+                whole_number(RETAIN_VERSIONS, environ=environ)
+                if get(RETAIN_VERSIONS, environ=environ)
+                else None
+            ),
+            retain_days=retain_days,
+        )
+
+    @property
+    def retain_age(self) -> timedelta | None:
+        return timedelta(days=self.retain_days) if self.retain_days is not None else None
+
+
+def powertools_environment(
+    function: FunctionSpec, *, namespace: str = DEFAULT_METRICS_NAMESPACE, log_level: str = ""
+) -> dict[str, str]:
+    return _optional(
+        {
+            POWERTOOLS_SERVICE_NAME: function.service,
+            POWERTOOLS_METRICS_NAMESPACE: namespace,
+            LOG_LEVEL: log_level,
+        }
+    )
+
+
+def ingest_environment(
+    store: StoreSettings, *, dlq_url: str, staging_bucket: str, staging_prefix: str = ""
+) -> dict[str, str]:
+    """The ingest function's own settings, beside the store's."""
+    return {
+        **store.environment(),
+        DLQ_URL: dlq_url,
+        STAGING_BUCKET: staging_bucket,
+        **_optional({STAGING_PREFIX: staging_prefix}),
+    }
+
+
+def gc_environment(store: StoreSettings, *, grace: str) -> dict[str, str]:
+    """The collector's: the store's (with its retention, exactly as ingest has it) and the
+    grace period."""
+    return {**store.environment(), GC_GRACE: grace}
+
+
+def changes_environment(
+    *, topic_arn: str, bucket_name: str, prefix: str = "", stop_at_remaining_ms: int | None = None
+) -> dict[str, str]:
+    """The change feed function's: where to publish, and where bodies live (to name them)."""
+    return {
+        CHANGE_TOPIC_ARN: topic_arn,
+        BUCKET_NAME: bucket_name,
+        **_optional({PREFIX: prefix, CHANGES_STOP_AT_REMAINING_MS: stop_at_remaining_ms}),
+    }
