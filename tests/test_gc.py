@@ -15,7 +15,7 @@ from test_store_contract import at, large
 
 from vhs import Retention
 from vhs.errors import WriteConflict
-from vhs.index import condemnations, gc_marker
+from vhs.item import condemnations, gc_marker
 from vhs.keys import MAX_ID_LENGTH, shard_of
 from vhs.maintenance.gc import GarbageCollector, parse_duration
 

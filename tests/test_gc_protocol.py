@@ -12,7 +12,7 @@ from hashlib import sha256
 
 from test_store_contract import at, large
 
-from vhs.index import condemnations, gc_marker
+from vhs.item import condemnations, gc_marker
 from vhs.keys import shard_of
 from vhs.local.metering import RequestMeter
 from vhs.maintenance.gc import GarbageCollector

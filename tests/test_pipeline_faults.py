@@ -63,9 +63,9 @@ from support.stacks import fresh_stack
 from vhs import RecordNotFound, VersionedHybridStore, keys, resources
 from vhs.codec import BINARY_CONTENT_TYPE as BINARY
 from vhs.codec import Body
-from vhs.index import condemnations, item_from_dynamo
 from vhs.ingest.dlq import DeadLetter, DeadLetterQueue
 from vhs.ingest.producer import Producer
+from vhs.item import condemnations, item_from_dynamo
 from vhs.local.invoke import load_handler
 from vhs.local.sqs_source import Invocation, SqsEventSource, lambda_record, queue_depth
 from vhs.local.stack import MotoServer, client, environment

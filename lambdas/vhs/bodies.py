@@ -14,10 +14,11 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any, Protocol
+from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .aws import is_object_missing
 from .codec import Body
 from .errors import BodyHashMismatch, DanglingPointer
 
@@ -25,15 +26,6 @@ from .errors import BodyHashMismatch, DanglingPointer
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 MULTIPART_PART_SIZE = 64 * 1024 * 1024
 MULTIPART_CONCURRENCY = 4
-
-
-class BodyStore(Protocol):
-    def put(self, key: str, body: Body, metadata: Mapping[str, str]) -> float:
-        """Store the body; return the clock reading taken just before the request that made
-        the object exist (the garbage collector's protocol needs it)."""
-        ...
-
-    def get(self, key: str, sha256: str) -> bytes: ...
 
 
 def _b64_digest(hex_digest: str) -> str:
@@ -133,7 +125,7 @@ class S3BodyStore:
         try:
             response = self.s3.get_object(Bucket=self.bucket, Key=key)
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") in {"NoSuchKey", "404"}:
+            if is_object_missing(error):
                 raise DanglingPointer(self.location(key)) from None
             raise
         data = response["Body"].read()

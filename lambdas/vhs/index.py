@@ -1,19 +1,6 @@
 """The index: one DynamoDB item per record id, written with conditional updates.
 
-Item layout (short attribute names, because every byte is billed in write units):
-
-    id   S  the record id (partition key, from resources.TABLE)
-    v    N  the current version number: 1, 2, 3... with no gaps and no reuse
-    c    L  [current entry]   a one-element list, so an update can move it into `p` as is
-    p    L  [earlier entries] oldest first; entry i has version v - len(p) + i
-
-    gc:<sha256>  N  a body of this id that the garbage collector condemned: it deletes the
-                    object before this deadline (epoch seconds). Top-level attributes, not a
-                    map, so that condemning is one request. See docs/gc.md.
-
-    entry (M): t updated_at, h sha256 or "~" for a delete, n size, w written-at epoch seconds,
-               k writer token, ct content type (absent: application/json),
-               b inline body, z codec of b (absent: not compressed)
+The item's layout and its codec are in item.py.
 
 A new version is one UpdateItem, with no read first: the condition (ordering.py) admits it
 only if it is newer and different, the update moves `c` into `p`, sets the new `c` and adds 1
@@ -36,23 +23,39 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from . import ordering
-from .codec import JSON_CONTENT_TYPE
+from .aws import is_condition_failed
 from .errors import WriteConflict
+from .item import (
+    CONTENT_HASH,
+    CONTENT_TYPE,
+    CURRENT,
+    HISTORY,
+    ID,
+    TOKEN,
+    UPDATED_AT,
+    VERSION,
+    condemnations,
+    entry_to_dynamo,
+    gc_marker,
+    item_from_dynamo,
+    stored_content_type,
+)
 from .model import Entry, Item
 from .ordering import Outcome
-from .resources import TABLE
 
-_NAMES = {"#c": "c", "#p": "p", "#v": "v", "#t": "t", "#h": "h", "#ct": "ct"}
+_NAMES = {
+    "#c": CURRENT,
+    "#p": HISTORY,
+    "#v": VERSION,
+    "#t": UPDATED_AT,
+    "#h": CONTENT_HASH,
+    "#ct": CONTENT_TYPE,
+    "#k": TOKEN,
+}
 _MAX_ATTEMPTS = 8
-GC_MARKER_PREFIX = "gc:"
 
 # The writer's half of the garbage collector's protocol (docs/gc.md).
 NOT_CONDEMNED_SINCE_UPLOAD = "(attribute_not_exists(#gk) OR #gk < :uploaded)"
-
-
-def gc_marker(content_hash: str) -> str:
-    """The attribute that condemns the S3 body `content_hash` of an item's id."""
-    return GC_MARKER_PREFIX + content_hash
 
 
 class BodyCondemned(Exception):
@@ -72,60 +75,6 @@ class WriteResult:
     item: Item | None  # the item after a successful write, else as the failed condition saw it
 
 
-def entry_to_dynamo(entry: Entry) -> dict[str, Any]:
-    attrs: dict[str, Any] = {
-        "t": {"S": entry.updated_at},
-        "h": {"S": entry.content_hash},
-        "n": {"N": str(entry.size)},
-        "w": {"N": str(entry.written_at)},
-        "k": {"S": entry.token},
-    }
-    if entry.content_type and entry.content_type != JSON_CONTENT_TYPE and not entry.deleted:
-        attrs["ct"] = {"S": entry.content_type}
-    if entry.inline is not None:
-        attrs["b"] = {"B": entry.inline}
-        if entry.codec:
-            attrs["z"] = {"S": entry.codec}
-    return {"M": attrs}
-
-
-def entry_from_dynamo(value: dict[str, Any]) -> Entry:
-    attrs = value["M"]
-    content_type = attrs["ct"]["S"] if "ct" in attrs else None
-    if content_type is None and attrs["h"]["S"] != ordering.TOMBSTONE_HASH:
-        content_type = JSON_CONTENT_TYPE
-    return Entry(
-        updated_at=attrs["t"]["S"],
-        content_hash=attrs["h"]["S"],
-        size=int(attrs["n"]["N"]),
-        written_at=int(attrs["w"]["N"]),
-        token=attrs["k"]["S"],
-        content_type=content_type,
-        inline=bytes(attrs["b"]["B"]) if "b" in attrs else None,
-        codec=attrs["z"]["S"] if "z" in attrs else None,
-    )
-
-
-def item_from_dynamo(raw: dict[str, Any]) -> Item | None:
-    if not raw or "c" not in raw:
-        return None
-    return Item(
-        id=raw[TABLE.partition_key]["S"],
-        version=int(raw["v"]["N"]),
-        current=entry_from_dynamo(raw["c"]["L"][0]),
-        history=tuple(entry_from_dynamo(e) for e in raw.get("p", {}).get("L", [])),
-    )
-
-
-def condemnations(raw: dict[str, Any]) -> dict[str, float]:
-    """The garbage collector's markers in a raw item: {sha256: deadline}."""
-    return {
-        name.removeprefix(GC_MARKER_PREFIX): float(value["N"])
-        for name, value in raw.items()
-        if name.startswith(GC_MARKER_PREFIX)
-    }
-
-
 def _find_own(item: Item, token: str) -> int | None:
     for version, entry in item.versions():
         if entry.token == token:
@@ -140,7 +89,7 @@ class DynamoIndex:
         self.consistent_reads = consistent_reads
 
     def _key(self, id: str) -> dict[str, Any]:
-        return {TABLE.partition_key: {"S": id}}
+        return {ID: {"S": id}}
 
     def read(self, id: str, *, current_only: bool = False) -> Item | None:
         kwargs: dict[str, Any] = {
@@ -151,9 +100,9 @@ class DynamoIndex:
         if current_only:
             kwargs["ProjectionExpression"] = "#id, #v, #c"
             kwargs["ExpressionAttributeNames"] = {
-                "#id": TABLE.partition_key,
-                "#v": "v",
-                "#c": "c",
+                "#id": ID,
+                "#v": VERSION,
+                "#c": CURRENT,
             }
         response = self.dynamodb.get_item(**kwargs)
         return item_from_dynamo(response.get("Item", {}))
@@ -173,7 +122,7 @@ class DynamoIndex:
             while request:
                 response = self.dynamodb.batch_get_item(RequestItems=request)
                 for raw in response.get("Responses", {}).get(self.table, []):
-                    found[raw[TABLE.partition_key]["S"]] = raw
+                    found[raw[ID]["S"]] = raw
                 request = response.get("UnprocessedKeys") or {}
         return found
 
@@ -192,7 +141,7 @@ class DynamoIndex:
             id,
             "SET #m = :deadline",
             condition,
-            {"#m": gc_marker(content_hash), "#v": "v"},
+            {"#m": gc_marker(content_hash), "#v": VERSION},
             {**values, ":deadline": {"N": repr(deadline)}},
         )
 
@@ -220,7 +169,7 @@ class DynamoIndex:
             )
             return True
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            if is_condition_failed(error):
                 return False
             raise
 
@@ -301,9 +250,10 @@ class DynamoIndex:
         sets = ["#c[0].#t = :t", "#c[0].#k = :k"]
         names = {"#c", "#t", "#h", "#k"}
         removes = []
-        if entry.content_type and entry.content_type != JSON_CONTENT_TYPE and not entry.deleted:
+        content_type = stored_content_type(entry)
+        if content_type is not None:
             sets.append("#c[0].#ct = :ct")
-            values[":ct"] = {"S": entry.content_type}
+            values[":ct"] = {"S": content_type}
         else:
             removes.append("#c[0].#ct")
         names.add("#ct")
@@ -319,21 +269,20 @@ class DynamoIndex:
         names: set[str],
         extra_names: dict[str, str] | None = None,
     ) -> tuple[bool, dict]:
-        all_names = {**_NAMES, "#k": "k"}
         try:
             response = self.dynamodb.update_item(
                 TableName=self.table,
                 Key=self._key(id),
                 UpdateExpression=update,
                 ConditionExpression=condition,
-                ExpressionAttributeNames={n: all_names[n] for n in names} | (extra_names or {}),
+                ExpressionAttributeNames={n: _NAMES[n] for n in names} | (extra_names or {}),
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             return True, response["Attributes"]
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            if not is_condition_failed(error):
                 raise
             if "Item" in error.response:
                 return False, error.response["Item"]
@@ -356,7 +305,7 @@ class DynamoIndex:
             id,
             "REMOVE " + ", ".join(f"#p[{i}]" for i in range(count)),
             "#v = :v AND size(#p) = :held",
-            {"#p": "p", "#v": "v"},
+            {"#p": HISTORY, "#v": VERSION},
             {":v": {"N": str(version)}, ":held": {"N": str(held)}},
         )
 

@@ -19,8 +19,11 @@ characters and no unpaired surrogates.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import unicodedata
+from collections.abc import Mapping
 from urllib.parse import quote, unquote
 
 from .errors import InvalidId
@@ -111,3 +114,29 @@ def body_key(prefix: str, id: str, content_hash: str) -> str:
 
 def shard_prefix(prefix: str, shard: str) -> str:
     return f"{prefix}/{shard}/" if prefix else f"{shard}/"
+
+
+# --- the metadata of a body object --------------------------------------------------------
+# A body object names its record in S3 metadata, so that an id cut in its key (encode_id) can
+# be recovered by the collector and `vhs verify`. S3 metadata is ASCII and at most 2 KB:
+# base64url holds any id of up to 256 characters.
+ID_METADATA = "vhs-id"
+UPDATED_AT_METADATA = "vhs-updated-at"
+
+
+def body_metadata(id: str, updated_at: str) -> dict[str, str]:
+    encoded = base64.urlsafe_b64encode(id.encode()).decode()
+    return {ID_METADATA: encoded, UPDATED_AT_METADATA: updated_at}
+
+
+def id_in_metadata(metadata: Mapping[str, str] | None) -> str | None:
+    """The raw `vhs-id` value of an object's metadata, or None when it has none."""
+    return (metadata or {}).get(ID_METADATA)
+
+
+def decode_metadata_id(encoded: str) -> str | None:
+    """The id a `vhs-id` value names, or None when it is not base64url of UTF-8."""
+    try:
+        return base64.urlsafe_b64decode(encoded.encode()).decode()
+    except (binascii.Error, ValueError):
+        return None

@@ -10,7 +10,6 @@ a key, so nothing on a write or failure path deletes a body.
 
 from __future__ import annotations
 
-import base64
 import logging
 import secrets
 import time
@@ -166,7 +165,7 @@ class VersionedHybridStore:
         for _ in range(_MAX_CONDEMNED_RETRIES):
             uploaded_after = None
             if inline is None:
-                created = self.bodies.put(key, body, self._metadata(id, stamp))
+                created = self.bodies.put(key, body, keys.body_metadata(id, stamp))
                 if self.clock() - created > MAX_WRITE_WINDOW.total_seconds():
                     continue  # too slow for the collector's marker expiry: upload again
                 uploaded_after = created - self.clock_skew
@@ -209,12 +208,6 @@ class VersionedHybridStore:
         if len(packed) <= self.inline_threshold:
             return packed, codec
         return None, None
-
-    @staticmethod
-    def _metadata(id: str, stamp: str) -> dict[str, str]:
-        # S3 metadata is ASCII and at most 2 KB: base64url holds any id of up to 256 characters.
-        encoded = base64.urlsafe_b64encode(id.encode()).decode()
-        return {"vhs-id": encoded, "vhs-updated-at": stamp}
 
     def _trim_if_due(self, item: Item | None) -> None:
         if item is None:

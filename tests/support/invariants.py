@@ -17,7 +17,7 @@ from typing import Any
 
 from support.model import Delete, Write, winner
 from vhs import RecordNotFound
-from vhs.index import item_from_dynamo
+from vhs.item import item_from_dynamo
 
 # (version, updated_at, size, content hash, deleted, content type): one line of history().
 HistoryLine = tuple[int, Any, int, str | None, bool, str | None]

@@ -23,7 +23,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..aws import aws_client
+from ..aws import aws_client, is_object_missing
 from ..errors import BodyTooLarge, InvalidInput
 from ..resources import DEAD_LETTER_STAGING_PREFIX
 from ..store import VersionedHybridStore
@@ -170,7 +170,7 @@ class Ingestor:
         try:
             return self.s3.get_object(Bucket=location.bucket, Key=location.key)
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") in {"NoSuchKey", "404", "NotFound"}:
+            if is_object_missing(error):
                 raise MissingStagedObject(field, f"{location} does not exist") from None
             raise
 

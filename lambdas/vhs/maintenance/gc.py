@@ -24,7 +24,6 @@ key again (a re-upload of an old body, or a crash-and-retry). The protocol (docs
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
@@ -33,7 +32,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from .. import keys
-from ..index import condemnations, item_from_dynamo
+from ..aws import is_object_missing
+from ..item import condemnations, item_from_dynamo, version_of
 from ..model import Item
 from ..store import MAX_WRITE_WINDOW, VersionedHybridStore
 
@@ -168,7 +168,7 @@ class GarbageCollector:
             for _, entry in self.store.retention.retained(item, now - self.store.clock_skew):
                 if entry.in_s3:
                     referenced.add(entry.content_hash)
-        seen_version = int(raw["v"]["N"]) if "v" in raw else None
+        seen_version = version_of(raw)
         standing = {
             content_hash: deadline
             for content_hash, deadline in condemnations(raw).items()
@@ -222,11 +222,11 @@ class GarbageCollector:
         try:
             head = self.s3.head_object(Bucket=self.bucket, Key=key)
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") in {"404", "NoSuchKey", "NotFound"}:
+            if is_object_missing(error):
                 return None  # gone since the listing: nothing to collect
             raise
-        encoded = head.get("Metadata", {}).get("vhs-id")
-        return base64.urlsafe_b64decode(encoded).decode() if encoded else None
+        encoded = keys.id_in_metadata(head.get("Metadata"))
+        return keys.decode_metadata_id(encoded) if encoded else None
 
 
 def parse_duration(text: str) -> timedelta:

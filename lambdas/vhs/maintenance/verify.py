@@ -39,18 +39,17 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import keys
+from ..aws import is_object_missing
 from ..codec import decompress, sha256_hex
-from ..index import GC_MARKER_PREFIX, item_from_dynamo
+from ..item import GC_MARKER_PREFIX, ID, item_from_dynamo
 from ..model import Entry, Item
 from ..ordering import TOMBSTONE_HASH
-from ..resources import TABLE
 from ..store import VersionedHybridStore
 
 DEFAULT_SEGMENTS = 4
 DEFAULT_WORKERS = 16
 DEFAULT_MAX_FINDINGS = 1000
 _HASH = re.compile(r"[0-9a-f]{64}")
-_MISSING = {"404", "NoSuchKey", "NotFound"}
 _READ_CHUNK = 1024 * 1024
 
 
@@ -346,7 +345,7 @@ class Verifier:
             try:
                 response, actual = self._fetch(key)
             except ClientError as error:
-                if _error_code(error) in _MISSING:
+                if is_object_missing(error):
                     if self._still_dangling(id, content_hash, key):
                         finding(FindingKind.DANGLING, "the object does not exist")
                     return
@@ -410,8 +409,8 @@ class Verifier:
         elif actual is None and stored is None:
             with self._lock:
                 self._report.unconfirmed += 1
-        encoded = (response.get("Metadata") or {}).get("vhs-id")
-        named = _decode_id(encoded) if encoded else None
+        encoded = keys.id_in_metadata(response.get("Metadata"))
+        named = keys.decode_metadata_id(encoded) if encoded else None
         if named != id:
             what = "no vhs-id metadata" if encoded is None else f"vhs-id metadata {encoded!r}"
             if encoded is not None:
@@ -422,7 +421,7 @@ class Verifier:
         """Confirm a missing object against the item as it is now, strongly consistent: a
         version that retention released, or a body uploaded again, is not a finding."""
         raw = self.dynamodb.get_item(
-            TableName=self.table, Key={TABLE.partition_key: {"S": id}}, ConsistentRead=True
+            TableName=self.table, Key={ID: {"S": id}}, ConsistentRead=True
         ).get("Item", {})
         item = item_from_dynamo(raw)
         referenced = item is not None and any(
@@ -433,7 +432,7 @@ class Verifier:
             try:
                 self.s3.head_object(Bucket=self.bucket, Key=key)
             except ClientError as error:
-                if _error_code(error) in _MISSING:
+                if is_object_missing(error):
                     return True
                 raise
         with self._lock:
@@ -493,7 +492,7 @@ def verify(
 
 
 def _raw_id(raw: dict[str, Any]) -> str:
-    value = raw.get(TABLE.partition_key)
+    value = raw.get(ID)
     if isinstance(value, dict) and isinstance(value.get("S"), str):
         return value["S"]
     return repr(value)
@@ -505,7 +504,7 @@ def _item_problem(raw: dict[str, Any], item: Item | None) -> str | None:
         stray = sorted(
             name
             for name in raw
-            if name != TABLE.partition_key and not name.startswith(GC_MARKER_PREFIX)
+            if name != ID and not name.startswith(GC_MARKER_PREFIX)
         )
         return f"no current entry, but has {', '.join(stray)}" if stray else None
     if item.version < 1 + len(item.history):
@@ -520,10 +519,6 @@ def _item_problem(raw: dict[str, Any], item: Item | None) -> str | None:
     return None
 
 
-def _error_code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
-
-
 def _full_object_sha256(response: dict[str, Any]) -> str | None:
     """The object's SHA-256 from S3 as hex, when it is of the whole object. A multipart
     upload's checksum is a checksum of the parts' checksums (COMPOSITE, `...-N`)."""
@@ -534,10 +529,3 @@ def _full_object_sha256(response: dict[str, Any]) -> str | None:
         return base64.b64decode(value, validate=True).hex()
     except (binascii.Error, ValueError):
         return f"(undecodable: {value!r})"
-
-
-def _decode_id(encoded: str) -> str | None:
-    try:
-        return base64.urlsafe_b64decode(encoded.encode()).decode()
-    except (binascii.Error, ValueError):
-        return None

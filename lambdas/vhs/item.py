@@ -1,0 +1,183 @@
+"""The DynamoDB item of one record id: its one codec.
+
+Every module that reads or writes the table (the index, the change feed, the collector,
+`vhs verify`) goes through this one, so the layout is written down once. Attribute names are
+short, because every byte is billed in write units:
+
+    id   S  the record id (partition key, from resources.TABLE)
+    v    N  the current version number: 1, 2, 3... with no gaps and no reuse
+    c    L  [current entry]   a one-element list, so an update can move it into `p` as is
+    p    L  [earlier entries] oldest first; entry i has version v - len(p) + i
+
+    gc:<sha256>  N  a body of this id that the garbage collector condemned: it deletes the
+                    object before this deadline (epoch seconds). Top-level attributes, not a
+                    map, so that condemning is one request. See docs/gc.md.
+
+    entry (M): t updated_at, h sha256 or "~" for a delete, n size, w written-at epoch seconds,
+               k writer token, ct content type (absent: application/json),
+               b inline body, z codec of b (absent: not compressed)
+
+A body lives inline (`b`) or in S3 under `keys.body_key(prefix, id, h)`; a delete has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from . import keys
+from .codec import JSON_CONTENT_TYPE
+from .model import Entry, Item
+from .ordering import TOMBSTONE_HASH
+from .resources import TABLE
+
+ID = TABLE.partition_key
+VERSION = "v"
+CURRENT = "c"
+HISTORY = "p"
+GC_MARKER_PREFIX = "gc:"
+# An entry's attributes.
+UPDATED_AT = "t"
+CONTENT_HASH = "h"
+SIZE = "n"
+WRITTEN_AT = "w"
+TOKEN = "k"
+CONTENT_TYPE = "ct"
+INLINE_BODY = "b"
+CODEC = "z"
+# The attributes of an item the store wrote; anything else (but GC markers) is foreign.
+ITEM_ATTRIBUTES = frozenset({ID, VERSION, CURRENT, HISTORY})
+
+INLINE = "inline"  # the location of an inline body
+
+
+class MalformedItem(ValueError):
+    """An item (or a stream image of one) that is not laid out as this module writes it."""
+
+
+def gc_marker(content_hash: str) -> str:
+    """The attribute that condemns the S3 body `content_hash` of an item's id."""
+    return GC_MARKER_PREFIX + content_hash
+
+
+def condemnations(raw: Mapping[str, Any]) -> dict[str, float]:
+    """The garbage collector's markers in a raw item: {sha256: deadline}."""
+    return {
+        name.removeprefix(GC_MARKER_PREFIX): float(value["N"])
+        for name, value in raw.items()
+        if name.startswith(GC_MARKER_PREFIX)
+    }
+
+
+def entry_to_dynamo(entry: Entry) -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        UPDATED_AT: {"S": entry.updated_at},
+        CONTENT_HASH: {"S": entry.content_hash},
+        SIZE: {"N": str(entry.size)},
+        WRITTEN_AT: {"N": str(entry.written_at)},
+        TOKEN: {"S": entry.token},
+    }
+    if stored_content_type(entry) is not None:
+        attrs[CONTENT_TYPE] = {"S": entry.content_type}
+    if entry.inline is not None:
+        attrs[INLINE_BODY] = {"B": entry.inline}
+        if entry.codec:
+            attrs[CODEC] = {"S": entry.codec}
+    return {"M": attrs}
+
+
+def stored_content_type(entry: Entry) -> str | None:
+    """The content type as the item stores it: absent for JSON and for deletes."""
+    if entry.content_type and entry.content_type != JSON_CONTENT_TYPE and not entry.deleted:
+        return entry.content_type
+    return None
+
+
+def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> Entry:
+    """An entry from its DynamoDB map. `with_body=False` leaves an inline body unread (its
+    `inline` is then b""): stream images in a Lambda event carry it base64-encoded, and a
+    consumer that only needs where the body lives need not decode it."""
+    try:
+        attrs = value["M"]
+        content_hash = _string(attrs[CONTENT_HASH])
+        content_type = _string(attrs[CONTENT_TYPE]) if CONTENT_TYPE in attrs else None
+        if content_type is None and content_hash != TOMBSTONE_HASH:
+            content_type = JSON_CONTENT_TYPE
+        inline = None
+        if INLINE_BODY in attrs:
+            inline = bytes(attrs[INLINE_BODY]["B"]) if with_body else b""
+        return Entry(
+            updated_at=_string(attrs[UPDATED_AT]),
+            content_hash=content_hash,
+            size=_number(attrs[SIZE]),
+            written_at=_number(attrs[WRITTEN_AT]),
+            token=_string(attrs[TOKEN]),
+            content_type=content_type,
+            inline=inline,
+            codec=_string(attrs[CODEC]) if CODEC in attrs else None,
+        )
+    except KeyError as missing:
+        raise MalformedItem(f"an entry has no {missing}") from None
+    except (TypeError, AttributeError) as error:
+        raise MalformedItem(f"unexpected entry layout: {error!r}") from None
+
+
+def version_of(raw: Mapping[str, Any] | None) -> int | None:
+    """The version number a raw item holds, or None (no item, or only GC markers)."""
+    if not raw or VERSION not in raw:
+        return None
+    return _number(raw[VERSION])
+
+
+def id_of(raw: Mapping[str, Any] | None) -> str | None:
+    return _string(raw[ID]) if raw and ID in raw else None
+
+
+def item_from_dynamo(raw: Mapping[str, Any], *, with_bodies: bool = True) -> Item | None:
+    """The item the store wrote, or None when there is none (no item, or only GC markers).
+    Raises MalformedItem when the layout is not this module's."""
+    if not raw or CURRENT not in raw:
+        return None
+    try:
+        current = raw[CURRENT]["L"]
+        history = raw.get(HISTORY, {}).get("L", [])
+    except (KeyError, TypeError, AttributeError) as error:
+        raise MalformedItem(f"unexpected item layout: {error!r}") from None
+    if len(current) != 1:
+        raise MalformedItem(f"`{CURRENT}` holds {len(current)} entries, not 1")
+    if ID not in raw:
+        raise MalformedItem(f"the item has no {ID!r}")
+    if VERSION not in raw:
+        raise MalformedItem(f"the item has no {VERSION!r}")
+    return Item(
+        id=_string(raw[ID]),
+        version=_number(raw[VERSION]),
+        current=entry_from_dynamo(current[0], with_body=with_bodies),
+        history=tuple(entry_from_dynamo(e, with_body=with_bodies) for e in history),
+    )
+
+
+def body_location(entry: Entry, id: str, *, bucket: str, prefix: str) -> str | None:
+    """Where an entry's body lives: "inline", s3://bucket/key, or None for a delete."""
+    if entry.deleted:
+        return None
+    if entry.inline is not None:
+        return INLINE
+    return f"s3://{bucket}/{keys.body_key(prefix, id, entry.content_hash)}"
+
+
+def _number(value: Any) -> int:
+    try:
+        return int(value["N"])
+    except (KeyError, TypeError, ValueError):
+        raise MalformedItem(f"expected a number, got {value!r}") from None
+
+
+def _string(value: Any) -> str:
+    try:
+        text = value["S"]
+    except (KeyError, TypeError):
+        raise MalformedItem(f"expected a string, got {value!r}") from None
+    if not isinstance(text, str):
+        raise MalformedItem(f"expected a string, got {value!r}")
+    return text
