@@ -53,11 +53,11 @@ for path in (ROOT, LAMBDAS):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from botocore.exceptions import ClientError  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from benchmarks import workload  # noqa: E402
+from benchmarks import sections, workload  # noqa: E402
+from benchmarks.systems import put_if  # noqa: E402
 from vhs.ingest.producer import Producer  # noqa: E402
 from vhs.local.sqs_source import LocalPipeline  # noqa: E402
 from vhs.local.stack import LocalStack, MotoServer, client  # noqa: E402
@@ -221,16 +221,9 @@ class RawPipelineFloor:
     def put(self, message: dict[str, Any]) -> None:
         data = json.dumps(message["record"], separators=(",", ":"), ensure_ascii=False)
         stamp = message["updated_at"]
-        try:
-            self.dynamodb.put_item(
-                TableName=self.table,
-                Item={"id": {"S": message["id"]}, "t": {"S": stamp}, "b": {"B": data.encode()}},
-                ConditionExpression="attribute_not_exists(id) OR t < :t",
-                ExpressionAttributeValues={":t": {"S": stamp}},
-            )
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
+        item = {"id": {"S": message["id"]}, "t": {"S": stamp}, "b": {"B": data.encode()}}
+        condition = "attribute_not_exists(id) OR t < :t"
+        put_if(self.dynamodb, self.table, item, condition, {":t": {"S": stamp}})
 
     def through_queue(self, records: list[dict[str, Any]]) -> None:
         for start in range(0, len(records), 10):
@@ -472,14 +465,6 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, body: str) -> None:
-    """Replace this script's section of `path` (benchmarks/sections.py), or append it."""
-    from benchmarks import sections
-
-    text = path.read_text() if path.exists() else ""
-    path.write_text(sections.replace_section(text, SECTION, body))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"{QUICK.records} records")
@@ -491,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for table in tables(result):
         out.print(table)
     if args.write:
-        write_section(Path(args.write), markdown(result))
+        sections.write_section(args.write, SECTION, markdown(result))
         console.print(f"wrote the pipeline section of {args.write}")
     return 0
 

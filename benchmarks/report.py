@@ -304,6 +304,13 @@ def print_grid(console: Console, grid: Grid) -> None:
     console.print(table)
 
 
+def stdout_console(width: int) -> Console:
+    """A console on stdout; `width` columns when piped, where rich would assume 80 and wrap
+    every cell."""
+    console = Console()
+    return console if console.is_terminal else Console(width=width)
+
+
 def _styled(cell: str) -> str:
     if cell in ("NOT met", "NO"):
         return f"[bold red]{cell}[/]"

@@ -217,9 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(as_json(results, meta), indent=2))
     else:
-        console = Console()
-        if not console.is_terminal:  # piped: rich would assume 80 columns and wrap every cell
-            console = Console(width=180)
+        console = report.stdout_console(width=180)
         for grid in grids(results):
             report.print_grid(console, grid)
     if args.write:

@@ -2,7 +2,7 @@
 
 docs/benchmarks.md is written by benchmarks/run.py, and other benchmark scripts (gc.py) own a
 section of it between `<!-- NAME:start -->` and `<!-- NAME:end -->`. A script updates only its
-own section (`replace_section`); run.py, which rewrites the whole file, keeps the sections it
+own section (`write_section`); run.py, which rewrites the whole file, keeps the sections it
 finds in the old file (`keep_sections`).
 """
 
@@ -45,6 +45,14 @@ def replace_section(text: str, name: str, body: str) -> str:
     if not text:
         return new
     return text.rstrip("\n") + "\n\n" + new
+
+
+def write_section(path: str | Path, name: str, body: str) -> None:
+    """Rewrite the file at `path` with its section `name` holding `body` (`replace_section`);
+    a file that does not exist yet is created holding only that section."""
+    path = Path(path)
+    text = path.read_text() if path.exists() else ""
+    path.write_text(replace_section(text, name, body))
 
 
 def keep_sections(new_text: str, path: str | Path) -> str:

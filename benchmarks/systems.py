@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
+from botocore.exceptions import ClientError
+
 from vhs import Retention, VersionedHybridStore, resources
 from vhs.local.stack import DEFAULT_REGION
 
@@ -27,6 +29,42 @@ class System(Protocol):
     def get(self, id: str) -> bytes: ...
 
     def delete(self, id: str, deleted_at: datetime) -> None: ...
+
+
+def put_if(dynamodb: Any, table: str, item: dict[str, Any], condition: str, values: dict) -> bool:
+    """PutItem `item` if `condition` holds (one request either way): False if DynamoDB
+    refused it."""
+    try:
+        dynamodb.put_item(
+            TableName=table,
+            Item=item,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        )
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+            raise
+        return False
+    return True
+
+
+class OwnTableAndBucket:
+    """The set-up of a system of bare boto3 calls: a table (`table_definition`, made by the
+    subclass) and a bucket of its own, created when it is built, and a biller over its two
+    clients."""
+
+    def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, table: str, bucket: str) -> None:
+        self.s3 = s3
+        self.dynamodb = dynamodb
+        self.table = table
+        self.bucket = bucket
+        dynamodb.create_table(**self.table_definition(table))
+        s3.create_bucket(Bucket=bucket)
+        self.biller = Biller(probe, [s3], [dynamodb])
+
+    def table_definition(self, table: str) -> dict[str, Any]:
+        """CreateTable's parameters for `table`."""
+        raise NotImplementedError
 
 
 class VhsSystem:

@@ -17,29 +17,21 @@ import json
 from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from vhs.resources import TABLE
 
-from ..billing import Biller
+from ..systems import OwnTableAndBucket, put_if
 
 # Bodies up to this size go inline: below DynamoDB's 400 KB item limit with room to spare.
 INLINE_LIMIT = 350 * 1024
 
 
-class RawFloor:
+class RawFloor(OwnTableAndBucket):
     name = "raw floor"
 
-    def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, table: str, bucket: str) -> None:
-        self.s3 = s3
-        self.dynamodb = dynamodb
-        self.table = table
-        self.bucket = bucket
+    def table_definition(self, table: str) -> dict[str, Any]:
         # The same table shape as VHS's (key, billing mode, stream): the floor differs from
         # VHS in its calls only.
-        dynamodb.create_table(**TABLE.create_table_kwargs(table))
-        s3.create_bucket(Bucket=bucket)
-        self.biller = Biller(probe, [s3], [dynamodb])
+        return TABLE.create_table_kwargs(table)
 
     def put(self, id: str, record: Any, updated_at: datetime, *, exists: bool) -> str:
         body = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
@@ -52,16 +44,8 @@ class RawFloor:
             key = f"{id}/{stamp}"
             self.s3.put_object(Bucket=self.bucket, Key=key, Body=body)
             item["k"] = {"S": key}
-        try:
-            self.dynamodb.put_item(
-                TableName=self.table,
-                Item=item,
-                ConditionExpression="attribute_not_exists(id) OR t < :t",
-                ExpressionAttributeValues={":t": {"S": stamp}},
-            )
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
+        condition = "attribute_not_exists(id) OR t < :t"
+        if not put_if(self.dynamodb, self.table, item, condition, {":t": {"S": stamp}}):
             return "refused"
         return "stored"
 

@@ -23,9 +23,7 @@ import zlib
 from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from ..billing import Biller
+from ..systems import OwnTableAndBucket, put_if
 
 
 def _body(record: Any) -> bytes:
@@ -36,25 +34,19 @@ def _version(updated_at: datetime) -> int:
     return int(updated_at.timestamp() * 1_000_000)
 
 
-class Wellcome2018Store:
+class Wellcome2018Store(OwnTableAndBucket):
     name = "Wellcome 2018"
 
-    def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, table: str, bucket: str) -> None:
-        self.s3 = s3
-        self.dynamodb = dynamodb
-        self.table = table
-        self.bucket = bucket
-        dynamodb.create_table(
-            TableName=table,
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
+    def table_definition(self, table: str) -> dict[str, Any]:
+        return {
+            "TableName": table,
+            "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
+            "AttributeDefinitions": [{"AttributeName": "id", "AttributeType": "S"}],
+            "BillingMode": "PAY_PER_REQUEST",
             # The 2018 tables fed the pipeline through their streams; every table in the run
             # has one, so moto's per-write stream work falls on every system alike.
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        )
-        s3.create_bucket(Bucket=bucket)
-        self.biller = Biller(probe, [s3], [dynamodb])
+            "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        }
 
     def _row(self, id: str) -> dict[str, Any] | None:
         return self.dynamodb.get_item(TableName=self.table, Key={"id": {"S": id}}).get("Item")
@@ -69,16 +61,9 @@ class Wellcome2018Store:
         key = f"{id[-2:][::-1]}/{id}/{zlib.crc32(body):08x}"
         self.s3.put_object(Bucket=self.bucket, Key=key, Body=body)
         version = {"N": str(_version(updated_at))}
-        try:
-            self.dynamodb.put_item(
-                TableName=self.table,
-                Item={"id": {"S": id}, "version": version, "s3key": {"S": key}},
-                ConditionExpression="attribute_not_exists(id) OR version < :v",
-                ExpressionAttributeValues={":v": version},
-            )
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
+        item = {"id": {"S": id}, "version": version, "s3key": {"S": key}}
+        condition = "attribute_not_exists(id) OR version < :v"
+        if not put_if(self.dynamodb, self.table, item, condition, {":v": version}):
             return "stale (orphan body left in S3)"
         return "stored"
 
