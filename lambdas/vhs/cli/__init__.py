@@ -1,5 +1,5 @@
 """The `vhs` command line: records, the pipeline, maintenance and the dead-letter queue."""
 
-from .commands import build_parser, main
+from .app import build_parser, main
 
 __all__ = ["build_parser", "main"]

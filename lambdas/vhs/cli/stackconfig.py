@@ -13,20 +13,21 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .. import settings
 from ..errors import ConfigurationError
 
 STACK_SUFFIXES = ("Store", "Ingest", "Changes", "Maintenance")
 
 # Stack output -> environment variable.
 OUTPUT_ENV = {
-    "TableName": "VHS_TABLE_NAME",
-    "BucketName": "VHS_BUCKET_NAME",
-    "BodyPrefix": "VHS_PREFIX",
-    "StagingBucketName": "VHS_STAGING_BUCKET",
-    "QueueUrl": "VHS_QUEUE_URL",
-    "DeadLetterQueueUrl": "VHS_DLQ_URL",
-    "ChangeTopicArn": "VHS_CHANGE_TOPIC_ARN",
-    "ChangeDeadLetterQueueUrl": "VHS_CHANGE_DLQ_URL",
+    "TableName": settings.TABLE_NAME,
+    "BucketName": settings.BUCKET_NAME,
+    "BodyPrefix": settings.PREFIX,
+    "StagingBucketName": settings.STAGING_BUCKET,
+    "QueueUrl": settings.QUEUE_URL,
+    "DeadLetterQueueUrl": settings.DLQ_URL,
+    "ChangeTopicArn": settings.CHANGE_TOPIC_ARN,
+    "ChangeDeadLetterQueueUrl": settings.CHANGE_DLQ_URL,
 }
 
 

@@ -1,0 +1,144 @@
+"""The `vhs` command line.
+
+    vhs local up [--port N]          start the local stack and print its environment
+    vhs put ID FILE --updated-at T   store a record (JSON, or raw bytes with --raw)
+    vhs get ID [--version N]         print a record's body
+    vhs history ID                   list the retained versions
+    vhs delete ID --deleted-at T     delete a record
+    vhs send FILE.jsonl              send messages to the ingest queue
+    vhs gc [--dry-run] [--grace 1h]  delete bodies nothing references
+    vhs verify [--deep]              check every current and retained pointer
+    vhs dlq list|redrive|discard     the ingest dead-letter queue
+    vhs invoke ingest EVENT.json     run the ingest handler on an event, here
+
+Every command takes --json for output that scripts can parse, and --stack NAME to read its
+configuration from a deployed stage's stack outputs. Otherwise configuration comes from the
+environment that `vhs local up` prints (or AWS's own, for a deployed stack).
+
+This module is the parser and the dispatch; the commands live by concern in records,
+pipeline, maintenance and dlq, and import what they need (boto, rich, the store) only when
+they run, so that `vhs --help` and a mistyped command stay quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .. import settings
+from ..errors import RecordNotFound, VhsError
+from .dlq import add_filters, cmd_dlq_discard, cmd_dlq_list, cmd_dlq_redrive
+from .maintenance import cmd_gc, cmd_verify
+from .pipeline import cmd_invoke, cmd_local_up, cmd_send
+from .records import cmd_delete, cmd_get, cmd_history, cmd_put
+
+
+def _command(sub: Any, name: str, handler: Any, help: str) -> argparse.ArgumentParser:
+    """A subcommand that runs `handler` and, like the top level, takes --json."""
+    p = sub.add_parser(name, help=help)
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    p.set_defaults(handler=handler)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vhs", description="VHS: a versioned hybrid store")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument(
+        "--stack",
+        metavar="NAME",
+        help="configure from a deployed stage's stack outputs (e.g. Vhs-prod)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    local = sub.add_parser("local", help="the local stack on moto's server")
+    local_sub = local.add_subparsers(dest="local_command", required=True)
+    up = local_sub.add_parser("up", help="start it; print its environment, then 'ready'")
+    up.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default 4567)")
+    up.add_argument("--table", help="table name")
+    up.add_argument("--bucket", help="bucket name")
+    up.add_argument(
+        "--no-pipeline", action="store_true", help="the store only: no queues, no ingest"
+    )
+    up.add_argument(
+        "--function-log",
+        default=".vhs/logs/ingest.log",
+        help="where the ingest function's logs and metrics go (default .vhs/logs/ingest.log)",
+    )
+    up.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    up.set_defaults(handler=cmd_local_up)
+
+    p = _command(sub, "put", cmd_put, "store a record")
+    p.add_argument("id")
+    p.add_argument("file", help="a file, or - for standard input")
+    p.add_argument("--updated-at", help="RFC 3339 source timestamp (default: now)")
+    p.add_argument("--content-type")
+    p.add_argument("--raw", action="store_true", help="store the bytes as they are, not JSON")
+
+    p = _command(sub, "get", cmd_get, "print a record's body")
+    p.add_argument("id")
+    p.add_argument("--version", type=int)
+
+    p = _command(sub, "history", cmd_history, "list the retained versions")
+    p.add_argument("id")
+
+    p = _command(sub, "send", cmd_send, "send a JSON Lines file of messages to the ingest queue")
+    p.add_argument("file", help="one message per line (see docs/ingest.md)")
+    p.add_argument("--no-validate", action="store_true", help="send lines as they are")
+
+    p = _command(sub, "gc", cmd_gc, "delete S3 bodies that no retained version references")
+    p.add_argument("--dry-run", action="store_true", help="report only; delete nothing")
+    p.add_argument("--grace", default="1h", help="skip objects younger than this (default 1h)")
+    p.add_argument("--shard", action="append", help="only this shard (00-ff); repeatable")
+
+    p = _command(sub, "verify", cmd_verify, "check every current and retained pointer")
+    p.add_argument("ids", nargs="*", help="only these ids (default: the whole table)")
+    p.add_argument("--deep", action="store_true", help="read and hash every S3 body")
+    p.add_argument("--segments", type=int, default=4, help="parallel scan segments")
+    p.add_argument("--workers", type=int, default=16, help="concurrent S3 lookups")
+    p.add_argument("--consistent", action="store_true", help="strongly consistent scan")
+
+    dlq = sub.add_parser("dlq", help="the ingest dead-letter queue")
+    dlq_sub = dlq.add_subparsers(dest="dlq_command", required=True)
+    p = _command(dlq_sub, "list", cmd_dlq_list, "each dead letter's id, error, reason and age")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--resolve", action="store_true", help="read claim checks' record ids")
+    p = _command(dlq_sub, "redrive", cmd_dlq_redrive, "move dead letters back to the ingest queue")
+    add_filters(p)
+    p.add_argument("--no-move-task", action="store_true", help="never use StartMessageMoveTask")
+    p = _command(dlq_sub, "discard", cmd_dlq_discard, "delete dead letters (e.g. already resent)")
+    add_filters(p)
+    p.add_argument("--all", action="store_true", help="every dead letter")
+
+    p = _command(sub, "invoke", cmd_invoke, "run a handler on an event file, in this process")
+    p.add_argument("function", choices=list(settings.FUNCTIONS))  # ingest, changes, gc
+    p.add_argument("event", help="an event JSON file, e.g. events/sqs-small-record.json")
+
+    p = _command(sub, "delete", cmd_delete, "delete a record")
+    p.add_argument("id")
+    p.add_argument("--deleted-at", help="RFC 3339 timestamp (default: now)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.stack:
+            from .stackconfig import env_from_stacks
+
+            os.environ.update(env_from_stacks(args.stack))
+        return args.handler(args)
+    except RecordNotFound as error:
+        print(f"not found: {error}", file=sys.stderr)
+        return 3
+    except VhsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""The ingest dead-letter queue: `vhs dlq list`, `vhs dlq redrive` and `vhs dlq discard`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .output import console, emit_json
+
+
+def _dlq() -> Any:
+    from ..ingest.dlq import DeadLetterQueue
+
+    return DeadLetterQueue.from_env()
+
+
+def _dlq_filter(args: argparse.Namespace) -> Any:
+    from ..ingest.dlq import RedriveFilter
+
+    return RedriveFilter(
+        error_types=frozenset(args.type or ()),
+        error_fields=frozenset(args.field or ()),
+        id_prefix=args.id_prefix,
+        retries_exhausted=args.retries_exhausted,
+        max_messages=args.max,
+    )
+
+
+def _age(seconds: float) -> str:
+    minutes, _ = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours}h" if days else f"{hours}h{minutes:02d}m" if hours else f"{minutes}m"
+
+
+def add_filters(p: argparse.ArgumentParser) -> None:
+    """The options that select dead letters (redrive and discard)."""
+    p.add_argument("--type", action="append", help="error type, e.g. InvalidMessage")
+    p.add_argument("--field", action="append", help="error field, e.g. updated_at")
+    p.add_argument("--id-prefix", help="record ids starting with this")
+    p.add_argument(
+        "--retries-exhausted",
+        action="store_true",
+        help="only messages the redrive policy moved (transient failures)",
+    )
+    p.add_argument("--max", type=int, help="at most this many")
+    p.add_argument("--dry-run", action="store_true")
+
+
+def cmd_dlq_list(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    queue = _dlq()
+    depth = queue.depth()
+    letters = queue.list(limit=args.limit, resolve_claim_checks=args.resolve)
+    if args.json:
+        emit_json([letter.as_dict() for letter in letters])
+        return 0
+    table = Table(
+        title=f"dead letters: {depth.visible} visible, {depth.in_flight} in flight (not shown)"
+    )
+    for column in ("message", "record id", "type", "field", "reason", "age", "receives"):
+        table.add_column(column, overflow="fold")
+    for letter in letters:
+        table.add_row(
+            letter.message_id[:8],
+            letter.record_id or ("(claim check)" if letter.claim_check else "?"),
+            letter.error_type,
+            letter.error_field or "",
+            letter.reason or "",
+            _age(letter.age().total_seconds()),
+            str(letter.receive_count),
+        )
+    console().print(table)
+    return 0
+
+
+def cmd_dlq_redrive(args: argparse.Namespace) -> int:
+    queue = _dlq()
+    report = queue.redrive(
+        _dlq_filter(args), dry_run=args.dry_run, use_move_task=False if args.no_move_task else None
+    )
+    if args.json:
+        emit_json(report.as_dict())
+    elif report.task_handle:
+        print(f"started move task {report.task_handle}: ~{report.to_move} messages")
+    else:
+        verb = "would move" if args.dry_run else "moved"
+        print(
+            f"{verb} {report.moved}, skipped {report.skipped}, failed {report.failed}, "
+            f"duplicated {report.duplicated} ({report.method})"
+        )
+        for error in report.errors:
+            print(f"  {error}", file=sys.stderr)
+    return 0 if not report.failed else 1
+
+
+def cmd_dlq_discard(args: argparse.Namespace) -> int:
+    selection = _dlq_filter(args)
+    if selection.selects_everything and not args.all:
+        print("error: give a filter, or --all to discard every dead letter", file=sys.stderr)
+        return 2
+    report = _dlq().discard(selection, everything=args.all, dry_run=args.dry_run)
+    if args.json:
+        emit_json(report.as_dict())
+    else:
+        verb = "would discard" if args.dry_run else "discarded"
+        print(f"{verb} {report.discarded}, skipped {report.skipped}, failed {report.failed}")
+    return 0 if not report.failed else 1

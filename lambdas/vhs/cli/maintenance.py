@@ -1,0 +1,103 @@
+"""Maintenance: `vhs gc` (delete bodies nothing references) and `vhs verify` (check every
+current and retained pointer)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .output import console_err, emit_json, print_counts, progress
+from .records import open_store
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    from ..keys import all_shards
+    from ..maintenance.gc import GarbageCollector, GcReport, parse_duration
+
+    try:
+        grace = parse_duration(args.grace)
+    except ValueError as error:
+        print(f"error: --grace: {error}", file=sys.stderr)
+        return 2
+    shards = args.shard or all_shards()
+    collector = GarbageCollector(open_store(), grace=grace, dry_run=args.dry_run)
+    total = GcReport(dry_run=args.dry_run)
+    with progress(console=console_err(), disable=args.json) as bar:
+        task = bar.add_task("collecting shards", total=len(shards))
+        for shard in shards:
+            total.add(collector.collect_shard(shard))
+            bar.advance(task)
+    if args.json:
+        emit_json(total.as_dict())
+        return 0
+    print_counts(
+        "garbage collection" + (" (dry run: nothing deleted)" if args.dry_run else ""),
+        [
+            ("shards", total.shards),
+            ("objects listed", total.listed),
+            ("within grace", total.young),
+            ("referenced", total.referenced),
+            ("orphaned", total.orphaned),
+            (
+                "would delete" if args.dry_run else "deleted",
+                total.orphaned if args.dry_run else total.deleted,
+            ),
+            ("left for a later run", total.skipped),
+            ("bytes reclaimed", total.bytes_reclaimed),
+            ("markers cleared", total.markers_cleared),
+            ("unrecognised keys", total.unrecognised),
+        ],
+    )
+    return 0
+
+
+VERIFY_COUNTS = (
+    "items",
+    "versions",
+    "inline",
+    "s3",
+    "s3_objects",
+    "deletes",
+    "unconfirmed",
+    "findings_total",
+)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from ..maintenance.verify import Verifier
+
+    verifier = Verifier(
+        open_store(),
+        deep=args.deep,
+        segments=args.segments,
+        workers=args.workers,
+        consistent_reads=args.consistent,
+    )
+    err = console_err()
+
+    def shown(finding: Any) -> None:
+        if not args.json:
+            version = f"v{finding.version}" if finding.version is not None else "-"
+            err.print(
+                f"[red]{finding.kind}[/] {finding.id} {version} {finding.location or ''} "
+                f"{finding.detail}",
+                highlight=False,
+            )
+
+    with progress(console=err, disable=args.json, time_remaining=False) as bar:
+        task = bar.add_task("verifying items", total=None)
+
+        def advance(state: Any) -> None:
+            bar.update(task, completed=state.items, total=state.estimated_items)
+
+        report = verifier.run(args.ids or None, on_finding=shown, progress=advance)
+    if args.json:
+        emit_json(report.as_dict())
+    else:
+        print_counts(
+            "verification" + (" (deep: every S3 body hashed)" if args.deep else ""),
+            [(name.replace("_", " "), getattr(report, name)) for name in VERIFY_COUNTS]
+            + [(f"  {kind}", count) for kind, count in sorted(report.by_kind.items())],
+        )
+    return 0 if report.ok else 1

@@ -1,0 +1,55 @@
+"""What the CLI prints: rich consoles, JSON for scripts, progress bars, summary tables and
+timestamps. rich is imported only when a command draws something."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+
+def console() -> Any:
+    from rich.console import Console
+
+    return Console()
+
+
+def console_err() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def emit_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str, ensure_ascii=False))
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def progress(*, console: Any, disable: bool, time_remaining: bool = True) -> Any:
+    """A progress bar (description, bar, done of total and, unless told not to, the time
+    remaining) drawn on `console`."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    columns = (
+        *Progress.get_default_columns()[:1],
+        BarColumn(),
+        MofNCompleteColumn(),
+        *((TimeRemainingColumn(),) if time_remaining else ()),
+    )
+    return Progress(*columns, console=console, disable=disable)
+
+
+def print_counts(title: str, rows: Iterable[tuple[str, int]]) -> None:
+    """A two-column table of counts, a name and a right-aligned number, on standard output."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("")
+    table.add_column("", justify="right")
+    for name, value in rows:
+        table.add_row(name, f"{value:,}")
+    console().print(table)

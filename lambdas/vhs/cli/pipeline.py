@@ -1,0 +1,165 @@
+"""The pipeline: `vhs local up` (the local stack, its ingest pipeline and change feed),
+`vhs send` (messages to the ingest queue) and `vhs invoke` (a handler on an event, here)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from .output import console_err, emit_json, progress
+
+
+def cmd_local_up(args: argparse.Namespace) -> int:
+    from ..local.stack import DEFAULT_BUCKET, DEFAULT_PORT, DEFAULT_TABLE, LocalStack, MotoServer
+
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    console = sys.stdout  # the function's own output goes to its log, not here
+
+    def show(line: str, **fields: Any) -> None:
+        text = json.dumps(fields, default=str) if args.json else line
+        print(text, file=console, flush=True)
+
+    port = DEFAULT_PORT if args.port is None else args.port
+    with MotoServer(port) as server, contextlib.ExitStack() as running:
+        stack = LocalStack(
+            server.endpoint,
+            table_name=args.table or DEFAULT_TABLE,
+            bucket_name=args.bucket or DEFAULT_BUCKET,
+            pipeline=not args.no_pipeline,
+        ).provision()
+        if not args.no_pipeline:
+            from ..local.sqs_source import LocalPipeline
+
+            def on_alarm(t: Any) -> None:
+                show(
+                    f"alarm {stack.alarm_name}: {t.old} -> {t.new} at {t.at:%H:%M:%S} "
+                    f"({t.value:g} visible in the DLQ)",
+                    alarm=stack.alarm_name,
+                    old=t.old,
+                    new=t.new,
+                    at=t.at.isoformat(),
+                    visible=t.value,
+                    reason=t.reason,
+                )
+
+            def on_invocation(i: Any) -> None:
+                if i.error:
+                    show(
+                        f"ingest: batch of {len(i.message_ids)} failed: {i.error}",
+                        invocation=i.request_id,
+                        messages=len(i.message_ids),
+                        error=i.error,
+                    )
+
+            log = Path(args.function_log)
+            pipeline = running.enter_context(
+                LocalPipeline(stack, function_log=log, on_alarm=on_alarm)
+            )
+            pipeline.running()[0].on_invocation = on_invocation
+        env = stack.env()
+        if not args.no_pipeline:
+            env.update(running.enter_context(_local_change_feed(stack)))
+        if args.json:
+            emit_json(env)
+        else:
+            for name, value in env.items():
+                print(f"export {name}={value}")
+        if not args.no_pipeline:
+            print(
+                f"ingest: {stack.queue_name} -> handlers.ingest.handler (its logs: {log}); "
+                f"DLQ alarm {stack.alarm_name}: {pipeline.alarm.state}",
+                file=sys.stderr,
+            )
+        print("ready", flush=True)
+        stop.wait()
+        # Leaving the ExitStack stops polling and lets the batch in hand finish.
+    return 0
+
+
+@contextlib.contextmanager
+def _local_change_feed(stack: Any) -> Any:
+    """The change feed on the local stack: the table's stream drives the real `changes`
+    handler, which publishes to an SNS FIFO topic; a FIFO queue subscribed to it lets you
+    watch the notifications. Yields the variables to export."""
+    from .. import resources, settings
+    from ..local.stack import client
+    from ..local.stream_source import LocalChangeFeed
+
+    sns, sqs = (
+        client("sns", stack.endpoint, stack.region),
+        client("sqs", stack.endpoint, stack.region),
+    )
+    topic_arn = resources.create_change_topic(sns, "vhs-local-changes.fifo")
+    dlq_url = sqs.create_queue(
+        QueueName="vhs-local-changes-dlq",
+        Attributes={
+            "MessageRetentionPeriod": str(resources.CHANGES.dlq_retention_seconds),
+            "SqsManagedSseEnabled": "true",
+        },
+    )["QueueUrl"]
+    watch_url = resources.subscribe_fifo_queue(sns, sqs, topic_arn, "vhs-local-changes-watch.fifo")
+    feed = LocalChangeFeed(
+        stack.endpoint,
+        stack.table_name,
+        topic_arn,
+        stack.bucket_name,
+        prefix=stack.prefix,
+        region=stack.region,
+        dlq_url=dlq_url,
+    )
+    with feed:
+        yield {
+            settings.CHANGE_TOPIC_ARN: topic_arn,
+            settings.CHANGE_DLQ_URL: dlq_url,
+            settings.CHANGE_QUEUE_URL: watch_url,
+        }
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    from ..ingest.producer import Producer
+
+    path = Path(args.file)
+    total = sum(1 for line in path.open("rb") if line.strip())
+    producer = Producer.from_env(validate=not args.no_validate)
+    bad_lines: list[tuple[int, str]] = []
+
+    def messages() -> Any:
+        for number, line in enumerate(path.open("rb"), start=1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except ValueError as error:
+                bad_lines.append((number, f"line {number}: not JSON: {error}"))
+                bar.advance(task)
+
+    with progress(console=console_err(), disable=args.json or not sys.stderr.isatty()) as bar:
+        task = bar.add_task(f"sending {path.name}", total=total)
+        report = producer.send(messages(), progress=lambda n: bar.advance(task, n))
+    failures = [reason for _, reason in bad_lines] + [
+        f"message {index + 1}: {reason}" for index, reason in report.failed
+    ]
+    if args.json:
+        emit_json({"sent": report.sent, "claim_checks": report.claim_checks, "failed": failures})
+    else:
+        print(f"sent {report.sent} of {total} messages ({report.claim_checks} by claim check)")
+        for reason in failures:
+            print(f"  not sent: {reason}", file=sys.stderr)
+    return 0 if not failures else 1
+
+
+def cmd_invoke(args: argparse.Namespace) -> int:
+    from ..local.invoke import invoke
+
+    event = json.loads(Path(args.event).read_text())
+    response = invoke(args.function, event)
+    emit_json(response)
+    return 0
