@@ -45,8 +45,9 @@ from vhs import (
     keys,
     resources,
 )
-from vhs.ingest.contract import InvalidMessage, StagingLocation
+from vhs.ingest.contract import InvalidMessage
 from vhs.ingest.ingestor import Ingestor
+from vhs.ingest.staging import StagingLocation
 from vhs.local.sqs_source import lambda_record
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,14 +23,14 @@ from botocore.exceptions import ClientError
 
 from support.backends import atomic_inprocess_dynamodb
 from vhs import VersionedHybridStore, resources
-from vhs.ingest.dlq import (
+from vhs.ingest.deadletter import (
+    DEAD_LETTER_ATTRIBUTES,
+    ERROR_TYPE,
     RETRIES_EXHAUSTED,
     DeadLetter,
-    DeadLetterQueue,
-    RedriveFilter,
     producer_attributes,
 )
-from vhs.ingest.ingestor import DEAD_LETTER_ATTRIBUTES, ERROR_TYPE
+from vhs.ingest.dlq import DeadLetterQueue, RedriveFilter
 from vhs.local.invoke import LambdaContext, load_handler
 from vhs.local.sqs_source import lambda_record, settle_response
 

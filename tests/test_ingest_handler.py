@@ -25,14 +25,14 @@ from botocore.exceptions import ClientError
 
 from support.backends import atomic_inprocess_dynamodb
 from vhs import VersionedHybridStore, resources
-from vhs.ingest.ingestor import (
+from vhs.ingest.deadletter import (
     ERROR_FIELD,
     ERROR_MESSAGE,
     ERROR_TYPE,
     FIRST_SEEN,
-    MAX_MESSAGE_BYTES,
     SOURCE_MESSAGE_ID,
 )
+from vhs.ingest.ingestor import MAX_MESSAGE_BYTES
 from vhs.local.invoke import LambdaContext, load_handler
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"

@@ -8,14 +8,8 @@ import json
 import jsonschema
 import pytest
 
-from vhs.ingest.contract import (
-    InvalidMessage,
-    S3Location,
-    StagingLocation,
-    claim_check_pointer,
-    schema_path,
-    validate_message,
-)
+from vhs.ingest.contract import InvalidMessage, schema_path, validate_message
+from vhs.ingest.staging import S3Location, StagingLocation, claim_check_pointer
 
 T = "2026-01-01T00:00:00Z"
 VALID = [

@@ -63,7 +63,8 @@ from support.stacks import fresh_stack
 from vhs import RecordNotFound, VersionedHybridStore, keys, resources
 from vhs.codec import BINARY_CONTENT_TYPE as BINARY
 from vhs.codec import Body
-from vhs.ingest.dlq import DeadLetter, DeadLetterQueue
+from vhs.ingest.deadletter import DeadLetter
+from vhs.ingest.dlq import DeadLetterQueue
 from vhs.ingest.producer import Producer
 from vhs.item import condemnations, item_from_dynamo
 from vhs.local.invoke import load_handler

@@ -11,8 +11,9 @@ import moto
 import pytest
 
 from vhs import resources
-from vhs.ingest.contract import claim_check_pointer, validate_message
+from vhs.ingest.contract import validate_message
 from vhs.ingest.producer import MAX_BATCH_ENTRIES, Producer
+from vhs.ingest.staging import claim_check_pointer
 
 REGION = "us-east-1"
 

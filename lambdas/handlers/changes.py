@@ -19,7 +19,6 @@ that a record which keeps failing is given up on (to the DLQ) alone, not with it
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,14 +32,14 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from handlers.observability import traced
-from vhs import keys
+from vhs import keys, settings
 from vhs.aws import aws_client
 from vhs.changes.feed import ChangePublisher, Derived, changes_from_record
-from vhs.errors import ConfigurationError
 from vhs.resources import CHANGES
+from vhs.settings import CHANGES_FUNCTION
 
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "vhs-changes"))
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "VHS"))
+logger = Logger(service=settings.get(settings.POWERTOOLS_SERVICE_NAME, CHANGES_FUNCTION.service))
+metrics = Metrics(namespace=settings.metrics_namespace())
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 
 
@@ -53,21 +52,17 @@ class Feed:
 
     @classmethod
     def from_env(cls) -> Feed:
-        """VHS_CHANGE_TOPIC_ARN and VHS_BUCKET_NAME (for the bodies' locations) are required;
-        VHS_PREFIX as the store's. The endpoint is the standard AWS_ENDPOINT_URL."""
-        topic = os.environ.get("VHS_CHANGE_TOPIC_ARN", "")
-        bucket = os.environ.get("VHS_BUCKET_NAME", "")
-        missing = [
-            n for n, v in (("VHS_CHANGE_TOPIC_ARN", topic), ("VHS_BUCKET_NAME", bucket)) if not v
-        ]
-        if missing:
-            raise ConfigurationError(f"set {' and '.join(missing)}")
-        cutoff = os.environ.get("VHS_CHANGES_STOP_AT_REMAINING_MS")
+        """From the environment: VHS_CHANGE_TOPIC_ARN and VHS_BUCKET_NAME (for the bodies'
+        locations) are required; VHS_PREFIX as the store's. The endpoint is the standard
+        AWS_ENDPOINT_URL."""
+        topic, bucket = settings.require(settings.CHANGE_TOPIC_ARN, settings.BUCKET_NAME)
         return cls(
             publisher=ChangePublisher(aws_client("sns"), topic),
             bucket=bucket,
-            prefix=keys.validate_prefix(os.environ.get("VHS_PREFIX", "")),
-            stop_at_remaining_ms=int(cutoff) if cutoff else CHANGES.stop_publishing_at_remaining_ms,
+            prefix=keys.validate_prefix(settings.get(settings.PREFIX)),
+            stop_at_remaining_ms=settings.whole_number(
+                settings.CHANGES_STOP_AT_REMAINING_MS, CHANGES.stop_publishing_at_remaining_ms
+            ),
         )
 
 

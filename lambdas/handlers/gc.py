@@ -9,20 +9,21 @@ has not reached to a fresh invocation of itself, so a bucket of any size is coll
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from handlers.observability import traced
+from vhs import settings
 from vhs.aws import aws_client
 from vhs.keys import all_shards
 from vhs.maintenance.gc import DEFAULT_GRACE, GarbageCollector, GcReport, parse_duration
+from vhs.settings import GC_FUNCTION
 from vhs.store import VersionedHybridStore
 
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "vhs-gc"))
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "VHS"))
+logger = Logger(service=settings.get(settings.POWERTOOLS_SERVICE_NAME, GC_FUNCTION.service))
+metrics = Metrics(namespace=settings.metrics_namespace())
 
 # Stop taking new shards with this much time left: one shard's listing page and deletes.
 RESERVE_MS = 120_000
@@ -52,11 +53,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.info("fanned out", extra={"invocations": len(groups), "shards": len(shards)})
         return {"fanned_out": len(groups)}
 
-    grace = (
-        parse_duration(os.environ.get("VHS_GC_GRACE", ""))
-        if os.environ.get("VHS_GC_GRACE")
-        else DEFAULT_GRACE
-    )
+    configured = settings.get(settings.GC_GRACE)
+    grace = parse_duration(configured) if configured else DEFAULT_GRACE
     collector = GarbageCollector(VersionedHybridStore.from_env(), grace=grace, dry_run=dry_run)
     report = GcReport(dry_run=dry_run)
     done = 0

@@ -9,7 +9,6 @@ store orders writes by (updated_at, content hash).
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -24,19 +23,16 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from handlers.observability import traced
-from vhs.ingest.contract import InvalidMessage
+from vhs import settings
+from vhs.errors import InvalidMessage
 from vhs.ingest.ingestor import Ingestor, IngestResult
+from vhs.settings import INGEST_FUNCTION
 
-
-def _metrics_namespace() -> str:
-    return os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "VHS")
-
-
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "vhs-ingest"))
-metrics = Metrics(namespace=_metrics_namespace())
+logger = Logger(service=settings.get(settings.POWERTOOLS_SERVICE_NAME, INGEST_FUNCTION.service))
+metrics = Metrics(namespace=settings.metrics_namespace())
 processor = BatchProcessor(event_type=EventType.SQS)
 
-CONCURRENCY = int(os.environ.get("VHS_INGEST_CONCURRENCY", "16"))
+CONCURRENCY = settings.whole_number(settings.INGEST_CONCURRENCY, 16)
 _ingestor: Ingestor | None = None
 
 
@@ -54,7 +50,7 @@ def reset() -> None:
     module was first imported, under whichever test's environment that was)."""
     global _ingestor
     _ingestor = None
-    metrics.namespace = _metrics_namespace()
+    metrics.namespace = settings.metrics_namespace()
 
 
 def _ingest_one(worker: Ingestor, record: dict[str, Any]) -> IngestResult | BaseException:

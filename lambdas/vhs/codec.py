@@ -20,6 +20,7 @@ from .errors import BodyTooLarge, InvalidRecord
 JSON_CONTENT_TYPE = "application/json"
 BINARY_CONTENT_TYPE = "application/octet-stream"
 MAX_CONTENT_TYPE_LENGTH = 255
+MAX_BODY_SIZE = 5 * 1024**3  # S3's largest object
 _CHUNK = 8 * 1024 * 1024
 
 # Codec names stored with inline bodies.
@@ -53,11 +54,17 @@ class Body:
 
 
 def encode_record(
-    record: Any, content_type: str | None, *, max_size: int, field: str = "record"
+    record: Any,
+    content_type: str | None,
+    *,
+    max_size: int,
+    field: str = "record",
+    content_type_field: str = "content_type",
 ) -> Body:
-    """Validate and encode a record. Raises InvalidRecord (naming `field`) on bad input."""
+    """Validate and encode a record. Raises InvalidRecord (naming `field`, or
+    `content_type_field`) on bad input."""
     if content_type is not None:
-        _check_content_type(content_type)
+        check_content_type(content_type, content_type_field)
     if isinstance(record, bytes | bytearray | memoryview):
         data = bytes(record)
         _check_size(len(data), max_size, field)
@@ -101,13 +108,14 @@ def _check_size(size: int, max_size: int, field: str) -> None:
         raise BodyTooLarge(size, max_size, field)
 
 
-def _check_content_type(content_type: object) -> None:
+def check_content_type(content_type: object, field: str = "content_type") -> str:
     if not isinstance(content_type, str) or not content_type.strip():
-        raise InvalidRecord("must be a non-empty string", "content_type")
+        raise InvalidRecord("must be a non-empty string", field)
     if len(content_type) > MAX_CONTENT_TYPE_LENGTH or not content_type.isprintable():
         raise InvalidRecord(
-            f"must be printable and at most {MAX_CONTENT_TYPE_LENGTH} characters", "content_type"
+            f"must be printable, at most {MAX_CONTENT_TYPE_LENGTH} characters", field
         )
+    return content_type
 
 
 def sha256_hex(data: bytes) -> str:

@@ -81,3 +81,12 @@ class DanglingPointer(IntegrityError):
 class WriteConflict(VhsError):
     """A write kept losing races with concurrent writers and gave up. Nothing is lost: the
     caller (or the queue) retries it, and ordering still decides the final state."""
+
+
+class InvalidMessage(InvalidInput):
+    """An ingest message that can never be stored: it goes to the DLQ with this reason,
+    unretried. Its field is the message's own (`updated_at`, `payload.record`, ...)."""
+
+
+class MissingStagedObject(InvalidMessage):
+    """A claim check or record_location that points at an object that does not exist."""

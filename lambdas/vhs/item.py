@@ -22,6 +22,7 @@ A body lives inline (`b`) or in S3 under `keys.body_key(prefix, id, h)`; a delet
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,10 +46,9 @@ TOKEN = "k"
 CONTENT_TYPE = "ct"
 INLINE_BODY = "b"
 CODEC = "z"
-# The attributes of an item the store wrote; anything else (but GC markers) is foreign.
-ITEM_ATTRIBUTES = frozenset({ID, VERSION, CURRENT, HISTORY})
 
 INLINE = "inline"  # the location of an inline body
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class MalformedItem(ValueError):
@@ -155,6 +155,23 @@ def item_from_dynamo(raw: Mapping[str, Any], *, with_bodies: bool = True) -> Ite
         current=entry_from_dynamo(current[0], with_body=with_bodies),
         history=tuple(entry_from_dynamo(e, with_body=with_bodies) for e in history),
     )
+
+
+def layout_problem(raw: Mapping[str, Any], item: Item | None) -> str | None:
+    """Why an item (already parsed by `item_from_dynamo`) is not one the store wrote."""
+    if item is None:
+        stray = sorted(name for name in raw if name != ID and not name.startswith(GC_MARKER_PREFIX))
+        return f"no current entry, but has {', '.join(stray)}" if stray else None
+    if item.version < 1 + len(item.history):
+        return f"version {item.version} is lower than the {len(item.history) + 1} entries held"
+    for version, entry in item.versions():
+        if entry.content_hash != TOMBSTONE_HASH and not _SHA256_HEX.fullmatch(entry.content_hash):
+            return f"version {version}: {entry.content_hash!r} is not a sha256 hex digest"
+        if entry.size < 0:
+            return f"version {version}: negative size {entry.size}"
+        if entry.deleted and entry.inline is not None:
+            return f"version {version}: a delete with a body"
+    return None
 
 
 def body_location(entry: Entry, id: str, *, bucket: str, prefix: str) -> str | None:

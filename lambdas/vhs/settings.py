@@ -52,6 +52,10 @@ LOG_LEVEL = "LOG_LEVEL"
 DEFAULT_METRICS_NAMESPACE = "VHS"
 
 
+def metrics_namespace() -> str:
+    return get(POWERTOOLS_METRICS_NAMESPACE, DEFAULT_METRICS_NAMESPACE)
+
+
 @dataclass(frozen=True)
 class FunctionSpec:
     """A VHS Lambda function: its short name (`vhs invoke NAME`), the handler Lambda calls,

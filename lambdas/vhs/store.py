@@ -22,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from . import keys
 from .aws import aws_client
 from .bodies import MULTIPART_THRESHOLD, S3BodyStore
-from .codec import Body, compress, decompress, encode_record, sha256_hex
+from .codec import MAX_BODY_SIZE, Body, compress, decompress, encode_record, sha256_hex
 from .errors import (
     BodyHashMismatch,
     ConfigurationError,
@@ -41,7 +41,6 @@ logger = logging.getLogger(__name__)
 # From the cost model in docs/design.md: one S3 PUT costs as much as 8 KB of DynamoDB
 # writes, so a body whose stored (compressed) form is at most 8 KB is cheaper inline.
 DEFAULT_INLINE_THRESHOLD = 8 * 1024
-MAX_BODY_SIZE = 5 * 1024**3  # S3's largest object
 DEFAULT_MAX_FUTURE = timedelta(days=1)
 DEFAULT_CLOCK_SKEW = timedelta(seconds=60)
 # A write must reach DynamoDB within this long of creating its S3 object. The collector clears
@@ -149,6 +148,13 @@ class VersionedHybridStore:
         id = keys.validate_id(id)
         stamp = parse_timestamp(updated_at, max_future=self.max_future)
         body = encode_record(record, content_type, max_size=self.max_body_size)
+        return self.put_validated(id, body, stamp)
+
+    def put_validated(self, id: str, body: Body, stamp: str) -> PutResult:
+        """`put` of arguments already validated: an id that `keys.validate_id` passed, a body
+        from `codec.encode_record` within `max_body_size`, and a timestamp in the stored form
+        of `ordering.parse_timestamp` within `max_future`. Ingest validates each message
+        field once, naming the message's fields, and writes through this."""
         inline, codec = self._inline_form(body)
         key = keys.body_key(self.prefix, id, body.sha256)
         entry = Entry(
@@ -190,6 +196,10 @@ class VersionedHybridStore:
         `updated_at <= deleted_at` are stale. Bodies are left to the garbage collector."""
         id = keys.validate_id(id)
         stamp = parse_timestamp(deleted_at, field="deleted_at", max_future=self.max_future)
+        return self.delete_validated(id, stamp)
+
+    def delete_validated(self, id: str, stamp: str) -> DeleteResult:
+        """`delete` of arguments already validated (see `put_validated`)."""
         entry = Entry(
             updated_at=stamp,
             content_hash=TOMBSTONE_HASH,

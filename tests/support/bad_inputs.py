@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from vhs.ingest.contract import CLAIM_CHECK_ATTRIBUTES
+from vhs.ingest.staging import CLAIM_CHECK_ATTRIBUTES
 
 STAGING = "STAGING-BUCKET-TOKEN"
 BODIES = "BODIES-BUCKET-TOKEN"

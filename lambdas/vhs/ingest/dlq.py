@@ -31,105 +31,26 @@ timeout ends).
 from __future__ import annotations
 
 import builtins  # DeadLetterQueue.list shadows list in the class body
-import json
-import os
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from .. import settings
 from ..errors import ConfigurationError
-from .contract import is_claim_check
-from .ingestor import (
-    DEAD_LETTER_ATTRIBUTES,
-    ERROR_FIELD,
-    ERROR_MESSAGE,
-    ERROR_TYPE,
-    FIRST_SEEN,
-    SOURCE_MESSAGE_ID,
-)
+from .deadletter import DeadLetter, parse_or_none, producer_attributes
+from .staging import is_claim_check
 
-RETRIES_EXHAUSTED = "RetriesExhausted"
 # Long enough for one pass over a large DLQ; a message whose timeout runs out mid-pass comes
 # back and is recognised by its message id.
 DEFAULT_VISIBILITY_TIMEOUT = 300
 DEFAULT_WAIT_SECONDS = 1
 # Claim-check payloads up to this size are read to find the record id, when asked to.
 RESOLVE_LIMIT = 16 * 1024 * 1024
-_PREVIEW = 120
 # Stop a pass after this many receives in a row that brought only messages already seen.
 _STALE_RECEIVES = 10
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    message_id: str  # in the DLQ
-    record_id: str | None  # None: not JSON, no id, or an unresolved claim check
-    claim_check: bool
-    error_type: str  # InvalidMessage, MissingStagedObject, or RETRIES_EXHAUSTED
-    error_field: str | None
-    reason: str
-    first_seen: datetime  # when the ingest queue first delivered it (else when it was sent)
-    receive_count: int  # ApproximateReceiveCount: the ingest queue's receives (for a
-    #                     message the redrive policy moved) plus every read of the DLQ
-    source_message_id: str  # its message id on the ingest queue (for the function's log)
-    size: int  # body bytes
-    preview: str  # the body's start, for messages that are not what they should be
-
-    @property
-    def retries_exhausted(self) -> bool:
-        return self.error_type == RETRIES_EXHAUSTED
-
-    def age(self, now: datetime | None = None) -> timedelta:
-        return (now or datetime.now(UTC)) - self.first_seen
-
-    def as_dict(self, now: datetime | None = None) -> dict[str, Any]:
-        data = asdict(self)
-        data["first_seen"] = self.first_seen.isoformat()
-        data["age_seconds"] = round(self.age(now).total_seconds(), 3)
-        return data
-
-    @classmethod
-    def from_message(cls, message: dict[str, Any], record_id: str | None = None) -> DeadLetter:
-        """From a ReceiveMessage message (received with every attribute)."""
-        attributes = message.get("MessageAttributes") or {}
-        system = message.get("Attributes") or {}
-        body = message.get("Body", "")
-        count = int(system.get("ApproximateReceiveCount", "0") or 0)
-        parsed = _json(body)
-        claim_check = is_claim_check(parsed)
-        if record_id is None and isinstance(parsed, dict) and isinstance(parsed.get("id"), str):
-            record_id = parsed["id"]
-        error_type = _string(attributes, ERROR_TYPE)
-        if error_type:
-            reason = _string(attributes, ERROR_MESSAGE) or "(no reason given)"
-            error_field = _string(attributes, ERROR_FIELD)
-            error_field = None if error_field in (None, "-") else error_field
-        else:
-            error_type, error_field = RETRIES_EXHAUSTED, None
-            reason = (
-                "retries exhausted: not stored after repeated receives, so SQS's redrive "
-                "policy moved it (a failure that persisted: throttling, 5xx, timeouts, write "
-                "conflicts, configuration); the function's log has each attempt's error "
-                "under this message id"
-            )
-        return cls(
-            message_id=message["MessageId"],
-            record_id=record_id,
-            claim_check=claim_check,
-            error_type=error_type,
-            error_field=error_field,
-            reason=reason,
-            first_seen=_first_seen(attributes, system),
-            receive_count=count,
-            source_message_id=_string(attributes, SOURCE_MESSAGE_ID) or message["MessageId"],
-            size=len(body.encode()),
-            preview=body[:_PREVIEW],
-        )
 
 
 @dataclass(frozen=True)
@@ -197,6 +118,23 @@ class QueueDepth:
     in_flight: int  # received by someone and not yet deleted or released
     delayed: int
 
+    @property
+    def empty(self) -> bool:
+        return self.visible == 0 and self.in_flight == 0 and self.delayed == 0
+
+
+_DEPTH_ATTRIBUTES = [
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+]
+
+
+def queue_depth(sqs: Any, queue_url: str) -> QueueDepth:
+    """A queue's visible, in-flight and delayed messages (one GetQueueAttributes)."""
+    found = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=_DEPTH_ATTRIBUTES)
+    return QueueDepth(*(int(found.get("Attributes", {}).get(n, 0)) for n in _DEPTH_ATTRIBUTES))
+
 
 @dataclass(frozen=True)
 class MoveTask:
@@ -229,28 +167,20 @@ class DeadLetterQueue:
 
     @classmethod
     def from_env(cls) -> DeadLetterQueue:
-        """VHS_DLQ_URL and VHS_QUEUE_URL (as `vhs local up` prints them; for a deployed stage
+        """From VHS_DLQ_URL and VHS_QUEUE_URL (as `vhs local up` prints them; for a deployed stage
         the Ingest stack's DeadLetterQueueUrl and QueueUrl outputs)."""
         from ..aws import aws_client
 
-        dlq_url = os.environ.get("VHS_DLQ_URL", "")
-        if not dlq_url:
-            raise ConfigurationError("set VHS_DLQ_URL (the Ingest stack's DeadLetterQueueUrl)")
-        return cls(
-            aws_client("sqs"), dlq_url, os.environ.get("VHS_QUEUE_URL") or None, s3=aws_client("s3")
+        (dlq_url,) = settings.require(
+            settings.DLQ_URL, hint="the Ingest stack's DeadLetterQueueUrl"
         )
+        queue_url = settings.get(settings.QUEUE_URL) or None
+        return cls(aws_client("sqs"), dlq_url, queue_url, s3=aws_client("s3"))
 
     # --- reading ---------------------------------------------------------------------------
 
     def depth(self) -> QueueDepth:
-        names = [
-            "ApproximateNumberOfMessages",
-            "ApproximateNumberOfMessagesNotVisible",
-            "ApproximateNumberOfMessagesDelayed",
-        ]
-        found = self.sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=names)
-        values = [int(found.get("Attributes", {}).get(name, 0)) for name in names]
-        return QueueDepth(*values)
+        return queue_depth(self.sqs, self.dlq_url)
 
     def list(
         self,
@@ -436,7 +366,7 @@ class DeadLetterQueue:
 
     def _resolve(self, message: dict[str, Any]) -> str | None:
         """The record id in a claim check's payload, if it is small enough to read."""
-        parsed = _json(message.get("Body", ""))
+        parsed = parse_or_none(message.get("Body", ""))
         if not is_claim_check(parsed):
             return None
         pointer = parsed[1] if isinstance(parsed[1], dict) else {}
@@ -450,7 +380,7 @@ class DeadLetterQueue:
             payload = self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
         except (ClientError, BotoCoreError):
             return None  # missing (expired?) or not readable: the reason says what is wrong
-        document = _json(payload)
+        document = parse_or_none(payload)
         if isinstance(document, dict) and isinstance(document.get("id"), str):
             return document["id"]
         return None
@@ -518,47 +448,3 @@ class _Pass:
                 )
             except (ClientError, BotoCoreError):
                 continue  # they come back when their visibility timeout ends
-
-
-def producer_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
-    """A dead letter's message attributes as SendMessage takes them, without the
-    `vhs-error-*` attributes that the ingest handler added when it dead-lettered it."""
-    kept: dict[str, Any] = {}
-    for name, value in attributes.items():
-        if name in DEAD_LETTER_ATTRIBUTES:
-            continue
-        converted: dict[str, Any] = {"DataType": value["DataType"]}
-        if value.get("StringValue") is not None:
-            converted["StringValue"] = value["StringValue"]
-        elif value.get("BinaryValue") is not None:
-            converted["BinaryValue"] = value["BinaryValue"]
-        else:
-            continue
-        kept[name] = converted
-    return kept
-
-
-def _json(text: str | bytes) -> Any:
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _string(attributes: dict[str, Any], name: str) -> str | None:
-    value = attributes.get(name)
-    return value.get("StringValue") if isinstance(value, dict) else None
-
-
-def _first_seen(attributes: dict[str, Any], system: dict[str, Any]) -> datetime:
-    stamp = _string(attributes, FIRST_SEEN)
-    if stamp:
-        try:
-            seen = datetime.fromisoformat(stamp)
-            return seen if seen.tzinfo else seen.replace(tzinfo=UTC)
-        except ValueError:
-            pass
-    sent = system.get("SentTimestamp")
-    if sent and str(sent).isdigit():
-        return datetime.fromtimestamp(int(sent) / 1000, UTC)
-    return datetime.fromtimestamp(time.time(), UTC)

@@ -1,5 +1,8 @@
 """Ingest: turn one SQS message into one store write, or one dead letter.
 
+A message goes one way: read and validated once (contract.read_message), then written
+(`write`), with nothing validated again and every error naming the message's field.
+
 The policy is "nothing lost": every message ends stored, stale or unchanged (and is deleted
 from the queue), or in the dead-letter queue.
 
@@ -13,47 +16,33 @@ from the queue), or in the dead-letter queue.
 
 from __future__ import annotations
 
-import json
-import os
-import re
 import tempfile
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .. import settings
 from ..aws import aws_client, is_object_missing
-from ..errors import BodyTooLarge, InvalidInput
-from ..resources import DEAD_LETTER_STAGING_PREFIX
+from ..codec import encode_record
+from ..errors import BodyTooLarge, InvalidMessage, MissingStagedObject
+from ..model import DeleteResult, PutResult
+from ..resources import DEAD_LETTER_STAGING_PREFIX, MAX_SQS_MESSAGE_BYTES
 from ..store import VersionedHybridStore
-from .contract import (
-    CLAIM_CHECK_ATTRIBUTES,
-    IngestMessage,
-    InvalidMessage,
-    MissingStagedObject,
+from .contract import IngestMessage, MessageLimits, as_message_error, read_message
+from .deadletter import dead_letter_attributes
+from .staging import (
     S3Location,
     StagingLocation,
-    claim_check_pointer,
-    is_claim_check,
-    parse_json_body,
-    validate_message,
+    claim_check_attributes,
+    claim_check_body,
 )
 
 # SQS's largest message (body and attributes). A dead letter that would not fit is staged in
 # S3 and sent as a claim check instead, so nothing is cut.
-MAX_MESSAGE_BYTES = 1024 * 1024
+MAX_MESSAGE_BYTES = MAX_SQS_MESSAGE_BYTES
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
 _SPOOL_IN_MEMORY = 64 * 1024 * 1024
-_SQS_ATTRIBUTE_LIMIT = 10
-
-# Message attributes on a dead letter.
-ERROR_TYPE = "vhs-error-type"
-ERROR_FIELD = "vhs-error-field"
-ERROR_MESSAGE = "vhs-error-message"
-SOURCE_MESSAGE_ID = "vhs-source-message-id"
-FIRST_SEEN = "vhs-first-seen"
-DEAD_LETTER_ATTRIBUTES = (ERROR_TYPE, ERROR_FIELD, ERROR_MESSAGE, SOURCE_MESSAGE_ID, FIRST_SEEN)
 
 
 @dataclass(frozen=True)
@@ -83,16 +72,19 @@ class Ingestor:
         self.staging = staging
         self.max_payload_bytes = max_payload_bytes
 
+    @property
+    def limits(self) -> MessageLimits:
+        """What a message must meet: the store's limits, as the store has them now."""
+        return MessageLimits(self.store.max_future, self.store.max_body_size)
+
     @classmethod
     def from_env(cls) -> Ingestor:
-        dlq_url = os.environ.get("VHS_DLQ_URL", "")
-        if not dlq_url:
-            from ..errors import ConfigurationError
-
-            raise ConfigurationError("set VHS_DLQ_URL: invalid messages are dead-lettered there")
-        staging_bucket = os.environ.get("VHS_STAGING_BUCKET", "")
+        (dlq_url,) = settings.require(
+            settings.DLQ_URL, hint="invalid messages are dead-lettered there"
+        )
+        staging_bucket = settings.get(settings.STAGING_BUCKET)
         staging = (
-            StagingLocation(staging_bucket, os.environ.get("VHS_STAGING_PREFIX", ""))
+            StagingLocation(staging_bucket, settings.get(settings.STAGING_PREFIX))
             if staging_bucket
             else None
         )
@@ -101,8 +93,8 @@ class Ingestor:
             sqs_client=aws_client("sqs"),
             dlq_url=dlq_url,
             staging=staging,
-            max_payload_bytes=int(
-                os.environ.get("VHS_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES)
+            max_payload_bytes=settings.whole_number(
+                settings.MAX_PAYLOAD_BYTES, DEFAULT_MAX_PAYLOAD_BYTES
             ),
         )
 
@@ -111,60 +103,40 @@ class Ingestor:
     def handle(self, record: dict[str, Any]) -> IngestResult:
         """Store one SQS record (Lambda event shape). Raises InvalidMessage for a message that
         can never be stored; any other exception means "retry"."""
-        message = self.parse(record)
-        message_id = record["messageId"]
-        try:
-            if message.kind == "deleted":
-                deleted = self.store.delete(message.id, deleted_at=message.updated_at)
-                return IngestResult(message_id, message.id, deleted.outcome, deleted.version)
-            result, size = self._put(message)
-        except InvalidMessage:
-            raise
-        except InvalidInput as error:
-            # The store names its own argument ("record", "deleted_at"); the producer needs
-            # the message field it sent ("body_base64", "payload.updated_at").
-            raise InvalidMessage(message.field_of(error.field), error.reason) from None
+        message = read_message(record, staging=self.staging, fetch=self._fetch, limits=self.limits)
+        return self.write(message, record["messageId"])
+
+    def write(self, message: IngestMessage, message_id: str) -> IngestResult:
+        """Write a message read by `read_message`: nothing in it is validated again."""
+        result: PutResult | DeleteResult
+        size = 0
+        if message.kind == "deleted":
+            result = self.store.delete_validated(message.id, message.stamp)
+        elif message.encoded is not None:  # a record (as canonical JSON) or body_base64
+            result = self.store.put_validated(message.id, message.encoded, message.stamp)
+            size = 0 if message.kind == "record" else message.encoded.size
+        else:
+            result, size = self._put_staged(message)
         return IngestResult(message_id, message.id, result.outcome, result.version, size)
 
-    def parse(self, record: dict[str, Any]) -> IngestMessage:
-        body = parse_json_body(record.get("body", ""))
-        pointer = claim_check_pointer(body, record.get("messageAttributes") or {})
-        if pointer is None:
-            return validate_message(body)
-        self._check_staged(pointer, "body.s3Key", "body.s3BucketName")
-        payload = parse_json_body(self._fetch(pointer, "body.s3Key"), "payload.")
-        if is_claim_check(payload):
-            raise InvalidMessage("payload", "is itself a claim check: pointers do not nest")
-        return validate_message(payload, field_prefix="payload.")
-
-    def _put(self, message: IngestMessage) -> tuple[Any, int]:
-        if message.body is not None:  # a record (as canonical JSON) or body_base64
-            result = self.store.put(
-                message.id,
-                message.body,
-                updated_at=message.updated_at,
-                content_type=message.content_type,
-            )
-            return result, 0 if message.kind == "record" else len(message.body)
+    def _put_staged(self, message: IngestMessage) -> tuple[PutResult, int]:
         if message.location is None:
             raise InvalidMessage(message.field("record"), f"no payload for a {message.kind!r}")
         field = message.field("record_location")
-        self._check_staged(message.location, field)
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY) as spool:
             content_type = self._download(message.location, field, spool)
             size = spool.tell()
-            result = self.store.put(
-                message.id,
-                spool,
-                updated_at=message.updated_at,
-                content_type=message.content_type or content_type,
-            )
+            # The staged body is seen only now, so only now can it be checked.
+            with as_message_error():
+                body = encode_record(
+                    spool,
+                    message.content_type or content_type,
+                    max_size=self.store.max_body_size,
+                    field=field,
+                    content_type_field=message.field("content_type"),
+                )
+            result = self.store.put_validated(message.id, body, message.stamp)
         return result, size
-
-    def _check_staged(self, location: S3Location, field: str, bucket_field: str = "") -> None:
-        if self.staging is None:
-            raise InvalidMessage(field, "this stack has no staging location for staged bodies")
-        self.staging.check(location, field, bucket_field)
 
     def _get_object(self, location: S3Location, field: str) -> dict[str, Any]:
         try:
@@ -187,9 +159,8 @@ class Ingestor:
         size, limit = response.get("ContentLength", 0), self.store.max_body_size
         if size > limit:
             # Refused before the download, which would only fill /tmp to be refused after.
-            # Named as the store names it; handle() maps it to the message's field.
             response["Body"].close()
-            raise BodyTooLarge(size, limit)
+            raise InvalidMessage(field, BodyTooLarge(size, limit).reason)
         for chunk in response["Body"].iter_chunks(8 * 1024 * 1024):
             spool.write(chunk)
         return response.get("ContentType")
@@ -206,10 +177,7 @@ class Ingestor:
         )
         if size > MAX_MESSAGE_BYTES:
             body = self._stage_dead_letter(record, body)
-            attributes["ExtendedPayloadSize"] = {
-                "DataType": "Number",
-                "StringValue": str(len(record.get("body", "").encode())),
-            }
+            attributes.update(claim_check_attributes(len(record.get("body", "").encode())))
         self.sqs.send_message(QueueUrl=self.dlq_url, MessageBody=body, MessageAttributes=attributes)
 
     def _stage_dead_letter(self, record: dict[str, Any], body: str) -> str:
@@ -217,67 +185,4 @@ class Ingestor:
             raise InvalidMessage("body", "too large to dead-letter and no staging location")
         key = f"{self.staging.prefix}{DEAD_LETTER_STAGING_PREFIX}{record['messageId']}"
         self.s3.put_object(Bucket=self.staging.bucket, Key=key, Body=body.encode())
-        pointer = {"s3BucketName": self.staging.bucket, "s3Key": key}
-        return json.dumps(["software.amazon.payloadoffloading.PayloadS3Pointer", pointer])
-
-
-def dead_letter_attributes(record: dict[str, Any], error: InvalidMessage) -> dict[str, Any]:
-    first_seen = (record.get("attributes") or {}).get("ApproximateFirstReceiveTimestamp")
-    seen = (
-        datetime.fromtimestamp(int(first_seen) / 1000, UTC)
-        if first_seen and str(first_seen).isdigit()
-        else datetime.now(UTC)
-    )
-    ours = {
-        ERROR_TYPE: type(error).__name__,
-        ERROR_FIELD: error.field[:256],
-        ERROR_MESSAGE: error.reason[:1024],
-        SOURCE_MESSAGE_ID: record.get("messageId", ""),
-        FIRST_SEEN: seen.isoformat(),
-    }
-    attributes = {
-        name: {"DataType": "String", "StringValue": sqs_text(value) or "-"}
-        for name, value in ours.items()
-    }
-    # Keep the producer's own attributes (claim-check flags first, so a redrive still
-    # resolves), as many as SQS's limit of 10 allows.
-    original = record.get("messageAttributes") or {}
-    ordered = sorted(original, key=lambda name: name not in CLAIM_CHECK_ATTRIBUTES)
-    for name in ordered:
-        if name in attributes:  # a redriven dead letter still carries our vhs-error-* ones
-            continue
-        if len(attributes) >= _SQS_ATTRIBUTE_LIMIT:
-            break
-        converted = _attribute_from_event(original[name])
-        if converted:
-            attributes[name] = converted
-    return attributes
-
-
-# What SQS refuses in a message or attribute value: anything outside #x9 | #xA | #xD |
-# #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
-_SQS_REFUSED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def sqs_text(value: str) -> str:
-    """`value` with every character SQS refuses written as a \\uXXXX escape. A reason may
-    quote the message (an S3 key with a control character, say), and a dead letter that
-    SQS refuses would be retried instead of dead-lettered."""
-    return _SQS_REFUSED.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
-
-
-def _attribute_from_event(value: dict[str, Any]) -> dict[str, Any] | None:
-    """A Lambda event's messageAttributes entry, in SendMessage's shape."""
-    data_type = value.get("dataType") or value.get("DataType")
-    if not data_type:
-        return None
-    string = value.get("stringValue", value.get("StringValue"))
-    binary = value.get("binaryValue", value.get("BinaryValue"))
-    if string is not None:
-        return {"DataType": data_type, "StringValue": string}
-    if binary is not None:
-        import base64
-
-        raw = base64.b64decode(binary) if isinstance(binary, str) else binary
-        return {"DataType": data_type, "BinaryValue": raw}
-    return None
+        return claim_check_body(S3Location(self.staging.bucket, key))

@@ -11,19 +11,19 @@ never dropped silently.
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import settings
 from ..errors import ConfigurationError, InvalidInput
 from ..resources import INGEST, STAGING_PREFIX
 from .contract import validate_message
+from .staging import S3Location, claim_check_attributes, claim_check_body
 
 MAX_BATCH_ENTRIES = 10
-CLAIM_CHECK_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
 # Room for message attributes and the batch request's own framing.
 _ATTRIBUTE_ALLOWANCE = 1024
 _RETRY_ATTEMPTS = 6
@@ -69,19 +69,17 @@ class Producer:
 
     @classmethod
     def from_env(cls, **options: Any) -> Producer:
-        """VHS_QUEUE_URL, and VHS_STAGING_BUCKET / VHS_STAGING_PREFIX for claim checks."""
+        """From VHS_QUEUE_URL, and VHS_STAGING_BUCKET / VHS_STAGING_PREFIX for claim checks."""
         from ..aws import aws_client
 
-        queue_url = os.environ.get("VHS_QUEUE_URL", "")
-        if not queue_url:
-            raise ConfigurationError("set VHS_QUEUE_URL (try: vhs local up)")
-        staging_bucket = os.environ.get("VHS_STAGING_BUCKET") or None
+        (queue_url,) = settings.require(settings.QUEUE_URL, hint="try: vhs local up")
+        staging_bucket = settings.get(settings.STAGING_BUCKET) or None
         return cls(
             queue_url,
             sqs_client=aws_client("sqs"),
             s3_client=aws_client("s3") if staging_bucket else None,
             staging_bucket=staging_bucket,
-            staging_prefix=os.environ.get("VHS_STAGING_PREFIX", STAGING_PREFIX),
+            staging_prefix=settings.get(settings.STAGING_PREFIX, STAGING_PREFIX),
             **options,
         )
 
@@ -142,11 +140,8 @@ class Producer:
         self.s3.put_object(
             Bucket=self.staging_bucket, Key=key, Body=payload, ContentType="application/json"
         )
-        pointer = [CLAIM_CHECK_CLASS, {"s3BucketName": self.staging_bucket, "s3Key": key}]
-        attributes = {
-            "ExtendedPayloadSize": {"DataType": "Number", "StringValue": str(len(payload))}
-        }
-        return json.dumps(pointer), attributes
+        pointer = claim_check_body(S3Location(self.staging_bucket, key))
+        return pointer, claim_check_attributes(len(payload))
 
     def _send_batch(
         self,

@@ -32,8 +32,6 @@ import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -41,82 +39,23 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .. import keys
 from ..aws import is_object_missing
 from ..codec import decompress, sha256_hex
-from ..item import GC_MARKER_PREFIX, ID, item_from_dynamo
+from ..item import ID, item_from_dynamo, layout_problem
 from ..model import Entry, Item
-from ..ordering import TOMBSTONE_HASH
 from ..store import VersionedHybridStore
+from .findings import (
+    Finding,
+    FindingCallback,
+    FindingKind,
+    ProgressCallback,
+    VerifyProgress,
+    VerifyReport,
+)
 
 DEFAULT_SEGMENTS = 4
 DEFAULT_WORKERS = 16
 DEFAULT_MAX_FINDINGS = 1000
 _HASH = re.compile(r"[0-9a-f]{64}")
 _READ_CHUNK = 1024 * 1024
-
-
-class FindingKind(StrEnum):
-    DANGLING = "dangling"  # the pointer's S3 object does not exist
-    HASH_MISMATCH = "hash_mismatch"  # the body's sha256 is not the one the pointer names
-    SIZE_MISMATCH = "size_mismatch"  # the body's size is not the entry's
-    METADATA_MISMATCH = "metadata_mismatch"  # the object's vhs-id metadata is not the id
-    UNPARSEABLE = "unparseable"  # an item or entry not in the store's layout
-    NOT_FOUND = "not_found"  # (verifying named ids only) no item for the id
-    CHECK_FAILED = "check_failed"  # the check itself failed (access denied, 5xx): unknown
-
-
-@dataclass(frozen=True)
-class Finding:
-    kind: FindingKind
-    id: str
-    version: int | None  # the newest retained version affected (None: the whole item)
-    location: str  # s3://bucket/key, dynamodb://table/id, or dynamodb://table/id#vN
-    detail: str
-    versions: tuple[int, ...] = ()  # every retained version that shares this body
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "kind": str(self.kind), "versions": list(self.versions)}
-
-    def __str__(self) -> str:
-        which = f" v{self.version}" if self.version is not None else ""
-        return f"{self.kind} {self.id!r}{which} at {self.location}: {self.detail}"
-
-
-@dataclass
-class VerifyReport:
-    items: int = 0  # items read
-    unversioned: int = 0  # items with no version (only garbage-collector markers)
-    versions: int = 0  # retained versions checked
-    deletes: int = 0  # of which tombstones (nothing to check)
-    inline: int = 0  # of which inline bodies
-    s3: int = 0  # of which S3 pointers
-    s3_objects: int = 0  # distinct S3 objects looked up
-    unconfirmed: int = 0  # S3 objects whose content no checksum or hash confirmed (not deep,
-    #                       and S3 returned no full-object SHA-256: multipart or rewritten)
-    bytes_hashed: int = 0  # bytes read and hashed (inline bodies, and S3 bodies with deep)
-    raced: int = 0  # dangling pointers a concurrent writer or retention explained away
-    findings_total: int = 0
-    by_kind: dict[str, int] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)  # the first `max_findings`
-    deep: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.findings_total == 0
-
-    def as_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items() if k != "findings"}
-        return {**data, "ok": self.ok, "findings": [f.as_dict() for f in self.findings]}
-
-
-@dataclass(frozen=True)
-class VerifyProgress:
-    items: int  # items read so far
-    versions: int  # retained versions checked so far (S3 ones once their lookup is done)
-    findings: int
-    estimated_items: int | None  # DescribeTable's ItemCount (updated about every 6 hours)
-
-
-ProgressCallback = Callable[[VerifyProgress], None]
-FindingCallback = Callable[[Finding], None]
 
 
 class Verifier:
@@ -244,7 +183,7 @@ class Verifier:
             self._report.items += 1
         try:
             item = item_from_dynamo(raw)
-            problem = _item_problem(raw, item)
+            problem = layout_problem(raw, item)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
             item, problem = None, f"not in the store's layout: {type(error).__name__} {error}"
         if problem is not None:
@@ -496,27 +435,6 @@ def _raw_id(raw: dict[str, Any]) -> str:
     if isinstance(value, dict) and isinstance(value.get("S"), str):
         return value["S"]
     return repr(value)
-
-
-def _item_problem(raw: dict[str, Any], item: Item | None) -> str | None:
-    """Why an item (already parsed by index.item_from_dynamo) is not one the store wrote."""
-    if item is None:
-        stray = sorted(
-            name
-            for name in raw
-            if name != ID and not name.startswith(GC_MARKER_PREFIX)
-        )
-        return f"no current entry, but has {', '.join(stray)}" if stray else None
-    if item.version < 1 + len(item.history):
-        return f"version {item.version} is lower than the {len(item.history) + 1} entries held"
-    for version, entry in item.versions():
-        if entry.content_hash != TOMBSTONE_HASH and not _HASH.fullmatch(entry.content_hash):
-            return f"version {version}: {entry.content_hash!r} is not a sha256 hex digest"
-        if entry.size < 0:
-            return f"version {version}: negative size {entry.size}"
-        if entry.deleted and entry.inline is not None:
-            return f"version {version}: a delete with a body"
-    return None
 
 
 def _full_object_sha256(response: dict[str, Any]) -> str | None:

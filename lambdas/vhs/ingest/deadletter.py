@@ -1,0 +1,202 @@
+"""Dead letters: the reason VHS writes on a message it cannot store, and reading it back.
+
+The ingest handler sends an invalid message to the DLQ with its reason in `vhs-error-*`
+message attributes (type, field, message, the ingest queue's message id, when it was first
+seen). A message whose retries were exhausted is moved there by SQS's redrive policy and
+carries none: it reads as RETRIES_EXHAUSTED. `vhs dlq` reads both kinds (dlq.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..errors import InvalidMessage
+from .staging import CLAIM_CHECK_ATTRIBUTES, is_claim_check
+
+# Message attributes on a dead letter.
+ERROR_TYPE = "vhs-error-type"
+ERROR_FIELD = "vhs-error-field"
+ERROR_MESSAGE = "vhs-error-message"
+SOURCE_MESSAGE_ID = "vhs-source-message-id"
+FIRST_SEEN = "vhs-first-seen"
+DEAD_LETTER_ATTRIBUTES = (ERROR_TYPE, ERROR_FIELD, ERROR_MESSAGE, SOURCE_MESSAGE_ID, FIRST_SEEN)
+RETRIES_EXHAUSTED = "RetriesExhausted"
+_SQS_ATTRIBUTE_LIMIT = 10
+_PREVIEW = 120
+
+
+def dead_letter_attributes(record: dict[str, Any], error: InvalidMessage) -> dict[str, Any]:
+    first_seen = (record.get("attributes") or {}).get("ApproximateFirstReceiveTimestamp")
+    seen = (
+        datetime.fromtimestamp(int(first_seen) / 1000, UTC)
+        if first_seen and str(first_seen).isdigit()
+        else datetime.now(UTC)
+    )
+    ours = {
+        ERROR_TYPE: type(error).__name__,
+        ERROR_FIELD: error.field[:256],
+        ERROR_MESSAGE: error.reason[:1024],
+        SOURCE_MESSAGE_ID: record.get("messageId", ""),
+        FIRST_SEEN: seen.isoformat(),
+    }
+    attributes = {
+        name: {"DataType": "String", "StringValue": sqs_text(value) or "-"}
+        for name, value in ours.items()
+    }
+    # Keep the producer's own attributes (claim-check flags first, so a redrive still
+    # resolves), as many as SQS's limit of 10 allows.
+    original = record.get("messageAttributes") or {}
+    ordered = sorted(original, key=lambda name: name not in CLAIM_CHECK_ATTRIBUTES)
+    for name in ordered:
+        if name in attributes:  # a redriven dead letter still carries our vhs-error-* ones
+            continue
+        if len(attributes) >= _SQS_ATTRIBUTE_LIMIT:
+            break
+        converted = _attribute_from_event(original[name])
+        if converted:
+            attributes[name] = converted
+    return attributes
+
+
+# What SQS refuses in a message or attribute value: anything outside #x9 | #xA | #xD |
+# #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
+_SQS_REFUSED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def sqs_text(value: str) -> str:
+    """`value` with every character SQS refuses written as a \\uXXXX escape. A reason may
+    quote the message (an S3 key with a control character, say), and a dead letter that
+    SQS refuses would be retried instead of dead-lettered."""
+    return _SQS_REFUSED.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+
+
+def _attribute_from_event(value: dict[str, Any]) -> dict[str, Any] | None:
+    """A Lambda event's messageAttributes entry, in SendMessage's shape."""
+    data_type = value.get("dataType") or value.get("DataType")
+    if not data_type:
+        return None
+    string = value.get("stringValue", value.get("StringValue"))
+    binary = value.get("binaryValue", value.get("BinaryValue"))
+    if string is not None:
+        return {"DataType": data_type, "StringValue": string}
+    if binary is not None:
+        raw = base64.b64decode(binary) if isinstance(binary, str) else binary
+        return {"DataType": data_type, "BinaryValue": raw}
+    return None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    message_id: str  # in the DLQ
+    record_id: str | None  # None: not JSON, no id, or an unresolved claim check
+    claim_check: bool
+    error_type: str  # InvalidMessage, MissingStagedObject, or RETRIES_EXHAUSTED
+    error_field: str | None
+    reason: str
+    first_seen: datetime  # when the ingest queue first delivered it (else when it was sent)
+    receive_count: int  # ApproximateReceiveCount: the ingest queue's receives (for a
+    #                     message the redrive policy moved) plus every read of the DLQ
+    source_message_id: str  # its message id on the ingest queue (for the function's log)
+    size: int  # body bytes
+    preview: str  # the body's start, for messages that are not what they should be
+
+    @property
+    def retries_exhausted(self) -> bool:
+        return self.error_type == RETRIES_EXHAUSTED
+
+    def age(self, now: datetime | None = None) -> timedelta:
+        return (now or datetime.now(UTC)) - self.first_seen
+
+    def as_dict(self, now: datetime | None = None) -> dict[str, Any]:
+        data = asdict(self)
+        data["first_seen"] = self.first_seen.isoformat()
+        data["age_seconds"] = round(self.age(now).total_seconds(), 3)
+        return data
+
+    @classmethod
+    def from_message(cls, message: dict[str, Any], record_id: str | None = None) -> DeadLetter:
+        """From a ReceiveMessage message (received with every attribute)."""
+        attributes = message.get("MessageAttributes") or {}
+        system = message.get("Attributes") or {}
+        body = message.get("Body", "")
+        count = int(system.get("ApproximateReceiveCount", "0") or 0)
+        parsed = parse_or_none(body)
+        claim_check = is_claim_check(parsed)
+        if record_id is None and isinstance(parsed, dict) and isinstance(parsed.get("id"), str):
+            record_id = parsed["id"]
+        error_type = _string(attributes, ERROR_TYPE)
+        if error_type:
+            reason = _string(attributes, ERROR_MESSAGE) or "(no reason given)"
+            error_field = _string(attributes, ERROR_FIELD)
+            error_field = None if error_field in (None, "-") else error_field
+        else:
+            error_type, error_field = RETRIES_EXHAUSTED, None
+            reason = (
+                "retries exhausted: not stored after repeated receives, so SQS's redrive "
+                "policy moved it (a failure that persisted: throttling, 5xx, timeouts, write "
+                "conflicts, configuration); the function's log has each attempt's error "
+                "under this message id"
+            )
+        return cls(
+            message_id=message["MessageId"],
+            record_id=record_id,
+            claim_check=claim_check,
+            error_type=error_type,
+            error_field=error_field,
+            reason=reason,
+            first_seen=_first_seen(attributes, system),
+            receive_count=count,
+            source_message_id=_string(attributes, SOURCE_MESSAGE_ID) or message["MessageId"],
+            size=len(body.encode()),
+            preview=body[:_PREVIEW],
+        )
+
+
+def producer_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    """A dead letter's message attributes as SendMessage takes them, without the
+    `vhs-error-*` attributes that the ingest handler added when it dead-lettered it."""
+    kept: dict[str, Any] = {}
+    for name, value in attributes.items():
+        if name in DEAD_LETTER_ATTRIBUTES:
+            continue
+        converted: dict[str, Any] = {"DataType": value["DataType"]}
+        if value.get("StringValue") is not None:
+            converted["StringValue"] = value["StringValue"]
+        elif value.get("BinaryValue") is not None:
+            converted["BinaryValue"] = value["BinaryValue"]
+        else:
+            continue
+        kept[name] = converted
+    return kept
+
+
+def parse_or_none(text: str | bytes) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _string(attributes: dict[str, Any], name: str) -> str | None:
+    value = attributes.get(name)
+    return value.get("StringValue") if isinstance(value, dict) else None
+
+
+def _first_seen(attributes: dict[str, Any], system: dict[str, Any]) -> datetime:
+    stamp = _string(attributes, FIRST_SEEN)
+    if stamp:
+        try:
+            seen = datetime.fromisoformat(stamp)
+            return seen if seen.tzinfo else seen.replace(tzinfo=UTC)
+        except ValueError:
+            pass
+    sent = system.get("SentTimestamp")
+    if sent and str(sent).isdigit():
+        return datetime.fromtimestamp(int(sent) / 1000, UTC)
+    return datetime.fromtimestamp(time.time(), UTC)

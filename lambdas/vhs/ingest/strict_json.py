@@ -1,0 +1,214 @@
+"""Strict JSON for messages: I-JSON (RFC 7493), with the place of every refusal.
+
+Python's json module accepts what another consumer would read differently (duplicate keys,
+NaN and Infinity, numbers beyond a double, unpaired surrogates, a byte order mark, UTF-16),
+so a message body or claim-check payload is parsed here instead: each of these is refused with
+an InvalidMessage naming the top-level field it occurs in.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from ..errors import InvalidMessage
+
+MAX_S3_KEY_BYTES = 1024
+# Python's own limit on converting digits to an int (sys.int_info.default_max_str_digits).
+MAX_INTEGER_DIGITS = 4300
+
+
+def json_type(value: Any) -> str:
+    """A value's type in JSON's words, for reasons a producer in any language can read."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def field_label(name: str) -> str:
+    """A field name as it can appear in vhs-error-field: as is when short and printable,
+    otherwise JSON-escaped and cut, so that a hostile name (NUL, an unpaired surrogate,
+    100 KB) still fits a message attribute SQS accepts."""
+    if 0 < len(name) <= 64 and name.isprintable():
+        return name
+    escaped = json.dumps(name)
+    return escaped if len(escaped) <= 64 else escaped[:61] + "..."
+
+
+def document_field(field_prefix: str) -> str:
+    """The name of a whole document: "body" for a message, "payload" for a claim check's."""
+    return field_prefix.rstrip(".") or "body"
+
+
+class _Refused:
+    """Put in the parsed tree in place of a value the contract refuses, so that the error
+    can say where it is (json's hooks are told the value, not its place)."""
+
+    __slots__ = ("duplicate", "reason")
+
+    def __init__(self, reason: str, duplicate: str | None = None) -> None:
+        self.reason = reason
+        self.duplicate = duplicate
+
+
+# A lone \uD800-\uDFFF escape (one not part of a pair), or a surrogate code point in a str
+# given by a Python caller. It only decides whether to look for the place; the walk decides.
+_LONE_SURROGATE_HINT = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    "|[\ud800-\udfff]"
+)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BOM = "\ufeff"
+
+
+def parse_json_body(text: str | bytes, field_prefix: str = "") -> Any:
+    """Parse a message body (str, as SQS delivers it) or a claim-check payload (bytes from
+    S3) as I-JSON. Raises InvalidMessage naming the top-level field at fault, or the whole
+    document ("body", or "payload" with field_prefix "payload.")."""
+    document = document_field(field_prefix)
+    if isinstance(text, bytes | bytearray | memoryview):
+        try:
+            # Strict UTF-8: json.loads(bytes) would also take UTF-16 and UTF-32, skip a BOM
+            # and decode encoded surrogates ("surrogatepass").
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as error:
+            bad = error.object[error.start]
+            raise InvalidMessage(
+                document, f"not UTF-8: byte 0x{bad:02x} at offset {error.start}"
+            ) from None
+    if text.startswith(_BOM):
+        raise InvalidMessage(document, "starts with a byte order mark (U+FEFF): send none")
+    refused = False
+
+    def refuse(reason: str, duplicate: str | None = None) -> _Refused:
+        nonlocal refused
+        refused = True
+        return _Refused(reason, duplicate)
+
+    def constant(name: str) -> _Refused:
+        return refuse(f"{name} is not valid JSON")
+
+    def number(literal: str) -> float | _Refused:
+        value = float(literal)
+        if math.isinf(value):
+            shown = literal if len(literal) <= 32 else literal[:29] + "..."
+            return refuse(f"{shown} is out of range of a double")
+        return value
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any] | _Refused:
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                return refuse(f"duplicate key {field_label(key)!r}", key)
+            seen.add(key)
+        raise AssertionError("unreachable: dict() dropped a pair without a duplicate key")
+
+    hooks: dict[str, Any] = {
+        "parse_constant": constant,
+        "parse_float": number,
+        "object_pairs_hook": unique,
+    }
+    try:
+        parsed = _loads(text, document, hooks)
+    except _IntegerTooLong:
+        # Rare, so only now parse again with a hook on every integer (it halves the speed),
+        # to find where the integer is.
+        def integer(literal: str) -> int | _Refused:
+            digits = len(literal.lstrip("-"))
+            if digits > MAX_INTEGER_DIGITS:
+                return refuse(f"an integer of {digits} digits is too large")
+            return int(literal)
+
+        parsed = _loads(text, document, {**hooks, "parse_int": integer})
+    if refused or _LONE_SURROGATE_HINT.search(text):
+        problem = _first_problem(parsed, field_prefix)
+        if problem is not None:
+            raise problem
+    return parsed
+
+
+class _IntegerTooLong(Exception):
+    pass
+
+
+def _loads(text: str, document: str, hooks: dict[str, Any]) -> Any:
+    try:
+        return json.loads(text, **hooks)
+    except RecursionError:
+        raise InvalidMessage(document, "JSON is nested too deeply") from None
+    except json.JSONDecodeError as error:
+        raise InvalidMessage(
+            document, f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
+        ) from None
+    except ValueError:
+        # int() refuses more than MAX_INTEGER_DIGITS digits (CVE-2020-10735's limit).
+        raise _IntegerTooLong from None
+
+
+def _first_problem(document: Any, field_prefix: str) -> InvalidMessage | None:
+    """The first refused value or unpaired surrogate in document order, as an error."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(document, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, _Refused):
+            return _error_at(path, value.reason, field_prefix, value.duplicate)
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return _error_at(path, "contains an unpaired surrogate", field_prefix)
+        elif isinstance(value, dict):
+            for key in value:
+                if _SURROGATE.search(key):
+                    return _error_at(
+                        (*path, key), "is a key with an unpaired surrogate", field_prefix
+                    )
+            stack.extend((item, (*path, key)) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((item, (*path, n)) for n, item in reversed(list(enumerate(value))))
+    return None
+
+
+def _error_at(
+    path: tuple[str | int, ...], reason: str, field_prefix: str, duplicate: str | None = None
+) -> InvalidMessage:
+    if not path:
+        # A duplicate key of the message itself: name that field.
+        if duplicate is not None:
+            return InvalidMessage(field_prefix + field_label(duplicate), reason)
+        return InvalidMessage(document_field(field_prefix), reason)
+    head = path[0]
+    if isinstance(head, str) and len(path) == 1:
+        return InvalidMessage(field_prefix + field_label(head), reason)
+    field = (
+        field_prefix + field_label(head) if isinstance(head, str) else document_field(field_prefix)
+    )
+    return InvalidMessage(field, f"{reason}, at {_render_path(path)}")
+
+
+def _render_path(path: tuple[str | int, ...]) -> str:
+    parts = []
+    for step in path:
+        if isinstance(step, int):
+            parts.append(f"[{step}]")
+        elif _IDENTIFIER.fullmatch(step):
+            parts.append(f".{step}" if parts else step)
+        else:
+            parts.append(f"[{field_label(step)}]")
+    rendered = "".join(parts)
+    return rendered if len(rendered) <= 200 else rendered[:197] + "..."
