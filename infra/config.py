@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from vhs import resources
+from vhs import resources, settings
 
 # The AWS-managed Powertools for AWS Lambda (Python) v3 layer. Its version must match the
 # aws-lambda-powertools pin in requirements.txt (a test checks): by default the stack resolves
@@ -43,7 +44,6 @@ POWERTOOLS_LAYER_ACCOUNT = "017000801446"
 # The newest Python the Powertools layer is built for (AWSLambdaPowertoolsPythonV3-python314-*).
 LAMBDA_PYTHON_VERSION = "3.14"
 LAMBDA_ARCHITECTURE = "arm64"
-LAMBDA_HANDLER = "handlers.ingest.handler"
 
 # The buckets of a deployment, by role. "vhs-" + 20-character stage + "-staging-" + account
 # + "-" + the longest region name stays within S3's 63 characters.
@@ -52,6 +52,7 @@ BUCKET_ROLES = ("bodies", "staging", "logs")
 _STAGE = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _LAYER_ARN = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$")
+_BODY_PREFIX = re.compile(r"^[A-Za-z0-9!_.*'()-]*(/[A-Za-z0-9!_.*'()-]+)*$")
 # CloudWatch Logs accepts only these retention periods.
 LOG_RETENTION_DAYS = (
     1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
@@ -62,6 +63,10 @@ _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 class ConfigError(ValueError):
     pass
+
+
+def _matches(pattern: re.Pattern[str], value: str) -> bool:
+    return pattern.match(value) is not None
 
 
 def powertools_layer_name(
@@ -99,34 +104,46 @@ class VhsConfig:
     ingest_event_source: bool = True
 
     def __post_init__(self) -> None:
-        if not _STAGE.match(self.stage):
-            raise ConfigError(
-                f"stage {self.stage!r}: use 1-20 lower-case letters, digits and '-', "
-                "starting with a letter"
-            )
-        if self.alarm_email is not None and not _EMAIL.match(self.alarm_email):
-            raise ConfigError(f"alarmEmail {self.alarm_email!r} is not an email address")
-        if self.log_retention_days not in LOG_RETENTION_DAYS:
-            raise ConfigError(
-                f"logRetentionDays {self.log_retention_days}: CloudWatch Logs accepts "
-                f"{', '.join(map(str, LOG_RETENTION_DAYS))}"
-            )
-        if self.body_prefix != self.body_prefix.strip("/") or not re.match(
-            r"^[A-Za-z0-9!_.*'()-]*(/[A-Za-z0-9!_.*'()-]+)*$", self.body_prefix
-        ):
-            raise ConfigError(f"bodyPrefix {self.body_prefix!r}: use S3-safe path segments")
-        if self.log_level not in _LOG_LEVELS:
-            raise ConfigError(f"logLevel {self.log_level!r}: one of {', '.join(_LOG_LEVELS)}")
+        for ok, problem in self._checks():
+            if not ok:
+                raise ConfigError(problem)
+
+    def _checks(self) -> Iterator[tuple[bool, str]]:
+        """(holds, what is wrong otherwise), in order: the first that fails is reported."""
+        yield (
+            _matches(_STAGE, self.stage),
+            f"stage {self.stage!r}: use 1-20 lower-case letters, digits and '-', "
+            "starting with a letter",
+        )
+        yield (
+            self.alarm_email is None or _matches(_EMAIL, self.alarm_email),
+            f"alarmEmail {self.alarm_email!r} is not an email address",
+        )
+        yield (
+            self.log_retention_days in LOG_RETENTION_DAYS,
+            f"logRetentionDays {self.log_retention_days}: CloudWatch Logs accepts "
+            f"{', '.join(map(str, LOG_RETENTION_DAYS))}",
+        )
+        yield (
+            self.body_prefix == self.body_prefix.strip("/")
+            and _matches(_BODY_PREFIX, self.body_prefix),
+            f"bodyPrefix {self.body_prefix!r}: use S3-safe path segments",
+        )
+        yield (
+            self.log_level in _LOG_LEVELS,
+            f"logLevel {self.log_level!r}: one of {', '.join(_LOG_LEVELS)}",
+        )
         for name in ("inline_threshold", "retain_versions", "retain_days"):
             value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ConfigError(f"{name} must not be negative")
-        if self.powertools_layer_arn is not None and not _LAYER_ARN.match(
-            self.powertools_layer_arn
-        ):
-            raise ConfigError(f"powertoolsLayerArn {self.powertools_layer_arn!r} is not an ARN")
-        if self.powertools_layer_version is not None and self.powertools_layer_version < 1:
-            raise ConfigError("powertoolsLayerVersion must be a positive layer version")
+            yield value is None or value >= 0, f"{name} must not be negative"
+        yield (
+            self.powertools_layer_arn is None or _matches(_LAYER_ARN, self.powertools_layer_arn),
+            f"powertoolsLayerArn {self.powertools_layer_arn!r} is not an ARN",
+        )
+        yield (
+            self.powertools_layer_version is None or self.powertools_layer_version >= 1,
+            "powertoolsLayerVersion must be a positive layer version",
+        )
 
     @property
     def prefix(self) -> str:
@@ -147,6 +164,18 @@ class VhsConfig:
         if role not in BUCKET_ROLES:
             raise ConfigError(f"unknown bucket role {role!r}")
         return f"vhs-{self.stage}-{role}-{account}-{region}"
+
+    def store_settings(self, table_name: str, bucket_name: str) -> settings.StoreSettings:
+        """What a function is told of the store in `table_name` and `bucket_name`: those, and
+        this configuration's body prefix, inline threshold and retention."""
+        return settings.StoreSettings(
+            table_name=table_name,
+            bucket_name=bucket_name,
+            prefix=self.body_prefix,
+            inline_threshold=self.inline_threshold,
+            retain_versions=self.retain_versions,
+            retain_days=self.retain_days,
+        )
 
     @classmethod
     def from_context(cls, get: Any) -> VhsConfig:
@@ -176,47 +205,39 @@ class VhsConfig:
                 raise ConfigError(f"context {key}={value!r}: use true or false")
             return lowered == "true"
 
-        ingest = resources.INGEST
-        alarms = resources.ALARMS
-        gc = resources.GC
-        overrides: dict[str, Any] = {}
+        # The shapes first (a context value replaces one field; the shape validates it), then
+        # the plain settings.
+        overrides: dict[str, Any] = {
+            "ingest": resources.INGEST,
+            "alarms": resources.ALARMS,
+            "gc": resources.GC,
+        }
         try:
-            if (concurrency := number("maxConcurrency")) is not None:
-                ingest = dataclasses.replace(ingest, max_concurrency=concurrency)
-            if (age := number("oldestMessageAgeAlarmSeconds")) is not None:
-                alarms = dataclasses.replace(alarms, oldest_message_age_seconds=age)
-            if (schedule := text("gcSchedule")) is not None:
-                gc = dataclasses.replace(gc, schedule_expression=schedule)
-            if (parallel := number("gcParallel")) is not None:
-                gc = dataclasses.replace(gc, parallel=parallel)
-            if (grace := text("gcGrace")) is not None:
-                gc = dataclasses.replace(gc, grace=grace)
+            for read, key, shape, name in (
+                (number, "maxConcurrency", "ingest", "max_concurrency"),
+                (number, "oldestMessageAgeAlarmSeconds", "alarms", "oldest_message_age_seconds"),
+                (text, "gcSchedule", "gc", "schedule_expression"),
+                (number, "gcParallel", "gc", "parallel"),
+                (text, "gcGrace", "gc", "grace"),
+            ):
+                if (value := read(key)) is not None:
+                    overrides[shape] = dataclasses.replace(overrides[shape], **{name: value})
         except ValueError as error:
             raise ConfigError(str(error)) from None
-        for key, name in (
-            ("logRetentionDays", "log_retention_days"),
-            ("inlineThreshold", "inline_threshold"),
-            ("retainVersions", "retain_versions"),
-            ("retainDays", "retain_days"),
-            ("powertoolsLayerVersion", "powertools_layer_version"),
+        for read, key, name in (
+            (number, "logRetentionDays", "log_retention_days"),
+            (number, "inlineThreshold", "inline_threshold"),
+            (number, "retainVersions", "retain_versions"),
+            (number, "retainDays", "retain_days"),
+            (number, "powertoolsLayerVersion", "powertools_layer_version"),
+            (text, "stage", "stage"),
+            (text, "alarmEmail", "alarm_email"),
+            (text, "logLevel", "log_level"),
+            (text, "powertoolsLayerArn", "powertools_layer_arn"),
         ):
-            if (value := number(key)) is not None:
-                overrides[name] = value
-        for key, name in (
-            ("stage", "stage"),
-            ("alarmEmail", "alarm_email"),
-            ("logLevel", "log_level"),
-            ("powertoolsLayerArn", "powertools_layer_arn"),
-        ):
-            if (value := text(key)) is not None:
+            if (value := read(key)) is not None:
                 overrides[name] = value
         prefix = get("bodyPrefix")
         if prefix is not None:
             overrides["body_prefix"] = str(prefix)
-        return cls(
-            ingest=ingest,
-            alarms=alarms,
-            gc=gc,
-            ingest_event_source=flag("ingestEventSource", True),
-            **overrides,
-        )
+        return cls(ingest_event_source=flag("ingestEventSource", True), **overrides)

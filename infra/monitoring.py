@@ -24,10 +24,10 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from vhs import resources
+from vhs import resources, settings
 
 from .config import VhsConfig
-from .ingest import SERVICE_NAME, metrics_namespace
+from .function import metrics_namespace
 
 # The DynamoDB operations the store calls (vhs/index.py); their throttles are alarmed.
 STORE_OPERATIONS = (
@@ -40,11 +40,25 @@ INGEST_OUTCOMES = ("stored", "unchanged", "stale", "deleted", "invalid", "retrie
 # What publishing to a topic encrypted with a customer managed key takes: SNS asks KMS for a
 # data key on the publisher's behalf. GenerateDataKey exactly: no wildcard on KMS actions.
 TOPIC_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
+AT_LEAST = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 
 
 def comparison(api_name: str) -> cloudwatch.ComparisonOperator:
     """The CDK operator for a CloudWatch API name such as GreaterThanOrEqualToThreshold."""
     return getattr(cloudwatch.ComparisonOperator, re.sub(r"(?<!^)(?=[A-Z])", "_", api_name).upper())
+
+
+def topic_key(scope: Construct, description: str) -> kms.Key:
+    """The customer managed key of a VHS topic ("TopicKey"): rotated, and deleted with its
+    stateless stack after the shortest waiting period."""
+    return kms.Key(
+        scope,
+        "TopicKey",
+        description=description,
+        enable_key_rotation=True,
+        removal_policy=cdk.RemovalPolicy.DESTROY,
+        pending_window=cdk.Duration.days(7),
+    )
 
 
 def notifying_alarm(
@@ -55,10 +69,13 @@ def notifying_alarm(
     action: cloudwatch.IAlarmAction,
     metric: cloudwatch.IMetric,
     description: str,
-    **kwargs: Any,
+    threshold: float,
+    evaluation_periods: int = 1,
+    comparison_operator: cloudwatch.ComparisonOperator = AT_LEAST,
 ) -> cloudwatch.Alarm:
     """An alarm named ``{name}-{id}`` that sends both ALARM and OK to `action`, with missing
-    data not breaching: how every VHS alarm is made (the change feed's too)."""
+    data not breaching: how every VHS alarm is made (the change feed's too). By default it
+    fires when one period reaches the threshold."""
     created = cloudwatch.Alarm(
         scope,
         id,
@@ -66,7 +83,9 @@ def notifying_alarm(
         alarm_description=description,
         metric=metric,
         treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-        **kwargs,
+        threshold=threshold,
+        evaluation_periods=evaluation_periods,
+        comparison_operator=comparison_operator,
     )
     created.add_alarm_action(action)
     created.add_ok_action(action)
@@ -82,6 +101,55 @@ def dead_letter_metric(dead_letters: sqs.IQueue) -> cloudwatch.Metric:
         dimensions_map={"QueueName": dead_letters.queue_name},
         statistic=dlq.statistic,
         period=cdk.Duration.seconds(dlq.period_seconds),
+    )
+
+
+def dead_letter_alarm(
+    scope: Construct,
+    id: str,
+    *,
+    config: VhsConfig,
+    action: cloudwatch.IAlarmAction,
+    dead_letters: sqs.IQueue,
+    description: str,
+) -> cloudwatch.Alarm:
+    """`resources.DLQ_ALARM` on `dead_letters`: the shape the local stack's alarm evaluator
+    uses too. The first dead letter alarms at once."""
+    dlq = resources.DLQ_ALARM
+    return notifying_alarm(
+        scope,
+        id,
+        name=config.prefix,
+        action=action,
+        metric=dead_letter_metric(dead_letters),
+        description=description,
+        threshold=dlq.threshold,
+        evaluation_periods=dlq.evaluation_periods,
+        comparison_operator=comparison(dlq.comparison_operator),
+    )
+
+
+def function_errors_alarm(
+    scope: Construct,
+    id: str,
+    *,
+    config: VhsConfig,
+    action: cloudwatch.IAlarmAction,
+    function: lambda_.IFunction,
+    description: str,
+) -> cloudwatch.Alarm:
+    """Failed invocations of `function` (the Errors sum of one alarm period reaches
+    `alarms.function_errors`): every VHS function has this alarm."""
+    return notifying_alarm(
+        scope,
+        id,
+        name=config.prefix,
+        action=action,
+        metric=function.metric_errors(
+            period=cdk.Duration.seconds(config.alarms.period_seconds), statistic="Sum"
+        ),
+        description=description,
+        threshold=config.alarms.function_errors,
     )
 
 
@@ -104,14 +172,7 @@ class Monitoring(Construct):
         # SNS encrypts with a customer managed key: CloudWatch cannot publish to a topic
         # encrypted with the AWS managed aws/sns key, because that key's policy cannot be
         # changed to let CloudWatch use it.
-        self.topic_key = kms.Key(
-            self,
-            "TopicKey",
-            description=f"Encrypts the VHS {config.stage} alarm topic",
-            enable_key_rotation=True,
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-            pending_window=cdk.Duration.days(7),
-        )
+        self.topic_key = topic_key(self, f"Encrypts the VHS {config.stage} alarm topic")
         self.topic_key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="AllowCloudWatchAlarmsToPublish",
@@ -150,42 +211,47 @@ class Monitoring(Construct):
             self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
 
         action = actions.SnsAction(self.topic)
-        name = config.prefix
-        at_least = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
         period = cdk.Duration.seconds(thresholds.period_seconds)
 
         def alarm(
             id: str, metric: cloudwatch.IMetric, description: str, **kwargs: Any
         ) -> cloudwatch.Alarm:
             return notifying_alarm(
-                self, id, name=name, action=action, metric=metric, description=description, **kwargs
+                self,
+                id,
+                name=config.prefix,
+                action=action,
+                metric=metric,
+                description=description,
+                **kwargs,
             )
 
-        dlq = resources.DLQ_ALARM  # the shape the local stack's alarm evaluator uses too
-        self.dead_letter_alarm = alarm(
+        self.dead_letter_alarm = dead_letter_alarm(
+            self,
             "DeadLetters",
-            dead_letter_metric(dead_letters),
-            "Messages are in the ingest dead-letter queue: records that were not stored. "
-            "Read their vhs-error-* attributes, fix the cause, then redrive.",
-            threshold=dlq.threshold,
-            evaluation_periods=dlq.evaluation_periods,
-            comparison_operator=comparison(dlq.comparison_operator),
+            config=config,
+            action=action,
+            dead_letters=dead_letters,
+            description=(
+                "Messages are in the ingest dead-letter queue: records that were not stored. "
+                "Read their vhs-error-* attributes, fix the cause, then redrive."
+            ),
         )
-        self.errors_alarm = alarm(
+        self.errors_alarm = function_errors_alarm(
+            self,
             "FunctionErrors",
-            function.metric_errors(period=period, statistic="Sum"),
-            "The ingest function failed whole invocations (crash, timeout or configuration).",
-            threshold=thresholds.function_errors,
-            evaluation_periods=1,
-            comparison_operator=at_least,
+            config=config,
+            action=action,
+            function=function,
+            description=(
+                "The ingest function failed whole invocations (crash, timeout or configuration)."
+            ),
         )
         self.throttles_alarm = alarm(
             "FunctionThrottles",
             function.metric_throttles(period=period, statistic="Sum"),
             "The ingest function was throttled: check the account's concurrency.",
             threshold=thresholds.function_throttles,
-            evaluation_periods=1,
-            comparison_operator=at_least,
         )
         self.age_alarm = alarm(
             "QueueAge",
@@ -196,7 +262,6 @@ class Monitoring(Construct):
             f"The oldest ingest message waited over {thresholds.oldest_message_age_seconds} s: "
             "ingest is falling behind or stopped.",
             threshold=thresholds.oldest_message_age_seconds,
-            evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
         self.dynamodb_alarm = alarm(
@@ -206,8 +271,6 @@ class Monitoring(Construct):
             ),
             "DynamoDB throttled requests to the index table.",
             threshold=thresholds.dynamodb_throttled_requests,
-            evaluation_periods=1,
-            comparison_operator=at_least,
         )
         self.alarms = [
             self.dead_letter_alarm,
@@ -232,7 +295,7 @@ class Monitoring(Construct):
             cloudwatch.Metric(
                 namespace=metrics_namespace(config),
                 metric_name=outcome,
-                dimensions_map={"service": SERVICE_NAME},
+                dimensions_map={"service": settings.INGEST_FUNCTION.service},
                 statistic="Sum",
                 period=minute,
                 label=outcome,

@@ -35,6 +35,12 @@ def acknowledge(scope: IConstruct, rule: str, reason: str, finding: str | None =
     cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=rule_id, reason=reason))
 
 
+def acknowledge_wildcard(construct: IConstruct, arn: str, reason: str) -> None:
+    """Acknowledge IAM5 for the one wildcard resource `arn` in `construct`'s policies (an
+    object ARN such as ``.../bodies/*``), and for no other."""
+    acknowledge(construct, "AwsSolutions-IAM5", reason, finding=wildcard_resource(construct, arn))
+
+
 def skip_checkov(construct: IConstruct, check: str, reason: str) -> None:
     """Skip one checkov check for the CloudFormation resource of `construct` (its default
     child): checkov reads ``Metadata.checkov.skip`` and reports the check as skipped there,

@@ -40,6 +40,8 @@ from aws_cdk import aws_ssm as ssm
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
+from vhs import settings
+
 from .changes import ChangeFeed
 from .config import VhsConfig
 from .gc import GarbageCollection
@@ -52,18 +54,47 @@ def _bucket_name(config: VhsConfig, role: str) -> str:
     return config.bucket_name(role, cdk.Aws.ACCOUNT_ID, cdk.Aws.REGION)
 
 
+def store_settings(config: VhsConfig) -> settings.StoreSettings:
+    """The deployed store, as its functions are told of it: the Store stack's table and body
+    bucket by name, and the configuration's body prefix, inline threshold and retention.
+    `build` makes one and hands it to the Ingest and the collector, so the collector judges
+    versions with exactly the retention ingest writes with."""
+    return config.store_settings(config.table_name, _bucket_name(config, "bodies"))
+
+
 def _parameter_name(config: VhsConfig, name: str) -> str:
     return f"/vhs/{config.stage}/{name}"
 
 
-def _parameter(scope: Construct, config: VhsConfig, name: str, value: str, what: str) -> None:
-    ssm.StringParameter(
-        scope,
-        f"Parameter{''.join(part.title() for part in name.split('-'))}",
-        parameter_name=_parameter_name(config, name),
-        string_value=value,
-        description=f"VHS {config.stage}: {what}",
-    )
+def _parameters(scope: Construct, config: VhsConfig, *rows: tuple[str, str, str]) -> None:
+    """SSM parameters ``/vhs/<stage>/<name>``, one a (name, value, what it is) row."""
+    for name, value, what in rows:
+        ssm.StringParameter(
+            scope,
+            f"Parameter{''.join(part.title() for part in name.split('-'))}",
+            parameter_name=_parameter_name(config, name),
+            string_value=value,
+            description=f"VHS {config.stage}: {what}",
+        )
+
+
+def _resolved(scope: Construct, config: VhsConfig, name: str) -> str:
+    """The value of SSM parameter ``/vhs/<stage>/<name>``: a CloudFormation parameter of type
+    AWS::SSM::Parameter::Value<String>, resolved at deploy time, so neither synth nor the
+    stack that writes it depends on the stack that reads it."""
+    return ssm.StringParameter.value_for_string_parameter(scope, _parameter_name(config, name))
+
+
+def _outputs(stack: cdk.Stack, *rows: tuple[str, str, str]) -> None:
+    """Stack outputs, one a (name, value, description) row."""
+    for output, value, what in rows:
+        cdk.CfnOutput(stack, output, value=value, description=what)
+
+
+def _alarm_topic(scope: Construct, config: VhsConfig) -> sns.ITopic:
+    """The Ingest stack's alarm topic, through SSM (the Changes and Maintenance alarms)."""
+    arn = _resolved(scope, config, "alarm-topic-arn")
+    return sns.Topic.from_topic_arn(scope, "AlarmTopic", arn)
 
 
 class StoreStack(cdk.Stack):
@@ -83,42 +114,72 @@ class StoreStack(cdk.Stack):
             access_log_bucket_name=_bucket_name(config, "logs"),
         )
         store = self.store
-        for output, value, what in (
-            ("TableName", store.table.table_name, "the index table (VHS_TABLE_NAME)"),
+        stream_arn = store.table.table_stream_arn or ""
+        _outputs(
+            self,
+            ("TableName", store.table.table_name, f"the index table ({settings.TABLE_NAME})"),
             ("TableArn", store.table.table_arn, "the index table's ARN"),
-            ("TableStreamArn", store.table.table_stream_arn or "", "the change stream"),
-            ("BucketName", store.bucket.bucket_name, "the body bucket (VHS_BUCKET_NAME)"),
-            ("BodyPrefix", config.body_prefix or "(none)", "the body key prefix (VHS_PREFIX)"),
+            ("TableStreamArn", stream_arn, "the change stream"),
+            ("BucketName", store.bucket.bucket_name, f"the body bucket ({settings.BUCKET_NAME})"),
+            (
+                "BodyPrefix",
+                config.body_prefix or "(none)",
+                f"the body key prefix ({settings.PREFIX})",
+            ),
             ("StagingBucketName", store.staging.bucket_name, "where producers stage payloads"),
             ("AccessLogBucketName", store.access_logs.bucket_name, "S3 server access logs"),
-        ):
-            cdk.CfnOutput(self, output, value=value, description=what)
-        _parameter(self, config, "table-name", store.table.table_name, "VHS_TABLE_NAME")
-        _parameter(self, config, "bucket-name", store.bucket.bucket_name, "VHS_BUCKET_NAME")
-        _parameter(self, config, "body-prefix", config.body_prefix or "/", "VHS_PREFIX")
-        _parameter(
+        )
+        _parameters(
             self,
             config,
-            "table-stream-arn",
-            store.table.table_stream_arn or "",
-            "the table's stream (the change feed reads it)",
+            ("table-name", store.table.table_name, settings.TABLE_NAME),
+            ("bucket-name", store.bucket.bucket_name, settings.BUCKET_NAME),
+            ("body-prefix", config.body_prefix or "/", settings.PREFIX),
+            ("table-stream-arn", stream_arn, "the table's stream (the change feed reads it)"),
         )
 
 
-class IngestStack(cdk.Stack):
+class _StoreReader(cdk.Stack):
+    """A stateless stack of functions that open the store: `store` (by default this
+    configuration's) is what they are told of it, and names the Store stack's body bucket
+    ("Bodies") and table ("Records"), imported by name."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: VhsConfig,
+        description: str,
+        store: settings.StoreSettings | None = None,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, id, description=description, **kwargs)
+        self.store_settings = store or store_settings(config)
+        self.bodies = s3.Bucket.from_bucket_name(self, "Bodies", self.store_settings.bucket_name)
+        self.records = dynamodb.Table.from_table_name(
+            self, "Records", self.store_settings.table_name
+        )
+
+
+class IngestStack(_StoreReader):
     def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
         super().__init__(
             scope,
             id,
+            config=config,
             description=f"VHS {config.stage}: ingest queue, function and monitoring (stateless)",
             **kwargs,
         )
-        # The Store stack's resources, by name.
-        bucket = s3.Bucket.from_bucket_name(self, "Bodies", _bucket_name(config, "bodies"))
         staging = s3.Bucket.from_bucket_name(self, "Staging", _bucket_name(config, "staging"))
-        table = dynamodb.Table.from_table_name(self, "Records", config.table_name)
         self.ingest = Ingest(
-            self, "Ingest", config=config, bucket=bucket, staging=staging, table=table
+            self,
+            "Ingest",
+            config=config,
+            store=self.store_settings,
+            bucket=self.bodies,
+            staging=staging,
+            table=self.records,
         )
         ingest = self.ingest
         self.monitoring = Monitoring(
@@ -128,33 +189,31 @@ class IngestStack(cdk.Stack):
             queue=ingest.queue,
             dead_letters=ingest.dead_letters,
             function=ingest.function,
-            table=table,
+            table=self.records,
         )
-        for output, value, what in (
+        topic_arn = self.monitoring.topic.topic_arn
+        policy_arn = ingest.producer_policy.managed_policy_arn
+        _outputs(
+            self,
             ("QueueUrl", ingest.queue.queue_url, "producers send records here"),
             ("QueueArn", ingest.queue.queue_arn, "the ingest queue's ARN"),
             ("DeadLetterQueueUrl", ingest.dead_letters.queue_url, "records that failed"),
-            ("AlarmTopicArn", self.monitoring.topic.topic_arn, "alarm and OK notifications"),
-            ("ProducerPolicyArn", ingest.producer_policy.managed_policy_arn, "attach to producers"),
+            ("AlarmTopicArn", topic_arn, "alarm and OK notifications"),
+            ("ProducerPolicyArn", policy_arn, "attach to producers"),
             ("FunctionName", ingest.function.function_name, "the ingest function"),
             ("DashboardName", self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
-        ):
-            cdk.CfnOutput(self, output, value=value, description=what)
-        _parameter(self, config, "queue-url", ingest.queue.queue_url, "the ingest queue URL")
-        _parameter(self, config, "staging-bucket", staging.bucket_name, "staging bucket")
-        _parameter(
-            self,
-            config,
-            "producer-policy-arn",
-            ingest.producer_policy.managed_policy_arn,
-            "managed policy for producers",
         )
-        _parameter(
+        _parameters(
             self,
             config,
-            "alarm-topic-arn",
-            self.monitoring.topic.topic_arn,
-            "the alarm topic (the change feed's alarms notify it too)",
+            ("queue-url", ingest.queue.queue_url, "the ingest queue URL"),
+            ("staging-bucket", staging.bucket_name, "staging bucket"),
+            ("producer-policy-arn", policy_arn, "managed policy for producers"),
+            (
+                "alarm-topic-arn",
+                topic_arn,
+                "the alarm topic (the change feed's alarms notify it too)",
+            ),
         )
 
 
@@ -167,66 +226,52 @@ class ChangesStack(cdk.Stack):
             **kwargs,
         )
         bucket = s3.Bucket.from_bucket_name(self, "Bodies", _bucket_name(config, "bodies"))
-
-        def resolved(name: str) -> str:
-            # A CloudFormation parameter of type AWS::SSM::Parameter::Value<String>: resolved
-            # at deploy time, so neither synth nor the Store stack depends on this stack.
-            return ssm.StringParameter.value_for_string_parameter(
-                self, _parameter_name(config, name)
-            )
-
-        alarm_topic = sns.Topic.from_topic_arn(self, "AlarmTopic", resolved("alarm-topic-arn"))
+        alarm_topic = _alarm_topic(self, config)
         self.changes = ChangeFeed(
             self,
             "ChangeFeed",
             config=config,
             bucket=bucket,
-            table_stream_arn=resolved("table-stream-arn"),
+            table_stream_arn=_resolved(self, config, "table-stream-arn"),
             alarm_topic=alarm_topic,
         )
         changes = self.changes
-        for output, value, what in (
+        _outputs(
+            self,
             ("ChangeTopicArn", changes.topic.topic_arn, "subscribe here: one message per version"),
             ("ChangeDeadLetterQueueUrl", changes.dead_letters.queue_url, "stream ranges given up"),
             ("ChangeFunctionName", changes.function.function_name, "the change feed function"),
-        ):
-            cdk.CfnOutput(self, output, value=value, description=what)
-        _parameter(
-            self, config, "change-topic-arn", changes.topic.topic_arn, "the change feed topic"
+        )
+        _parameters(
+            self, config, ("change-topic-arn", changes.topic.topic_arn, "the change feed topic")
         )
 
 
-class MaintenanceStack(cdk.Stack):
+class MaintenanceStack(_StoreReader):
     def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
         super().__init__(
             scope,
             id,
+            config=config,
             description=f"VHS {config.stage}: scheduled garbage collection (stateless)",
             **kwargs,
         )
-        # The Store stack's resources, by name; the alarm topic through SSM, as for Changes.
-        bucket = s3.Bucket.from_bucket_name(self, "Bodies", _bucket_name(config, "bodies"))
-        table = dynamodb.Table.from_table_name(self, "Records", config.table_name)
-        alarm_topic = sns.Topic.from_topic_arn(
-            self,
-            "AlarmTopic",
-            ssm.StringParameter.value_for_string_parameter(
-                self, _parameter_name(config, "alarm-topic-arn")
-            ),
-        )
+        # The alarm topic through SSM, as for Changes.
+        alarm_topic = _alarm_topic(self, config)
         self.gc = GarbageCollection(
             self,
             "GarbageCollection",
             config=config,
-            bucket=bucket,
-            table=table,
+            store=self.store_settings,
+            bucket=self.bodies,
+            table=self.records,
             alarm_topic=alarm_topic,
         )
-        for output, value, what in (
+        _outputs(
+            self,
             ("GcFunctionName", self.gc.function.function_name, "the garbage collector"),
             ("GcRuleName", self.gc.rule.rule_name, "its schedule (disable it to pause GC)"),
-        ):
-            cdk.CfnOutput(self, output, value=value, description=what)
+        )
 
 
 @dataclass(frozen=True)
@@ -251,6 +296,8 @@ def build(
     moto's CloudFormation has no bootstrap stack to check. ``nag=False`` skips cdk-nag.
     """
     config = config or VhsConfig.from_context(app.node.try_get_context)
+    # One StoreSettings for every function that opens the store and judges versions.
+    store = store_settings(config)
 
     def synth() -> cdk.IStackSynthesizer | None:
         # One synthesizer per stack: a synthesizer binds to the stack it is given to.
@@ -258,20 +305,27 @@ def build(
             return None
         return cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False)
 
-    store = StoreStack(app, f"{config.prefix}-Store", config=config, synthesizer=synth())
-    ingest = IngestStack(app, f"{config.prefix}-Ingest", config=config, synthesizer=synth())
-    ingest.add_stack_dependency(store, "the function reads and writes the Store's bucket and table")
-    changes = ChangesStack(app, f"{config.prefix}-Changes", config=config, synthesizer=synth())
-    changes.add_stack_dependency(store, "the change feed reads the table's stream (SSM)")
+    def name(stack: str) -> str:
+        return f"{config.prefix}-{stack}"
+
+    store_stack = StoreStack(app, name("Store"), config=config, synthesizer=synth())
+    ingest = IngestStack(app, name("Ingest"), config=config, store=store, synthesizer=synth())
+    ingest.add_stack_dependency(
+        store_stack, "the function reads and writes the Store's bucket and table"
+    )
+    changes = ChangesStack(app, name("Changes"), config=config, synthesizer=synth())
+    changes.add_stack_dependency(store_stack, "the change feed reads the table's stream (SSM)")
     changes.add_stack_dependency(ingest, "the change feed's alarms notify the alarm topic (SSM)")
     maintenance = MaintenanceStack(
-        app, f"{config.prefix}-Maintenance", config=config, synthesizer=synth()
+        app, name("Maintenance"), config=config, store=store, synthesizer=synth()
     )
-    maintenance.add_stack_dependency(store, "the collector reads the Store's bucket and table")
+    maintenance.add_stack_dependency(
+        store_stack, "the collector reads the Store's bucket and table"
+    )
     maintenance.add_stack_dependency(ingest, "the collector's alarm notifies the alarm topic (SSM)")
-    for stack in (store, ingest, changes, maintenance):
-        cdk.Tags.of(stack).add("project", "vhs")
-        cdk.Tags.of(stack).add("stage", config.stage)
+    for each in (store_stack, ingest, changes, maintenance):
+        cdk.Tags.of(each).add("project", "vhs")
+        cdk.Tags.of(each).add("stage", config.stage)
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    return VhsStacks(config, store, ingest, changes, maintenance)
+    return VhsStacks(config, store_stack, ingest, changes, maintenance)

@@ -24,9 +24,24 @@ _ATTRIBUTE_TYPES = {
 }
 
 
-def _private_bucket(scope: Construct, id: str, **kwargs: object) -> s3.Bucket:
+def object_arn(bucket: s3.IBucket, prefix: str) -> str:
+    """ARN of every object under a key prefix ("" for the whole bucket): what a role's
+    object-level statements name."""
+    return bucket.arn_for_objects(f"{prefix.strip('/')}/*" if prefix.strip("/") else "*")
+
+
+def _private_bucket(
+    scope: Construct,
+    id: str,
+    *,
+    expiry: s3.LifecycleRule,
+    access_logs: s3.IBucket | None = None,
+    **kwargs: object,
+) -> s3.Bucket:
     """A bucket with the settings every VHS bucket shares: no public access, SSE-S3,
-    TLS 1.2+ only, ACLs off, kept when its stack is deleted."""
+    TLS 1.2+ only, ACLs off, incomplete multipart uploads aborted, kept when its stack is
+    deleted; `expiry`, its own lifecycle rule; access logs to `access_logs`, under
+    ``<id in lower case>/``."""
     return s3.Bucket(
         scope,
         id,
@@ -36,16 +51,18 @@ def _private_bucket(scope: Construct, id: str, **kwargs: object) -> s3.Bucket:
         minimum_tls_version=1.2,
         object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
         removal_policy=cdk.RemovalPolicy.RETAIN,
+        server_access_logs_bucket=access_logs,
+        server_access_logs_prefix=f"{id.lower()}/" if access_logs else None,
+        lifecycle_rules=[
+            s3.LifecycleRule(
+                id="abort-incomplete-multipart-uploads",
+                abort_incomplete_multipart_upload_after=cdk.Duration.days(
+                    resources.BUCKET_ABORT_INCOMPLETE_MULTIPART_DAYS
+                ),
+            ),
+            expiry,
+        ],
         **kwargs,
-    )
-
-
-def _abort_incomplete_uploads() -> s3.LifecycleRule:
-    return s3.LifecycleRule(
-        id="abort-incomplete-multipart-uploads",
-        abort_incomplete_multipart_upload_after=cdk.Duration.days(
-            resources.BUCKET_ABORT_INCOMPLETE_MULTIPART_DAYS
-        ),
     )
 
 
@@ -69,13 +86,10 @@ class Store(Construct):
             self,
             "AccessLogs",
             bucket_name=access_log_bucket_name,
-            lifecycle_rules=[
-                _abort_incomplete_uploads(),
-                s3.LifecycleRule(
-                    id="expire-access-logs",
-                    expiration=cdk.Duration.days(resources.ACCESS_LOG_EXPIRATION_DAYS),
-                ),
-            ],
+            expiry=s3.LifecycleRule(
+                id="expire-access-logs",
+                expiration=cdk.Duration.days(resources.ACCESS_LOG_EXPIRATION_DAYS),
+            ),
         )
         # No logs of its own: it is the access-log target of the other buckets, which
         # cdk-nag's S1 recognises (logging it to itself would log every log delivery).
@@ -98,35 +112,27 @@ class Store(Construct):
             "Bodies",
             bucket_name=bucket_name,
             versioned=True,
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="bodies/",
-            lifecycle_rules=[
-                _abort_incomplete_uploads(),
-                s3.LifecycleRule(
-                    id="expire-noncurrent-bodies",
-                    noncurrent_version_expiration=cdk.Duration.days(
-                        resources.BUCKET_NONCURRENT_VERSION_DAYS
-                    ),
-                    expired_object_delete_marker=True,
+            access_logs=self.access_logs,
+            expiry=s3.LifecycleRule(
+                id="expire-noncurrent-bodies",
+                noncurrent_version_expiration=cdk.Duration.days(
+                    resources.BUCKET_NONCURRENT_VERSION_DAYS
                 ),
-            ],
+                expired_object_delete_marker=True,
+            ),
         )
 
         self.staging = _private_bucket(
             self,
             "Staging",
             bucket_name=staging_bucket_name,
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="staging/",
-            lifecycle_rules=[
-                _abort_incomplete_uploads(),
-                # The rule `vhs local up` applies too (resources.staging_expiry_rule).
-                s3.LifecycleRule(
-                    id=resources.STAGING_EXPIRY_RULE_ID,
-                    prefix=resources.STAGING_PREFIX or None,
-                    expiration=cdk.Duration.days(resources.INGEST.staging_expiry_days),
-                ),
-            ],
+            access_logs=self.access_logs,
+            # The rule `vhs local up` applies too (resources.staging_expiry_rule).
+            expiry=s3.LifecycleRule(
+                id=resources.STAGING_EXPIRY_RULE_ID,
+                prefix=resources.STAGING_PREFIX or None,
+                expiration=cdk.Duration.days(resources.INGEST.staging_expiry_days),
+            ),
         )
         nag.skip_checkov(
             self.staging,

@@ -1,5 +1,6 @@
 """Fixtures for the CDK app's tests: the app is synthesized once per session (the first jsii
-call in a process costs about 3 s; later stacks 0.2-0.4 s)."""
+call in a process costs about 3 s; later stacks 0.2-0.4 s), and its templates are read from
+that one synthesis."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,3 +29,28 @@ def default_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesize
         tmp_path_factory.mktemp("cdk.out"),
         context={"stage": "prod", "alarmEmail": "oncall@example.com"},
     )
+
+
+@pytest.fixture(scope="session")
+def app(default_app: Synthesized) -> Synthesized:
+    return default_app
+
+
+@pytest.fixture(scope="session")
+def store(app: Synthesized) -> dict[str, Any]:
+    return app.template_json(app.stacks.store)
+
+
+@pytest.fixture(scope="session")
+def ingest(app: Synthesized) -> dict[str, Any]:
+    return app.template_json(app.stacks.ingest)
+
+
+@pytest.fixture(scope="session")
+def changes(app: Synthesized) -> dict[str, Any]:
+    return app.template_json(app.stacks.changes)
+
+
+@pytest.fixture(scope="session")
+def gc(app: Synthesized) -> dict[str, Any]:
+    return app.template_json(app.stacks.maintenance)

@@ -11,8 +11,13 @@ import aws_cdk as cdk
 from aws_cdk.assertions import Template
 
 from infra import VhsConfig, VhsStacks, build
+from vhs import settings
 
 ROOT = Path(__file__).resolve().parents[2]
+# The handlers Lambda calls, as the tests name them.
+LAMBDA_HANDLER = settings.INGEST_FUNCTION.handler
+CHANGES_HANDLER = settings.CHANGES_FUNCTION.handler
+GC_HANDLER = settings.GC_FUNCTION.handler
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -42,6 +47,12 @@ class Synthesized:
     def validation_report(self) -> dict[str, Any]:
         return json.loads((self.outdir / "validation-report.json").read_text())
 
+    @property
+    def asset(self) -> Path:
+        """The Lambda asset's folder (one asset: every function has the same code)."""
+        (asset,) = [p for p in self.outdir.iterdir() if p.name.startswith("asset.")]
+        return asset
+
 
 def synthesize(
     outdir: Path,
@@ -68,6 +79,26 @@ def only(template: dict[str, Any], type_: str) -> dict[str, Any]:
     found = resources_of(template, type_)
     assert len(found) == 1, f"expected one {type_}, found {sorted(found)}"
     return next(iter(found.values()))
+
+
+def logical_id(template: dict[str, Any], type_: str) -> str:
+    """The logical id of the one resource of `type_`."""
+    (found,) = resources_of(template, type_)
+    return found
+
+
+def statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    return policy["Properties"]["PolicyDocument"]["Statement"]
+
+
+def ssm_parameter(template: dict[str, Any], name: str) -> str:
+    """The logical id of the template parameter that resolves SSM parameter `name`."""
+    (found,) = [
+        key
+        for key, p in template["Parameters"].items()
+        if p["Type"] == "AWS::SSM::Parameter::Value<String>" and p["Default"] == name
+    ]
+    return found
 
 
 def render(value: Any) -> str:

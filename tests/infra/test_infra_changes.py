@@ -7,53 +7,23 @@ import json
 from typing import Any
 
 import pytest
-from infra_support import Synthesized, as_list, only, resources_of
+from infra_support import (
+    CHANGES_HANDLER,
+    LAMBDA_HANDLER,
+    Synthesized,
+    as_list,
+    logical_id,
+    only,
+    resources_of,
+    ssm_parameter,
+    statements,
+)
 
-from infra.changes import CHANGES_HANDLER, STREAM_READ_ACTIONS, TOPIC_KEY_ACTIONS
-from infra.config import LAMBDA_HANDLER
+from infra.changes import STREAM_READ_ACTIONS, TOPIC_KEY_ACTIONS
 from vhs import resources
 from vhs.local.invoke import HANDLERS
 
 SHAPE = resources.CHANGES
-
-
-@pytest.fixture(scope="module")
-def app(default_app: Synthesized) -> Synthesized:
-    return default_app
-
-
-@pytest.fixture(scope="module")
-def changes(app: Synthesized) -> dict[str, Any]:
-    return app.template_json(app.stacks.changes)
-
-
-@pytest.fixture(scope="module")
-def ingest(app: Synthesized) -> dict[str, Any]:
-    return app.template_json(app.stacks.ingest)
-
-
-@pytest.fixture(scope="module")
-def store(app: Synthesized) -> dict[str, Any]:
-    return app.template_json(app.stacks.store)
-
-
-def ssm_parameter(template: dict[str, Any], name: str) -> str:
-    """The logical id of the template parameter that resolves SSM parameter `name`."""
-    (found,) = [
-        key
-        for key, p in template["Parameters"].items()
-        if p["Type"] == "AWS::SSM::Parameter::Value<String>" and p["Default"] == name
-    ]
-    return found
-
-
-def logical_id(template: dict[str, Any], type_: str) -> str:
-    (found,) = resources_of(template, type_)
-    return found
-
-
-def statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
-    return policy["Properties"]["PolicyDocument"]["Statement"]
 
 
 # --- the stack ----------------------------------------------------------------------------------
@@ -267,6 +237,6 @@ def test_the_shape_refuses_unbounded_retries_and_ages_past_the_stream() -> None:
 
 
 def test_the_asset_carries_the_change_feed_handler(app: Synthesized) -> None:
-    (asset,) = [p for p in app.outdir.iterdir() if p.name.startswith("asset.")]
-    for name in ("handlers/changes.py", "vhs/changes/feed.py", "vhs/local/stream_source.py"):
+    asset = app.asset
+    for name in ("handlers/changes.py", "vhs/changes/feed.py", "vhs/changes/stream.py"):
         assert (asset / name).is_file(), name

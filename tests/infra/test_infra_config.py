@@ -89,7 +89,7 @@ def test_bucket_names_fit_s3s_limit_for_the_longest_stage_and_region() -> None:
 
 
 def test_log_retention_choices_match_the_constructs() -> None:
-    from infra.ingest import _RETENTION
+    from infra.function import LOG_RETENTION as _RETENTION
 
     assert set(_RETENTION) == set(LOG_RETENTION_DAYS)
 

@@ -13,11 +13,22 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
-from infra_support import Synthesized, as_list, only, render, resources_of
+from infra_support import (
+    GC_HANDLER,
+    LAMBDA_HANDLER,
+    Synthesized,
+    as_list,
+    logical_id,
+    only,
+    render,
+    resources_of,
+    ssm_parameter,
+    statements,
+)
 
 from infra import VhsConfig
-from infra.config import LAMBDA_HANDLER, ConfigError
-from infra.gc import GC_HANDLER, GarbageCollection, gc_function_name
+from infra.config import ConfigError
+from infra.gc import GarbageCollection, gc_function_name
 from vhs import resources
 from vhs.local.invoke import HANDLERS, load_handler
 from vhs.maintenance.gc import DEFAULT_GRACE, parse_duration
@@ -27,39 +38,6 @@ ROOT = Path(__file__).resolve().parents[2]
 BODIES = "arn:${AWS::Partition}:s3:::vhs-prod-bodies-${AWS::AccountId}-${AWS::Region}"
 TABLE = "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/vhs-prod-records"
 FUNCTION = "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:vhs-prod-gc"
-
-
-@pytest.fixture(scope="module")
-def app(default_app: Synthesized) -> Synthesized:
-    return default_app
-
-
-@pytest.fixture(scope="module")
-def gc(app: Synthesized) -> dict[str, Any]:
-    return app.template_json(app.stacks.maintenance)
-
-
-@pytest.fixture(scope="module")
-def ingest(app: Synthesized) -> dict[str, Any]:
-    return app.template_json(app.stacks.ingest)
-
-
-def logical_id(template: dict[str, Any], type_: str) -> str:
-    (found,) = resources_of(template, type_)
-    return found
-
-
-def ssm_parameter(template: dict[str, Any], name: str) -> str:
-    (found,) = [
-        key
-        for key, p in template["Parameters"].items()
-        if p["Type"] == "AWS::SSM::Parameter::Value<String>" and p["Default"] == name
-    ]
-    return found
-
-
-def statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
-    return policy["Properties"]["PolicyDocument"]["Statement"]
 
 
 def construct_template(config: VhsConfig, tmp_path: Path) -> dict[str, Any]:
@@ -385,6 +363,6 @@ def test_the_runbook_and_deploy_docs_know_the_alarm_and_the_stack() -> None:
 
 
 def test_the_asset_carries_the_collector(app: Synthesized) -> None:
-    (asset,) = [p for p in app.outdir.iterdir() if p.name.startswith("asset.")]
+    asset = app.asset
     for name in ("handlers/gc.py", "vhs/maintenance/gc.py", "vhs/keys.py", "vhs/retention.py"):
         assert (asset / name).is_file(), name

@@ -32,10 +32,10 @@ from typing import Any
 
 import boto3
 import pytest
-from infra_support import synthesize
+from infra_support import LAMBDA_HANDLER, synthesize
 
 from infra import VhsConfig
-from infra.config import LAMBDA_HANDLER, powertools_layer_name
+from infra.config import powertools_layer_name
 from vhs import resources
 from vhs.local.stack import MotoServer
 

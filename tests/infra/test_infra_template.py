@@ -5,33 +5,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from aws_cdk.assertions import Match
-from infra_support import Synthesized, as_list, only, render, resources_of
+from infra_support import (
+    LAMBDA_HANDLER,
+    Synthesized,
+    as_list,
+    only,
+    render,
+    resources_of,
+    statements,
+)
 
-from infra.config import LAMBDA_HANDLER, powertools_ssm_parameter
+from infra.config import powertools_ssm_parameter
 from vhs import resources
 
 BODY_PREFIX = resources.DEPLOYED_BODY_PREFIX
-
-
-@pytest.fixture(scope="module")
-def app(default_app: Synthesized) -> Synthesized:
-    return default_app
-
-
-@pytest.fixture(scope="module")
-def store(app: Synthesized) -> dict[str, Any]:
-    return app.template_json(app.stacks.store)
-
-
-@pytest.fixture(scope="module")
-def ingest(app: Synthesized) -> dict[str, Any]:
-    return app.template_json(app.stacks.ingest)
-
-
-def statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
-    return policy["Properties"]["PolicyDocument"]["Statement"]
 
 
 # --- stacks -----------------------------------------------------------------------------------
@@ -274,7 +262,7 @@ def test_event_source_reports_batch_failures_with_maximum_concurrency(
 
 
 def test_asset_is_the_lambdas_folder_without_build_debris(app: Synthesized) -> None:
-    (asset,) = [p for p in app.outdir.iterdir() if p.name.startswith("asset.")]
+    asset = app.asset
     files = {str(p.relative_to(asset)) for p in asset.rglob("*") if p.is_file()}
     assert "handlers/ingest.py" in files
     assert "vhs/store.py" in files

@@ -1,0 +1,216 @@
+"""A VHS Lambda function: how every one of them is packaged, logged, traced and allowed.
+
+The ingest function, the change feed's and the garbage collector are one `VhsFunction` each:
+the Lambda asset (the runtime part of lambdas/), the newest Python runtime the Powertools
+layer supports, arm64, active tracing, the Powertools layer, a log group and a role of its
+own, and the POWERTOOLS_* environment of its `vhs.settings.FunctionSpec`. Only what a function
+does differs: its handler, its settings, its size and the statements of its role.
+
+The log group ("Logs") and the role ("Role") are created beside the function ("Function") in
+the scope it is given, not below it, so each function's resources keep the logical ids and
+construct paths they have always had.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from vhs import settings
+
+from . import nag
+from .config import (
+    LAMBDA_ARCHITECTURE,
+    LAMBDA_PYTHON_VERSION,
+    POWERTOOLS_LAYER_ACCOUNT,
+    VhsConfig,
+    powertools_layer_name,
+    powertools_ssm_parameter,
+)
+
+# The Lambda asset: lambdas/ as it is, less what never runs in Lambda. No bundling, so synth
+# needs no Docker; Powertools comes from the managed layer and boto3 from the runtime. Left
+# out: build debris, the CLI and the local stack (emulators, demo, moto server), and the
+# modules only they import (the DLQ tool, the producer, the verifier and its findings).
+# What the handlers import, lazily too, must stay: tests/infra/test_infra_asset.py checks
+# both ways.
+LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
+ASSET_EXCLUDE = [
+    "*.egg-info",
+    "**/__pycache__",
+    "**/*.pyc",
+    "**/.pytest_cache",
+    "**/.DS_Store",
+    "vhs/cli",
+    "vhs/local",
+    "vhs/ingest/dlq.py",
+    "vhs/ingest/producer.py",
+    "vhs/maintenance/findings.py",
+    "vhs/maintenance/verify.py",
+]
+
+# CloudWatch Logs' retention periods (config.LOG_RETENTION_DAYS), as CDK names them.
+LOG_RETENTION = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    120: logs.RetentionDays.FOUR_MONTHS,
+    150: logs.RetentionDays.FIVE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS,
+    545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS,
+    1096: logs.RetentionDays.THREE_YEARS,
+    1827: logs.RetentionDays.FIVE_YEARS,
+    2192: logs.RetentionDays.SIX_YEARS,
+    2557: logs.RetentionDays.SEVEN_YEARS,
+    2922: logs.RetentionDays.EIGHT_YEARS,
+    3288: logs.RetentionDays.NINE_YEARS,
+    3653: logs.RetentionDays.TEN_YEARS,
+}
+ARCHITECTURES = {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}
+
+XRAY_ACKNOWLEDGEMENT = (
+    "Tracing.ACTIVE adds xray:PutTraceSegments and xray:PutTelemetryRecords, which "
+    "support no resource-level permissions: AWS requires Resource '*' for them."
+)
+
+
+class FunctionShape(Protocol):
+    """What a function's shape in vhs.resources (INGEST, CHANGES, GC) says of its size."""
+
+    @property
+    def function_timeout_seconds(self) -> int: ...
+
+    @property
+    def function_memory_mb(self) -> int: ...
+
+
+def allow(
+    sid: str,
+    actions: Sequence[str],
+    resources: Sequence[str],
+    conditions: Mapping[str, Any] | None = None,
+) -> iam.PolicyStatement:
+    """One Allow statement of a role, named by its Sid."""
+    return iam.PolicyStatement(
+        sid=sid,
+        actions=list(actions),
+        resources=list(resources),
+        conditions=dict(conditions) if conditions else None,
+    )
+
+
+def metrics_namespace(config: VhsConfig) -> str:
+    """The namespace every VHS function's Powertools metrics go to (and the dashboard reads)."""
+    return f"VHS/{config.stage}"
+
+
+def python_runtime(version: str = LAMBDA_PYTHON_VERSION) -> lambda_.Runtime:
+    return getattr(lambda_.Runtime, "PYTHON_" + version.replace(".", "_"))
+
+
+def powertools_layer(scope: Construct, config: VhsConfig) -> lambda_.ILayerVersion:
+    """The AWS-managed Powertools layer for the stack's region and the function's
+    architecture. By default its ARN is the public SSM parameter of the pinned release,
+    resolved by CloudFormation at deploy time in the stack's region."""
+    if config.powertools_layer_arn:
+        arn = config.powertools_layer_arn
+    elif config.powertools_layer_version:
+        arn = cdk.Stack.of(scope).format_arn(
+            service="lambda",
+            account=POWERTOOLS_LAYER_ACCOUNT,
+            resource="layer",
+            resource_name=f"{powertools_layer_name()}:{config.powertools_layer_version}",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+    else:
+        arn = ssm.StringParameter.value_for_string_parameter(scope, powertools_ssm_parameter())
+    return lambda_.LayerVersion.from_layer_version_arn(scope, "Powertools", arn)
+
+
+class VhsFunction(lambda_.Function):
+    """A VHS Lambda function ("Function" in `scope`), with its log group ("Logs") and its role
+    ("Role") beside it.
+
+    The role gets the statement to write the function's own logs, then `statements` (what the
+    handler calls, each scoped to its resources), then the X-Ray statements active tracing
+    adds, whose Resource "*" is acknowledged here for every function. The environment is
+    `environment` (the function's settings, from the vhs.settings builders) and the Powertools
+    settings of `spec`; its timeout and memory are those of `shape`. `no_dlq_reason` says why
+    the function needs no dead-letter queue of its own (checkov's CKV_AWS_116, skipped with
+    that reason).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        *,
+        config: VhsConfig,
+        spec: settings.FunctionSpec,
+        description: str,
+        role_description: str,
+        statements: Iterable[iam.PolicyStatement],
+        environment: Mapping[str, str],
+        shape: FunctionShape,
+        no_dlq_reason: str,
+        **options: Any,
+    ) -> None:
+        log_group = logs.LogGroup(
+            scope,
+            "Logs",
+            retention=LOG_RETENTION[config.log_retention_days],
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        role = iam.Role(
+            scope,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=role_description,
+        )
+        write_logs = allow(
+            "WriteLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], [log_group.log_group_arn]
+        )
+        for statement in (write_logs, *statements):
+            role.add_to_principal_policy(statement)
+
+        super().__init__(
+            scope,
+            "Function",
+            description=description,
+            runtime=python_runtime(),
+            architecture=ARCHITECTURES[LAMBDA_ARCHITECTURE],
+            handler=spec.handler,
+            code=lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=ASSET_EXCLUDE),
+            layers=[powertools_layer(scope, config)],
+            timeout=cdk.Duration.seconds(shape.function_timeout_seconds),
+            memory_size=shape.function_memory_mb,
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=log_group,
+            role=role,
+            environment={
+                **environment,
+                **settings.powertools_environment(
+                    spec, namespace=metrics_namespace(config), log_level=config.log_level
+                ),
+            },
+            **options,
+        )
+        self.execution_role = role  # what `role` returns, typed as the Role it is
+
+        nag.skip_checkov(self, "CKV_AWS_116", no_dlq_reason)
+        nag.acknowledge(role, "AwsSolutions-IAM5", XRAY_ACKNOWLEDGEMENT, finding="Resource::*")
