@@ -37,7 +37,7 @@ from support.invariants import check_winners
 from support.model import Delete, Put, Write
 from support.stacks import fresh_stack
 from vhs import VersionedHybridStore, resources
-from vhs.ingest.ingestor import (
+from vhs.ingest.deadletter import (
     ERROR_FIELD,
     ERROR_MESSAGE,
     ERROR_TYPE,
@@ -46,7 +46,8 @@ from vhs.ingest.ingestor import (
 )
 from vhs.ingest.producer import Producer
 from vhs.local.alarms import ALARM
-from vhs.local.sqs_source import LocalPipeline, read_function_log
+from vhs.local.function_logs import read_function_log
+from vhs.local.sqs_source import LocalPipeline
 from vhs.local.stack import client
 
 pytestmark = pytest.mark.slow

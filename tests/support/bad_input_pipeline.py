@@ -45,16 +45,11 @@ from support.bad_inputs import (
 )
 from support.stacks import fresh_stack
 from vhs import RecordNotFound, VersionedHybridStore
-from vhs.ingest.dlq import DeadLetter, DeadLetterQueue, RedriveFilter
+from vhs.ingest.deadletter import DeadLetter
+from vhs.ingest.dlq import DeadLetterQueue, QueueDepth, RedriveFilter, queue_depth
+from vhs.local.function_logs import function_output
 from vhs.local.invoke import load_handler
-from vhs.local.sqs_source import (
-    Invocation,
-    QueueDepth,
-    SqsEventSource,
-    function_output,
-    lambda_record,
-    queue_depth,
-)
+from vhs.local.sqs_source import Invocation, SqsEventSource, lambda_record
 from vhs.local.stack import LocalStack, MotoServer, client, environment
 
 CASES_PER_BATCH = 6

@@ -37,21 +37,26 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import keys
-from ..codec import JSON_CONTENT_TYPE
+from ..item import (
+    CURRENT,
+    MalformedItem,
+    body_location,
+    id_of,
+    item_from_dynamo,
+    version_of,
+)
+from ..model import Entry
 from ..ordering import TOMBSTONE_HASH
 from ..resources import (
     SNS_MAX_MESSAGE_BYTES,
     SNS_MAX_MESSAGE_GROUP_ID,
     SNS_PUBLISH_BATCH_ENTRIES,
-    TABLE,
 )
 
 log = logging.getLogger(__name__)
 
 STORED = "stored"
 DELETED = "deleted"
-INLINE = "inline"
 
 # SNS FIFO message group ids: 1-128 ASCII letters, digits and punctuation.
 _GROUP_ID_SAFE = re.compile(f"^[\\x21-\\x7e]{{1,{SNS_MAX_MESSAGE_GROUP_ID}}}$")
@@ -126,8 +131,8 @@ def deduplication_id(change: Change) -> str:
 # --- deriving changes from stream images ---------------------------------------------------
 
 
-class MalformedImage(ValueError):
-    """A stream image that is not a VHS item as index.py writes it."""
+# A stream image is an item as item.py lays it out; one that is not raises this.
+MalformedImage = MalformedItem
 
 
 @dataclass(frozen=True)
@@ -145,75 +150,24 @@ class Derived:
     unknown_versions: tuple[int, ...] = ()
 
 
-def _number(value: Mapping[str, Any]) -> int:
-    try:
-        return int(value["N"])
-    except (KeyError, TypeError, ValueError):
-        raise MalformedImage(f"expected a number, got {value!r}") from None
-
-
-def _string(value: Mapping[str, Any]) -> str:
-    try:
-        text = value["S"]
-    except (KeyError, TypeError):
-        raise MalformedImage(f"expected a string, got {value!r}") from None
-    if not isinstance(text, str):
-        raise MalformedImage(f"expected a string, got {value!r}")
-    return text
-
-
 def _version(image: Mapping[str, Any] | None) -> int:
-    if not image or "v" not in image or "c" not in image:
+    if not image or CURRENT not in image:
         return 0
-    return _number(image["v"])
+    return version_of(image) or 0
 
 
-def _entries(image: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
-    """{version: entry attributes} of every entry an image holds."""
-    version = _number(image["v"])
-    try:
-        current = image["c"]["L"]
-        history = image.get("p", {}).get("L", [])
-        if len(current) != 1:
-            raise MalformedImage(f"`c` holds {len(current)} entries, not 1")
-        first = version - len(history)
-        numbered = {first + i: entry["M"] for i, entry in enumerate(history)}
-        numbered[version] = current[0]["M"]
-    except (KeyError, TypeError, AttributeError) as error:
-        raise MalformedImage(f"unexpected item layout: {error!r}") from None
-    return numbered
-
-
-def location_of(entry: Mapping[str, Any], id: str, *, bucket: str, prefix: str) -> str | None:
-    content_hash = _string(entry["h"])
-    if content_hash == TOMBSTONE_HASH:
-        return None
-    if "b" in entry:
-        return INLINE
-    return f"s3://{bucket}/{keys.body_key(prefix, id, content_hash)}"
-
-
-def change_of(
-    id: str, version: int, entry: Mapping[str, Any], *, bucket: str, prefix: str
-) -> Change:
-    try:
-        content_hash = _string(entry["h"])
-        updated_at = _string(entry["t"])
-        deleted = content_hash == TOMBSTONE_HASH
-        return Change(
-            id=id,
-            version=version,
-            updated_at=updated_at,
-            change=DELETED if deleted else STORED,
-            location=location_of(entry, id, bucket=bucket, prefix=prefix),
-            content_hash=None if deleted else content_hash,
-            size=None if deleted else _number(entry["n"]),
-            content_type=None
-            if deleted
-            else (_string(entry["ct"]) if "ct" in entry else JSON_CONTENT_TYPE),
-        )
-    except KeyError as missing:
-        raise MalformedImage(f"entry of version {version} has no {missing}") from None
+def change_of(id: str, version: int, entry: Entry, *, bucket: str, prefix: str) -> Change:
+    deleted = entry.deleted
+    return Change(
+        id=id,
+        version=version,
+        updated_at=entry.updated_at,
+        change=DELETED if deleted else STORED,
+        location=body_location(entry, id, bucket=bucket, prefix=prefix),
+        content_hash=None if deleted else entry.content_hash,
+        size=None if deleted else entry.size,
+        content_type=None if deleted else entry.content_type,
+    )
 
 
 def changes_from_images(
@@ -226,7 +180,7 @@ def changes_from_images(
     """The notifications one stream record stands for, from its two images (DynamoDB JSON, as
     in a Lambda event or a GetRecords response; binary values are never decoded)."""
     image = new if new is not None else old
-    id = _string(image[TABLE.partition_key]) if image and TABLE.partition_key in image else None
+    id = id_of(image)
     if new is None:
         return Derived(id, reason="removed")
     new_version = _version(new)
@@ -235,9 +189,11 @@ def changes_from_images(
     old_version = _version(old)
     if new_version <= old_version:
         return Derived(id, reason="same version")
-    if id is None:
-        raise MalformedImage(f"the new image has no {TABLE.partition_key!r}")
-    held = _entries(new)
+    # Binary values (inline bodies) are never decoded: only where a body lives is needed.
+    item = item_from_dynamo(new, with_bodies=False)
+    if item is None:
+        raise MalformedImage("the new image has no current entry")
+    held = dict(item.versions())
     changes = []
     unknown = []
     for version in range(old_version + 1, new_version + 1):
@@ -257,7 +213,7 @@ def changes_from_record(record: Mapping[str, Any], *, bucket: str, prefix: str =
     )
     if derived.id is None and stream.get("Keys"):
         derived = Derived(
-            _string(stream["Keys"][TABLE.partition_key]),
+            id_of(stream["Keys"]),
             derived.changes,
             derived.reason,
             derived.unknown_versions,
@@ -394,7 +350,7 @@ def replay(
     holds them (24 hours; the event source gives up after at most CHANGES.max_record_age).
     Notifications already published within SNS's 5-minute window are dropped as duplicates;
     older ones reach subscribers again, which deduplicate by (id, version)."""
-    from ..local.stream_source import lambda_record, read_range
+    from .stream import lambda_record, read_range
 
     info = (json.loads(failure) if isinstance(failure, str) else failure)["DDBStreamBatchInfo"]
     region = info["streamArn"].split(":")[3]

@@ -225,14 +225,9 @@ class DeadLetterQueue:
             if started is not None:
                 return started
         report = RedriveReport("receive-send-delete", dry_run=dry_run, move_task_refused=refused)
-        resolve = selection.id_prefix is not None
         with _Pass(self) as moving:
-            for message in moving.messages(None):
-                letter = self._letter(message, resolve)
-                limit_reached = (
-                    selection.max_messages is not None and report.moved >= selection.max_messages
-                )
-                if limit_reached or not selection.matches(letter):
+            for message, letter in self._selected(moving, selection, lambda: report.moved):
+                if letter is None:
                     report.skipped += 1
                 elif dry_run:
                     report.moved += 1
@@ -258,15 +253,9 @@ class DeadLetterQueue:
         if selection.selects_everything and not everything:
             raise ValueError("refusing to discard every dead letter without everything=True")
         report = DiscardReport(dry_run=dry_run)
-        resolve = selection.id_prefix is not None
         with _Pass(self) as sweep:
-            for message in sweep.messages(None):
-                letter = self._letter(message, resolve)
-                limit_reached = (
-                    selection.max_messages is not None
-                    and report.discarded >= selection.max_messages
-                )
-                if limit_reached or not selection.matches(letter):
+            for message, letter in self._selected(sweep, selection, lambda: report.discarded):
+                if letter is None:
                     report.skipped += 1
                 elif dry_run:
                     report.discarded += 1
@@ -292,6 +281,17 @@ class DeadLetterQueue:
                 if progress:
                     progress(report)
         return report
+
+    def _selected(
+        self, sweep: _Pass, selection: RedriveFilter, acted_on: Callable[[], int]
+    ) -> Iterator[tuple[dict[str, Any], DeadLetter | None]]:
+        """Every message of the pass, with its letter when `selection` picks it, or None (not
+        matched, or `max_messages` reached given how many were `acted_on` so far)."""
+        resolve = selection.id_prefix is not None
+        for message in sweep.messages(None):
+            letter = self._letter(message, resolve)
+            full = selection.max_messages is not None and acted_on() >= selection.max_messages
+            yield message, (None if full or not selection.matches(letter) else letter)
 
     def _move(self, message: dict[str, Any], moving: _Pass, report: RedriveReport) -> None:
         message_id = message["MessageId"]

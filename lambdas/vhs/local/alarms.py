@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..resources import DLQ_ALARM
+from .event_source import Background
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +73,12 @@ class Transition:
         return f"{self.at:%H:%M:%S} {self.old} -> {self.new}: {self.reason}"
 
 
-class AlarmEvaluator:
+class AlarmEvaluator(Background):
     """Evaluates one alarm on an SQS queue's ApproximateNumberOfMessagesVisible, once per
     `period_seconds`, in a thread (`start`) or one step at a time (`evaluate`)."""
+
+    kind = "DLQ alarm evaluator"
+    stop_timeout = 10.0
 
     def __init__(
         self,
@@ -86,6 +90,7 @@ class AlarmEvaluator:
         period_seconds: float = 1.0,
         on_transition: Callable[[Transition], None] | None = None,
     ) -> None:
+        super().__init__()
         self.cloudwatch = cloudwatch
         self.sqs = sqs
         self.alarm_name = alarm_name
@@ -102,8 +107,6 @@ class AlarmEvaluator:
         self.transitions: list[Transition] = []
         self.last_value: float | None = None
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def _describe(self) -> dict[str, Any]:
         alarms = self.cloudwatch.describe_alarms(AlarmNames=[self.alarm_name])["MetricAlarms"]
@@ -164,11 +167,8 @@ class AlarmEvaluator:
 
     # --- in a thread ---------------------------------------------------------------------------
 
-    def start(self) -> AlarmEvaluator:
-        self._stopping.clear()
-        self._thread = threading.Thread(target=self._run, name="dlq-alarm", daemon=True)
-        self._thread.start()
-        return self
+    def _workers(self) -> list[tuple[str, Callable[[], None]]]:
+        return [("dlq-alarm", self._run)]
 
     def _run(self) -> None:
         while not self._stopping.wait(self.period_seconds):
@@ -176,15 +176,3 @@ class AlarmEvaluator:
                 self.evaluate()
             except Exception as error:  # a missed datapoint, as when CloudWatch has no data
                 log.warning("could not evaluate the DLQ alarm, will try again: %s", error)
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(10)
-            self._thread = None
-
-    def __enter__(self) -> AlarmEvaluator:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import json
 import sys
 import time
 from collections import defaultdict
@@ -25,8 +24,11 @@ from rich.console import Console
 from rich.table import Table
 
 from ..ingest.producer import Producer
+from ..ingest.staging import S3Location, claim_check_body
+from ..settings import STAGING_PREFIX
 from ..store import VersionedHybridStore
-from .sqs_source import LocalPipeline, read_function_log
+from .function_logs import read_function_log
+from .sqs_source import LocalPipeline
 from .stack import LocalStack, client, environment, local_stack
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
@@ -57,11 +59,8 @@ def waves(staging_bucket: str) -> list[tuple[str, list[dict[str, Any]], list[str
     scan = _large(5 * 1024 * 1024)
     moby = {"title": "Moby-Dick", "creator": "Melville, Herman"}
     middlemarch = {"title": "Middlemarch", "creator": "Eliot, George"}
-    missing_claim_check = json.dumps(
-        [
-            "software.amazon.payloadoffloading.PayloadS3Pointer",
-            {"s3BucketName": staging_bucket, "s3Key": "claim-checks/never-uploaded.json"},
-        ]
+    missing_claim_check = claim_check_body(
+        S3Location(staging_bucket, "claim-checks/never-uploaded.json")
     )
     return [
         (
@@ -142,7 +141,7 @@ def _run(console: Console, stack: LocalStack, started: float) -> None:
         sqs_client=sqs,
         s3_client=client("s3", stack.endpoint, stack.region),
         staging_bucket=stack.staging_bucket,
-        staging_prefix=stack.env()["VHS_STAGING_PREFIX"],
+        staging_prefix=stack.env()[STAGING_PREFIX],
         validate=False,  # the poison goes out too
     )
     sent = 0

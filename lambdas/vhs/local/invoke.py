@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..settings import FUNCTIONS
+
 # The handler modules, by the names the CDK app gives the functions.
-HANDLERS = {"ingest": "handlers.ingest", "changes": "handlers.changes", "gc": "handlers.gc"}
+HANDLERS = {name: function.module for name, function in FUNCTIONS.items()}
 
 
 @dataclass

@@ -25,7 +25,8 @@ messages in parallel.
 
 `LocalPipeline` runs it on the local stack with the real ingest handler, beside the DLQ alarm
 evaluator (alarms.py); `vhs local up`, `make demo`, the end-to-end test and the pipeline
-benchmark use it.
+benchmark use it. What it shares with the stream source (threads, invoking, reading a
+response) is in event_source.py.
 """
 
 from __future__ import annotations
@@ -33,23 +34,24 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import io
 import json
 import queue
-import sys
 import threading
 import time
-import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..ingest.dlq import QueueDepth, queue_depth
 from ..resources import INGEST
-from .invoke import CountdownContext
+from ..settings import INGEST_FUNCTION
+from .alarms import AlarmEvaluator
+from .event_source import EventSource, Handler, LocalFunction, malformed, reported_failures
+from .stack import client
 
 # Lambda's limit on a synchronous invocation's payload; an SQS batch never exceeds it.
 MAX_INVOCATION_PAYLOAD_BYTES = 6 * 1024 * 1024
@@ -67,8 +69,6 @@ RECORD_ATTRIBUTES = (
     "AWSTraceHeader",
     "DeadLetterQueueSourceArn",
 )
-
-Handler = Callable[[dict[str, Any], Any], Any]
 
 
 # --- the event ----------------------------------------------------------------------------
@@ -122,17 +122,10 @@ def settle_response(response: Any, message_ids: list[str]) -> tuple[list[str], s
     an empty or null `batchItemFailures` are complete success; a response of another shape,
     or an identifier that is empty, null, under another key or not in the batch, fails the
     whole batch."""
-    if response is None or response == {} or response == "":
-        return [], None
-    failures = response.get("batchItemFailures") if isinstance(response, dict) else response
-    if failures is None:
-        return [], None
-    if isinstance(failures, list):
-        in_batch = set(message_ids)
-        identifiers = [f.get("itemIdentifier") if isinstance(f, dict) else None for f in failures]
-        if all(isinstance(i, str) and i in in_batch for i in identifiers):
-            return [i for i in message_ids if i in set(identifiers)], None
-    return list(message_ids), f"malformed response: {str(response)[:200]}"
+    listed = reported_failures(response, message_ids)
+    if listed is None:
+        return list(message_ids), malformed(response)
+    return [i for i in message_ids if i in set(listed)], None
 
 
 # --- the event source ---------------------------------------------------------------------
@@ -163,40 +156,14 @@ class EventSourceStats:
     max_receive_count: int = 0
 
 
-@dataclass
-class QueueDepth:
-    visible: int
-    in_flight: int
-    delayed: int
-
-    @property
-    def empty(self) -> bool:
-        return self.visible == 0 and self.in_flight == 0 and self.delayed == 0
-
-
-def queue_depth(sqs: Any, queue_url: str) -> QueueDepth:
-    attributes = sqs.get_queue_attributes(
-        QueueUrl=queue_url,
-        AttributeNames=[
-            "ApproximateNumberOfMessages",
-            "ApproximateNumberOfMessagesNotVisible",
-            "ApproximateNumberOfMessagesDelayed",
-        ],
-    )["Attributes"]
-    return QueueDepth(
-        int(attributes.get("ApproximateNumberOfMessages", 0)),
-        int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
-        int(attributes.get("ApproximateNumberOfMessagesDelayed", 0)),
-    )
-
-
 _STOP = object()
 
 
-class SqsEventSource:
+class SqsEventSource(EventSource):
     """An SQS event source mapping with ReportBatchItemFailures, run in two threads: a poller
     that receives and gathers batches, and the execution environment that invokes `handler`
-    and deletes what succeeded."""
+    and deletes what succeeded. stop() stops polling; batches already received are still
+    invoked (they are in flight, and would otherwise wait out the visibility timeout)."""
 
     def __init__(
         self,
@@ -213,6 +180,7 @@ class SqsEventSource:
         poll_wait_seconds: int = 1,
         on_invocation: Callable[[Invocation], None] | None = None,
     ) -> None:
+        super().__init__()
         self.sqs = sqs
         self.queue_url = queue_url
         self.handler = handler
@@ -243,60 +211,15 @@ class SqsEventSource:
         self.on_invocation = on_invocation
         self.stats = EventSourceStats()
         self.invocations: deque[Invocation] = deque(maxlen=10_000)  # the latest
-        self._stopping = threading.Event()
         self._handoff: queue.Queue[Any] = queue.Queue(maxsize=1)  # one batch received ahead
-        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._failure: BaseException | None = None
 
-    # --- lifecycle ---------------------------------------------------------------------------
+    def _workers(self) -> list[tuple[str, Callable[[], None]]]:
+        return [("sqs-poller", self._poll), ("lambda-env", self._invoke_loop)]
 
-    def start(self) -> SqsEventSource:
-        if self._threads:
-            raise RuntimeError("already started")
-        self._stopping.clear()
-        self._threads = [
-            threading.Thread(target=self._guard(self._poll), name="sqs-poller", daemon=True),
-            threading.Thread(target=self._guard(self._invoke_loop), name="lambda-env", daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def stop(self, timeout: float = 120.0) -> None:
-        """Stop polling; batches already received are still invoked (they are in flight, and
-        would otherwise wait out the visibility timeout)."""
-        self._stopping.set()
-        for thread in self._threads:
-            thread.join(timeout)
-        self._threads = []
-
-    def __enter__(self) -> SqsEventSource:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def running(self) -> bool:
-        return any(thread.is_alive() for thread in self._threads)
-
-    def check(self) -> None:
-        """Raise what stopped a thread of the event source, if anything did."""
-        if self._failure is not None:
-            raise RuntimeError("the event source stopped") from self._failure
-
-    def _guard(self, target: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                target()
-            except BaseException as error:  # surfaced by check() and run_until_idle()
-                self._failure = error
-                self._stopping.set()
-                with contextlib.suppress(queue.Full):
-                    self._handoff.put_nowait(_STOP)
-
-        return run
+    def _failed(self) -> None:
+        with contextlib.suppress(queue.Full):
+            self._handoff.put_nowait(_STOP)
 
     # --- waiting -------------------------------------------------------------------------------
 
@@ -418,37 +341,20 @@ class SqsEventSource:
 
     def invoke(self, records: list[dict[str, Any]]) -> Invocation:
         """Invoke the handler on one batch and settle it: delete the messages that succeeded."""
-        request_id = str(uuid.uuid4())
-        started = time.monotonic()
-        context = CountdownContext(
-            started + self.function_timeout,
-            function_name=self.function_name,
-            memory_limit_in_mb=self.memory_mb,
-            timeout_seconds=self.function_timeout,
-            aws_request_id=request_id,
-            region=self.region,
-            log_group_name=f"/aws/lambda/{self.function_name}",
-        )
         message_ids = [r["messageId"] for r in records]
-        error: str | None = None
-        try:
-            response = self.handler({"Records": records}, context)
-            failed, error = settle_response(response, message_ids)
-        except Exception as raised:
-            failed, error = list(message_ids), f"{type(raised).__name__}: {raised}"
-        seconds = time.monotonic() - started
-        if seconds > self.function_timeout and error is None:
-            # Lambda would have stopped it: the batch fails, whatever it did.
-            failed, error = list(message_ids), f"Task timed out after {seconds:.1f} seconds"
+        call = self._call(
+            records, lambda response: settle_response(response, message_ids), list(message_ids)
+        )
+        failed, error = call.outcome, call.error
         left = set(failed)
         self._delete([r for r in records if r["messageId"] not in left])
         invocation = Invocation(
-            request_id,
+            call.request_id,
             message_ids,
             [int(r["attributes"].get("ApproximateReceiveCount", "1")) for r in records],
             failed,
             error,
-            seconds,
+            call.seconds,
         )
         with self._lock:
             self.stats.invocations += 1
@@ -479,80 +385,11 @@ class SqsEventSource:
                 self.stats.delete_errors += len(response.get("Failed", []))
 
 
-# --- the function's output ----------------------------------------------------------------
-
-
-class RoutedOutput(io.TextIOBase):
-    """sys.stdout or sys.stderr while the pipeline runs: what the main thread writes goes to
-    the console, what the function's threads write (Powertools' JSON logs and EMF metrics) to
-    its log file, as Lambda sends a function's output to CloudWatch Logs."""
-
-    def __init__(self, console: TextIO, sink: TextIO, console_threads: set[int]) -> None:
-        self.console = console
-        self.sink = sink
-        self.console_threads = console_threads
-
-    def _target(self) -> TextIO:
-        return self.console if threading.get_ident() in self.console_threads else self.sink
-
-    def write(self, text: str) -> int:
-        return self._target().write(text)
-
-    def flush(self) -> None:
-        self._target().flush()
-
-    def isatty(self) -> bool:
-        return self._target().isatty()
-
-    def fileno(self) -> int:
-        return self._target().fileno()
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self._target(), "encoding", "utf-8")
-
-
-@contextlib.contextmanager
-def function_output(log_path: Path, module: Any = None) -> Iterator[TextIO]:
-    """Send the function's output to `log_path` for the duration (see RoutedOutput). Loggers
-    that `module` built before the routing began (they hold the stream they were given) are
-    pointed at the log too."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    console_threads = {threading.main_thread().ident or 0}
-    with open(log_path, "a", encoding="utf-8", buffering=1) as sink:
-        saved = sys.stdout, sys.stderr
-        sys.stdout = RoutedOutput(saved[0], sink, console_threads)  # type: ignore[assignment]
-        sys.stderr = RoutedOutput(saved[1], sink, console_threads)  # type: ignore[assignment]
-        repointed = []
-        for value in vars(module).values() if module is not None else ():
-            handler = getattr(value, "registered_handler", None)  # a Powertools Logger
-            if handler is not None and hasattr(handler, "setStream"):
-                repointed.append((handler, handler.setStream(sink)))
-        try:
-            yield sink
-        finally:
-            for handler, previous in repointed:
-                handler.setStream(previous)
-            sys.stdout, sys.stderr = saved
-
-
-def read_function_log(log_path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON lines of a function log (Powertools log records and EMF blobs)."""
-    if not log_path.exists():
-        return
-    with open(log_path, encoding="utf-8") as lines:
-        for line in lines:
-            line = line.strip()
-            if line.startswith("{"):
-                with contextlib.suppress(ValueError):
-                    yield json.loads(line)
-
-
 # --- the local pipeline -------------------------------------------------------------------
 
 
 @dataclass
-class LocalPipeline:
+class LocalPipeline(LocalFunction):
     """The local stack's ingest pipeline, running: the event source invoking the real ingest
     handler with the function's environment, and the DLQ alarm evaluated beside it.
 
@@ -572,66 +409,30 @@ class LocalPipeline:
     module: Any = field(default=None, init=False)
     _exit: contextlib.ExitStack | None = field(default=None, init=False)
 
-    def start(self) -> LocalPipeline:
-        from .alarms import AlarmEvaluator
-        from .invoke import load_handler
-        from .stack import client, environment
-
+    def _start(self, running: contextlib.ExitStack) -> None:
         stack = self.stack
-        running = contextlib.ExitStack()
-        try:
-            running.enter_context(environment(stack.function_env()))
-            if self.handler is None:
-                # Built on first use from the environment just set; forget any earlier stack.
-                import importlib
-
-                handler = load_handler("ingest")
-                self.module = importlib.import_module(handler.__module__)
-                if self.function_log is not None:
-                    running.enter_context(function_output(self.function_log, self.module))
-                if hasattr(self.module, "reset"):
-                    self.module.reset()
-                    running.callback(self.module.reset)
-                self.handler = handler
-            elif self.function_log is not None:
-                running.enter_context(function_output(self.function_log))
-            sqs = client("sqs", stack.endpoint, stack.region)
-            self.alarm = AlarmEvaluator(
-                client("cloudwatch", stack.endpoint, stack.region),
-                sqs,
-                alarm_name=stack.alarm_name,
-                queue_url=stack.dlq_url,
-                period_seconds=self.alarm_period,
-                on_transition=self.on_alarm,
-            )
-            running.enter_context(self.alarm)
-            self.source = SqsEventSource(
-                sqs,
-                stack.queue_url,
-                self.handler,
-                queue_arn=stack.queue_arn,
-                region=stack.region,
-                batch_size=self.batch_size,
-                batching_window_seconds=self.batching_window_seconds,
-                function_name=stack.function_name,
-            )
-            running.enter_context(self.source)
-        except BaseException:
-            running.close()
-            raise
-        self._exit = running
-        return self
-
-    def stop(self) -> None:
-        if self._exit is not None:
-            self._exit.close()
-            self._exit = None
-
-    def __enter__(self) -> LocalPipeline:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        handler = self._load(running, INGEST_FUNCTION, stack.function_env(), self.function_log)
+        sqs = client("sqs", stack.endpoint, stack.region)
+        self.alarm = AlarmEvaluator(
+            client("cloudwatch", stack.endpoint, stack.region),
+            sqs,
+            alarm_name=stack.alarm_name,
+            queue_url=stack.dlq_url,
+            period_seconds=self.alarm_period,
+            on_transition=self.on_alarm,
+        )
+        running.enter_context(self.alarm)
+        self.source = SqsEventSource(
+            sqs,
+            stack.queue_url,
+            handler,
+            queue_arn=stack.queue_arn,
+            region=stack.region,
+            batch_size=self.batch_size,
+            batching_window_seconds=self.batching_window_seconds,
+            function_name=stack.function_name,
+        )
+        running.enter_context(self.source)
 
     def running(self) -> tuple[SqsEventSource, Any]:
         """(the event source, the alarm evaluator) of a started pipeline."""

@@ -5,7 +5,8 @@ as a child process (so its state is never shared with an in-process `mock_aws`),
 resources are created from the same shapes (resources.py) that the CDK app deploys: the table
 and the body bucket, and for the ingest pipeline the staging bucket (claim-check payloads and
 staged bodies, expiring), the ingest queue, its dead-letter queue with the deployed redrive
-policy, and the DLQ alarm. emulator.py runs the pipeline on it.
+policy, and the DLQ alarm. sqs_source.py runs the pipeline on it. The environments it
+writes are built with vhs.settings, as the CDK app builds the deployed functions'.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from .. import resources
+from .. import resources, settings
+from ..settings import FunctionSpec
 
 DEFAULT_PORT = 4567
 DEFAULT_REGION = "us-east-1"
@@ -124,6 +126,20 @@ class MotoServer(ChildServer):
         return [sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(self.port)]
 
 
+def endpoint_environment(endpoint: str, region: str) -> dict[str, str]:
+    """What points boto (and so VHS) at the local server."""
+    return {"AWS_ENDPOINT_URL": endpoint, "AWS_DEFAULT_REGION": region, **LOCAL_CREDENTIALS}
+
+
+def function_environment(function: FunctionSpec) -> dict[str, str]:
+    """Powertools' settings for a function run locally (tracing off: there is no X-Ray
+    daemon locally)."""
+    return {
+        **settings.powertools_environment(function, namespace="VHS/local", log_level="INFO"),
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }
+
+
 def client(service: str, endpoint: str | None, region: str = DEFAULT_REGION, **kw: Any) -> Any:
     """A boto3 client for `endpoint` (None: AWS), with the store's retry settings."""
     import boto3
@@ -205,33 +221,23 @@ class LocalStack:
 
     def env(self) -> dict[str, str]:
         """What a producer or a `vhs` command needs (printed by `vhs local up`)."""
-        values = {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_DEFAULT_REGION": self.region,
-            **LOCAL_CREDENTIALS,
-            "VHS_TABLE_NAME": self.table_name,
-            "VHS_BUCKET_NAME": self.bucket_name,
-        }
-        if self.prefix:
-            values["VHS_PREFIX"] = self.prefix
+        store = settings.StoreSettings(self.table_name, self.bucket_name, self.prefix)
+        values = {**endpoint_environment(self.endpoint, self.region), **store.environment()}
         if self.pipeline and self.queue_url:
-            values["VHS_QUEUE_URL"] = self.queue_url
-            values["VHS_DLQ_URL"] = self.dlq_url
-            values["VHS_STAGING_BUCKET"] = self.staging_bucket
-            values["VHS_STAGING_PREFIX"] = resources.STAGING_PREFIX
+            values[settings.QUEUE_URL] = self.queue_url
+            values.update(
+                settings.ingest_environment(
+                    store, dlq_url=self.dlq_url, staging_bucket=self.staging_bucket
+                )
+            )
+            # Present even when empty, as it is locally: `make demo` reads it.
+            values[settings.STAGING_PREFIX] = resources.STAGING_PREFIX
         values.update(self.extra_env)
         return values
 
     def function_env(self) -> dict[str, str]:
-        """The ingest function's environment, as the CDK app sets it (tracing is off
-        locally: there is no X-Ray daemon)."""
-        return {
-            **self.env(),
-            "POWERTOOLS_SERVICE_NAME": "vhs-ingest",
-            "POWERTOOLS_METRICS_NAMESPACE": "VHS/local",
-            "POWERTOOLS_TRACE_DISABLED": "true",
-            "LOG_LEVEL": "INFO",
-        }
+        """The ingest function's environment, as the CDK app sets it."""
+        return {**self.env(), **function_environment(settings.INGEST_FUNCTION)}
 
 
 @contextlib.contextmanager

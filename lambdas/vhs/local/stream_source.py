@@ -11,7 +11,8 @@ with the settings of `resources.CHANGES` (the ones infra/changes.py deploys):
   with eventID, eventName (INSERT, MODIFY, REMOVE), eventVersion, eventSource
   "aws:dynamodb", awsRegion, eventSourceARN and ``dynamodb`` (ApproximateCreationDateTime in
   epoch seconds, Keys, NewImage, OldImage, SequenceNumber, SizeBytes, StreamViewType), binary
-  values base64-encoded as in Lambda's JSON (`lambda_record`);
+  values base64-encoded as in Lambda's JSON (`lambda_record`, in vhs/changes/stream.py: the
+  change feed's replay reads the stream with it too);
 * ReportBatchItemFailures: a response that lists sequence numbers in `batchItemFailures`
   checkpoints at the lowest of them: the records before it are done and everything from it
   on is delivered again. A handler that raises, times out or answers malformed fails the
@@ -24,91 +25,34 @@ with the settings of `resources.CHANGES` (the ones infra/changes.py deploys):
 One execution environment per source: invocations run one after another in one thread, shard
 by shard, as with a parallelization factor of 1. `start()`/`stop()` run it in a thread;
 `poll_once()` runs one round in the caller's thread; `drain()` waits until a round that began
-after the call found no new records and nothing left to retry.
+after the call found no new records and nothing left to retry. What it shares with the SQS
+source (threads, invoking, reading a response) is in event_source.py.
 """
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import logging
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from .. import settings
+from ..changes.stream import MAX_GET_RECORDS, lambda_record
 from ..resources import CHANGES, ChangeFeedShape
-from .invoke import CountdownContext
+from .event_source import EventSource, Handler, LocalFunction, malformed, reported_failures
+from .stack import client, endpoint_environment, function_environment
+from .stream_failures import failure_record, sqs_destination
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict[str, Any], Any], Any]
-EVENT_VERSION = "1.1"
-MAX_GET_RECORDS = 1000  # GetRecords' Limit
 TRIM_HORIZON = "TRIM_HORIZON"
 LATEST = "LATEST"
 
 
-# --- the event ----------------------------------------------------------------------------
-
-
-def _b64(value: bytes | bytearray | str) -> str:
-    if isinstance(value, str):  # already in JSON form
-        return value
-    return base64.b64encode(bytes(value)).decode()
-
-
-def event_value(value: Mapping[str, Any]) -> dict[str, Any]:
-    """An AttributeValue as an SDK returns it (bytes for B and BS) in the JSON form of a
-    Lambda event (base64 strings)."""
-    ((kind, inner),) = value.items()
-    if kind == "B":
-        return {"B": _b64(inner)}
-    if kind == "BS":
-        return {"BS": [_b64(v) for v in inner]}
-    if kind == "M":
-        return {"M": {k: event_value(v) for k, v in inner.items()}}
-    if kind == "L":
-        return {"L": [event_value(v) for v in inner]}
-    return {kind: inner}
-
-
-def event_image(image: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: event_value(value) for name, value in image.items()}
-
-
-def _epoch(value: Any) -> float:
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=value.tzinfo or UTC).timestamp()
-    return float(value)
-
-
-def lambda_record(raw: Mapping[str, Any], *, stream_arn: str, region: str) -> dict[str, Any]:
-    """One GetRecords record as a record of Lambda's DynamoDB stream event."""
-    source = raw.get("dynamodb") or {}
-    stream: dict[str, Any] = {}
-    if "ApproximateCreationDateTime" in source:
-        stream["ApproximateCreationDateTime"] = int(_epoch(source["ApproximateCreationDateTime"]))
-    for name in ("Keys", "NewImage", "OldImage"):
-        if name in source:
-            stream[name] = event_image(source[name])
-    stream["SequenceNumber"] = str(source["SequenceNumber"])
-    stream["SizeBytes"] = int(source.get("SizeBytes", 0))
-    stream["StreamViewType"] = source.get("StreamViewType", "NEW_AND_OLD_IMAGES")
-    record = {
-        "eventID": raw.get("eventID") or uuid.uuid4().hex,
-        "eventName": raw["eventName"],
-        "eventVersion": EVENT_VERSION,
-        "eventSource": "aws:dynamodb",
-        "awsRegion": region,
-        "dynamodb": stream,
-        "eventSourceARN": stream_arn,
-    }
-    if raw.get("userIdentity"):  # TTL deletes: {"type": "Service", "principalId": ...}
-        record["userIdentity"] = dict(raw["userIdentity"])
-    return record
+# --- the response -------------------------------------------------------------------------
 
 
 def settle_response(response: Any, sequence_numbers: list[str]) -> tuple[int | None, str | None]:
@@ -118,93 +62,13 @@ def settle_response(response: Any, sequence_numbers: list[str]) -> tuple[int | N
     listed sequence numbers checkpoint at the lowest; an identifier that is empty, null,
     under another key or not in the batch, or a response of another shape, fails the whole
     batch."""
-    if response is None or response == {} or response == "":
+    listed = reported_failures(response, sequence_numbers)
+    if listed is None:
+        return 0, malformed(response)
+    if not listed:
         return None, None
-    failures = response.get("batchItemFailures") if isinstance(response, dict) else response
-    if failures is None or failures == []:
-        return None, None
-    if isinstance(failures, list):
-        position = {seq: n for n, seq in enumerate(sequence_numbers)}
-        identifiers = [f.get("itemIdentifier") if isinstance(f, dict) else None for f in failures]
-        if all(isinstance(i, str) and i in position for i in identifiers):
-            return min(position[i] for i in identifiers), None
-    return 0, f"malformed response: {str(response)[:200]}"
-
-
-def failure_record(
-    batch: list[dict[str, Any]],
-    *,
-    shard_id: str,
-    stream_arn: str,
-    condition: str,
-    function_arn: str,
-    attempts: int,
-    error: str | None,
-) -> dict[str, Any]:
-    """Lambda's on-failure destination record for a stream batch it gave up on."""
-
-    def arrival(record: dict[str, Any]) -> str:
-        seconds = record["dynamodb"].get("ApproximateCreationDateTime", time.time())
-        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-    return {
-        "requestContext": {
-            "requestId": str(uuid.uuid4()),
-            "functionArn": function_arn,
-            "condition": condition,
-            "approximateInvokeCount": attempts,
-        },
-        "responseContext": {
-            "statusCode": 200,
-            "executedVersion": "$LATEST",
-            "functionError": "Unhandled" if error else None,
-        },
-        "version": "1.0",
-        "timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
-        "DDBStreamBatchInfo": {
-            "shardId": shard_id,
-            "startSequenceNumber": batch[0]["dynamodb"]["SequenceNumber"],
-            "endSequenceNumber": batch[-1]["dynamodb"]["SequenceNumber"],
-            "approximateArrivalOfFirstRecord": arrival(batch[0]),
-            "approximateArrivalOfLastRecord": arrival(batch[-1]),
-            "batchSize": len(batch),
-            "streamArn": stream_arn,
-        },
-    }
-
-
-def sqs_destination(sqs: Any, queue_url: str) -> Callable[[dict[str, Any]], None]:
-    """An `on_failure` that sends the on-failure record to an SQS queue (the change feed's
-    DLQ), as the deployed event source's destination does."""
-    import json
-
-    def send(record: dict[str, Any]) -> None:
-        sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(record))
-
-    return send
-
-
-def read_range(
-    streams: Any, stream_arn: str, shard_id: str, start: str, end: str, *, max_empty: int = 10
-) -> Iterator[dict[str, Any]]:
-    """The raw records of one shard from sequence number `start` to `end`, inclusive."""
-    last = int(end)
-    iterator = streams.get_shard_iterator(
-        StreamArn=stream_arn,
-        ShardId=shard_id,
-        ShardIteratorType="AT_SEQUENCE_NUMBER",
-        SequenceNumber=start,
-    )["ShardIterator"]
-    empty = 0
-    while iterator and empty < max_empty:
-        response = streams.get_records(ShardIterator=iterator, Limit=MAX_GET_RECORDS)
-        records = response.get("Records") or []
-        empty = 0 if records else empty + 1
-        for record in records:
-            if int(record["dynamodb"]["SequenceNumber"]) > last:
-                return
-            yield record
-        iterator = response.get("NextShardIterator")
+    position = {seq: n for n, seq in enumerate(sequence_numbers)}
+    return min(position[i] for i in listed), None
 
 
 # --- the event source ---------------------------------------------------------------------
@@ -252,9 +116,12 @@ class _Shard:
         return self.closed and not self.buffer
 
 
-class DynamoDBStreamSource:
+class DynamoDBStreamSource(EventSource):
     """A DynamoDB stream event source mapping with ReportBatchItemFailures, bisection on
-    error, bounded retries and an on-failure destination, polled in one thread."""
+    error, bounded retries and an on-failure destination, polled in one thread. stop() stops
+    polling after the invocation in progress, if any."""
+
+    kind = "stream source"
 
     def __init__(
         self,
@@ -278,6 +145,7 @@ class DynamoDBStreamSource:
     ) -> None:
         if starting_position not in (TRIM_HORIZON, LATEST):
             raise ValueError("starting_position is TRIM_HORIZON or LATEST")
+        super().__init__()
         self.streams = streams
         self.stream_arn = stream_arn
         self.handler = handler
@@ -307,51 +175,18 @@ class DynamoDBStreamSource:
         self._progress = threading.Condition()
         self._rounds_started = 0
         self._last_idle_round = -1
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._failure: BaseException | None = None
 
-    # --- lifecycle -------------------------------------------------------------------------
-
-    def start(self) -> DynamoDBStreamSource:
-        if self._thread is not None:
-            raise RuntimeError("already started")
-        self._stopping.clear()
-        self._thread = threading.Thread(target=self._run, name="ddb-stream-poller", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 120.0) -> None:
-        """Stop polling after the invocation in progress, if any."""
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        self._thread = None
-
-    def __enter__(self) -> DynamoDBStreamSource:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def check(self) -> None:
-        """Raise what stopped the poller's thread, if anything did."""
-        if self._failure is not None:
-            raise RuntimeError("the stream source stopped") from self._failure
+    def _workers(self) -> list[tuple[str, Callable[[], None]]]:
+        return [("ddb-stream-poller", self._run)]
 
     def _run(self) -> None:
-        try:
-            while not self._stopping.is_set():
-                if self.poll_once() == 0:
-                    self._stopping.wait(self.poll_interval)
-        except BaseException as error:  # surfaced by check() and drain()
-            self._failure = error
-            with self._progress:
-                self._progress.notify_all()
+        while not self._stopping.is_set():
+            if self.poll_once() == 0:
+                self._stopping.wait(self.poll_interval)
+
+    def _failed(self) -> None:  # surfaced by check() and drain()
+        with self._progress:
+            self._progress.notify_all()
 
     # --- waiting ---------------------------------------------------------------------------
 
@@ -489,37 +324,23 @@ class DynamoDBStreamSource:
         if self._too_old(batch[0]):
             self._give_up(shard, batch, "RecordAgeExceeded", None)
             return len(batch)
-        request_id = str(uuid.uuid4())
-        started = time.monotonic()
-        context = CountdownContext(
-            started + self.function_timeout,
-            function_name=self.function_name,
-            timeout_seconds=int(self.function_timeout),
-            aws_request_id=request_id,
-            region=self.region,
-            log_group_name=f"/aws/lambda/{self.function_name}",
+        call = self._call(
+            [dict(r) for r in batch],
+            lambda response: settle_response(response, sequence_numbers),
+            0,
         )
-        error: str | None = None
-        try:
-            response = self.handler({"Records": [dict(r) for r in batch]}, context)
-            retry_at, error = settle_response(response, sequence_numbers)
-        except Exception as raised:
-            retry_at, error = 0, f"{type(raised).__name__}: {raised}"
-        seconds = time.monotonic() - started
-        if seconds > self.function_timeout and error is None:
-            retry_at, error = 0, f"Task timed out after {seconds:.1f} seconds"
-
+        retry_at, error = call.outcome, call.error
         done = len(batch) if retry_at is None else retry_at
         del shard.buffer[:done]
         self.stats.invocations += 1
         self.stats.records_done += done
         invocation = StreamInvocation(
-            request_id,
+            call.request_id,
             shard.shard_id,
             sequence_numbers,
             None if retry_at is None else sequence_numbers[retry_at],
             error,
-            seconds,
+            call.seconds,
         )
         self.invocations.append(invocation)
         if retry_at is None:
@@ -581,7 +402,7 @@ class DynamoDBStreamSource:
 
 
 @dataclass
-class LocalChangeFeed:
+class LocalChangeFeed(LocalFunction):
     """The change feed on the local stack, running: the stream source invoking the real
     `changes` handler with the function's environment (as infra/changes.py sets it), reading
     the table's stream and publishing to `topic_arn` (an SNS FIFO topic:
@@ -608,72 +429,35 @@ class LocalChangeFeed:
     _exit: Any = field(default=None, init=False)
 
     def function_env(self) -> dict[str, str]:
-        """The function's environment (tracing off: there is no X-Ray daemon locally)."""
-        from .stack import LOCAL_CREDENTIALS
-
+        """The function's environment, as infra/changes.py sets it (the prefix even when
+        empty: it overrides one in this process's)."""
         return {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_DEFAULT_REGION": self.region,
-            **LOCAL_CREDENTIALS,
-            "VHS_CHANGE_TOPIC_ARN": self.topic_arn,
-            "VHS_BUCKET_NAME": self.bucket_name,
-            "VHS_PREFIX": self.prefix,
-            "POWERTOOLS_SERVICE_NAME": "vhs-changes",
-            "POWERTOOLS_METRICS_NAMESPACE": "VHS/local",
-            "POWERTOOLS_TRACE_DISABLED": "true",
-            "LOG_LEVEL": "INFO",
+            **endpoint_environment(self.endpoint, self.region),
+            **settings.changes_environment(topic_arn=self.topic_arn, bucket_name=self.bucket_name),
+            settings.PREFIX: self.prefix,
+            **function_environment(settings.CHANGES_FUNCTION),
         }
 
-    def start(self) -> LocalChangeFeed:
-        import contextlib
-        import importlib
-
-        from .invoke import load_handler
-        from .stack import client, environment
-
-        running = contextlib.ExitStack()
-        try:
-            running.enter_context(environment(self.function_env()))
-            if self.handler is None:
-                handler = load_handler("changes")
-                self.module = importlib.import_module(handler.__module__)
-                self.module.reset()  # built again from the environment just set
-                running.callback(self.module.reset)
-                self.handler = handler
-            dynamodb = client("dynamodb", self.endpoint, self.region)
-            table = dynamodb.describe_table(TableName=self.table_name)["Table"]
-            self.stream_arn = table["LatestStreamArn"]
-            options = dict(self.source_options)
-            if self.dlq_url and "on_failure" not in options:
-                options["on_failure"] = sqs_destination(
-                    client("sqs", self.endpoint, self.region), self.dlq_url
-                )
-            self.source = DynamoDBStreamSource(
-                client("dynamodbstreams", self.endpoint, self.region),
-                self.stream_arn,
-                self.handler,
-                region=self.region,
-                function_name=self.function_name,
-                **options,
+    def _start(self, running: contextlib.ExitStack) -> None:
+        handler = self._load(running, settings.CHANGES_FUNCTION, self.function_env())
+        dynamodb = client("dynamodb", self.endpoint, self.region)
+        table = dynamodb.describe_table(TableName=self.table_name)["Table"]
+        self.stream_arn = table["LatestStreamArn"]
+        options = dict(self.source_options)
+        if self.dlq_url and "on_failure" not in options:
+            options["on_failure"] = sqs_destination(
+                client("sqs", self.endpoint, self.region), self.dlq_url
             )
-            if self.threaded:
-                running.enter_context(self.source)
-        except BaseException:
-            running.close()
-            raise
-        self._exit = running
-        return self
-
-    def stop(self) -> None:
-        if self._exit is not None:
-            self._exit.close()
-            self._exit = None
-
-    def __enter__(self) -> LocalChangeFeed:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.source = DynamoDBStreamSource(
+            client("dynamodbstreams", self.endpoint, self.region),
+            self.stream_arn,
+            handler,
+            region=self.region,
+            function_name=self.function_name,
+            **options,
+        )
+        if self.threaded:
+            running.enter_context(self.source)
 
     def drain(self, timeout: float = 60.0) -> None:
         """Wait until every change written so far has been handled (see the source's)."""
