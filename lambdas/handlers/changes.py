@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
@@ -31,15 +30,14 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from handlers.observability import traced
+from handlers.observability import logger_and_metrics, traced
 from vhs import keys, settings
 from vhs.aws import aws_client
 from vhs.changes.feed import ChangePublisher, Derived, changes_from_record
 from vhs.resources import CHANGES
 from vhs.settings import CHANGES_FUNCTION
 
-logger = Logger(service=settings.get(settings.POWERTOOLS_SERVICE_NAME, CHANGES_FUNCTION.service))
-metrics = Metrics(namespace=settings.metrics_namespace())
+logger, metrics = logger_and_metrics(CHANGES_FUNCTION)
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from handlers.observability import traced
+from handlers.observability import logger_and_metrics, traced
 from vhs import settings
 from vhs.aws import aws_client
 from vhs.keys import all_shards
@@ -22,8 +21,7 @@ from vhs.maintenance.gc import DEFAULT_GRACE, GarbageCollector, GcReport, parse_
 from vhs.settings import GC_FUNCTION
 from vhs.store import VersionedHybridStore
 
-logger = Logger(service=settings.get(settings.POWERTOOLS_SERVICE_NAME, GC_FUNCTION.service))
-metrics = Metrics(namespace=settings.metrics_namespace())
+logger, metrics = logger_and_metrics(GC_FUNCTION)
 
 # Stop taking new shards with this much time left: one shard's listing page and deletes.
 RESERVE_MS = 120_000

@@ -13,7 +13,6 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
@@ -22,14 +21,13 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from handlers.observability import traced
+from handlers.observability import logger_and_metrics, traced
 from vhs import settings
 from vhs.errors import InvalidMessage
 from vhs.ingest.ingestor import Ingestor, IngestResult
 from vhs.settings import INGEST_FUNCTION
 
-logger = Logger(service=settings.get(settings.POWERTOOLS_SERVICE_NAME, INGEST_FUNCTION.service))
-metrics = Metrics(namespace=settings.metrics_namespace())
+logger, metrics = logger_and_metrics(INGEST_FUNCTION)
 processor = BatchProcessor(event_type=EventType.SQS)
 
 CONCURRENCY = settings.whole_number(settings.INGEST_CONCURRENCY, 16)

@@ -6,9 +6,19 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from aws_lambda_powertools import Tracer
+from aws_lambda_powertools import Logger, Metrics, Tracer
+
+from vhs import settings
+from vhs.settings import FunctionSpec
 
 Handler = Callable[[dict[str, Any], Any], Any]
+
+
+def logger_and_metrics(function: FunctionSpec) -> tuple[Logger, Metrics]:
+    """A handler's Logger and Metrics, named from the environment as deployed (the service
+    name, else the function's own, and the metrics namespace)."""
+    service = settings.get(settings.POWERTOOLS_SERVICE_NAME, function.service)
+    return Logger(service=service), Metrics(namespace=settings.metrics_namespace())
 
 
 def traced(handler: Handler) -> Handler:

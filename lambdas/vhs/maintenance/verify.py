@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import re
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -54,7 +53,6 @@ from .findings import (
 DEFAULT_SEGMENTS = 4
 DEFAULT_WORKERS = 16
 DEFAULT_MAX_FINDINGS = 1000
-_HASH = re.compile(r"[0-9a-f]{64}")
 _READ_CHUNK = 1024 * 1024
 
 
@@ -219,46 +217,31 @@ class Verifier:
             self._submit(item.id, content_hash, pointers)
 
     def _check_inline(self, id: str, version: int, entry: Entry, inline: bytes) -> None:
-        location = f"{self._item_location(id)}#v{version}"
+        def found(kind: FindingKind, detail: str) -> None:
+            location = f"{self._item_location(id)}#v{version}"
+            self._found(Finding(kind, id, version, location, detail, (version,)))
+
         try:
             body = decompress(inline, entry.codec)
         except (zlib.error, ValueError) as error:
-            self._found(
-                Finding(
-                    FindingKind.HASH_MISMATCH,
-                    id,
-                    version,
-                    location,
-                    f"the inline body does not decode ({entry.codec}): {error}",
-                    (version,),
-                )
+            found(
+                FindingKind.HASH_MISMATCH,
+                f"the inline body does not decode ({entry.codec}): {error}",
             )
             return
         with self._lock:
             self._report.bytes_hashed += len(body)
         actual = sha256_hex(body)
         if actual != entry.content_hash:
-            self._found(
-                Finding(
-                    FindingKind.HASH_MISMATCH,
-                    id,
-                    version,
-                    location,
-                    f"the inline body has sha256 {actual} ({len(body)} bytes), "
-                    f"the entry says {entry.content_hash} ({entry.size} bytes)",
-                    (version,),
-                )
+            found(
+                FindingKind.HASH_MISMATCH,
+                f"the inline body has sha256 {actual} ({len(body)} bytes), "
+                f"the entry says {entry.content_hash} ({entry.size} bytes)",
             )
         elif len(body) != entry.size:
-            self._found(
-                Finding(
-                    FindingKind.SIZE_MISMATCH,
-                    id,
-                    version,
-                    location,
-                    f"the inline body is {len(body)} bytes, the entry says {entry.size}",
-                    (version,),
-                )
+            found(
+                FindingKind.SIZE_MISMATCH,
+                f"the inline body is {len(body)} bytes, the entry says {entry.size}",
             )
 
     # --- one S3 object ---------------------------------------------------------------------
