@@ -19,6 +19,7 @@ that a record which keeps failing is given up on (to the DLQ) alone, not with it
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,21 +65,15 @@ class Feed:
         )
 
 
-_feed: Feed | None = None
-
-
+@functools.cache
 def feed() -> Feed:
     # Built on first use, not at import, so the import stays cheap and tests can set the env.
-    global _feed
-    if _feed is None:
-        _feed = Feed.from_env()
-    return _feed
+    return Feed.from_env()
 
 
 def reset() -> None:
     """Forget the configured feed (tests point the handler at a fresh stack)."""
-    global _feed
-    _feed = None
+    feed.cache_clear()
 
 
 class NotPublished(Exception):

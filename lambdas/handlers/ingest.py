@@ -9,6 +9,7 @@ store orders writes by (updated_at, content hash).
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -31,23 +32,19 @@ logger, metrics = logger_and_metrics(INGEST_FUNCTION)
 processor = BatchProcessor(event_type=EventType.SQS)
 
 CONCURRENCY = settings.whole_number(settings.INGEST_CONCURRENCY, 16)
-_ingestor: Ingestor | None = None
 
 
+@functools.cache
 def ingestor() -> Ingestor:
     # Built on first use, not at import, so the import stays cheap and tests can set the env.
-    global _ingestor
-    if _ingestor is None:
-        _ingestor = Ingestor.from_env()
-    return _ingestor
+    return Ingestor.from_env()
 
 
 def reset() -> None:
     """Forget the configured ingestor, and read the metrics namespace again (tests point the
     handler at a fresh stack, with an environment of its own; the namespace was read when the
     module was first imported, under whichever test's environment that was)."""
-    global _ingestor
-    _ingestor = None
+    ingestor.cache_clear()
     metrics.namespace = settings.metrics_namespace()
 
 

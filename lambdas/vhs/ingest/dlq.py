@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import builtins  # DeadLetterQueue.list shadows list in the class body
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -145,25 +145,22 @@ class MoveTask:
     failure_reason: str | None
 
 
+@dataclass
 class DeadLetterQueue:
-    def __init__(
-        self,
-        sqs: Any,
-        dlq_url: str,
-        queue_url: str | None = None,
-        *,
-        s3: Any = None,
-        visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT,
-        wait_seconds: int = DEFAULT_WAIT_SECONDS,
-    ) -> None:
-        if not dlq_url:
+    """The ingest DLQ (`dlq_url`), and the queue its letters are redriven to (`queue_url`).
+    `s3` reads claim-check payloads when asked to resolve their record ids."""
+
+    sqs: Any
+    dlq_url: str
+    queue_url: str | None = None
+    _: KW_ONLY
+    s3: Any = None
+    visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT
+    wait_seconds: int = DEFAULT_WAIT_SECONDS
+
+    def __post_init__(self) -> None:
+        if not self.dlq_url:
             raise ConfigurationError("the dead-letter queue URL is required (VHS_DLQ_URL)")
-        self.sqs = sqs
-        self.dlq_url = dlq_url
-        self.queue_url = queue_url
-        self.s3 = s3
-        self.visibility_timeout = visibility_timeout
-        self.wait_seconds = wait_seconds
 
     @classmethod
     def from_env(cls) -> DeadLetterQueue:
