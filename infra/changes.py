@@ -30,13 +30,7 @@ from vhs import resources, settings
 from . import nag
 from .config import VhsConfig
 from .function import VhsFunction, allow
-from .monitoring import (
-    TOPIC_KEY_ACTIONS,
-    dead_letter_alarm,
-    function_errors_alarm,
-    notifying_alarm,
-    topic_key,
-)
+from .monitoring import TOPIC_KEY_ACTIONS, Alarms, topic_key
 
 # Lambda's event source for a DynamoDB stream needs these four on the stream (the policy
 # AWS documents for a function that processes a table's stream, scoped to the one stream).
@@ -159,44 +153,29 @@ class ChangeFeed(Construct):
 
         self.alarms: list[cloudwatch.Alarm] = []
         if alarm_topic is not None:
-            self.alarms = self._alarms(config, actions.SnsAction(alarm_topic))
+            self.alarms = self._alarms(Alarms(self, config, actions.SnsAction(alarm_topic)))
 
-    def _alarms(self, config: VhsConfig, action: cloudwatch.IAlarmAction) -> list[cloudwatch.Alarm]:
-        self.dead_letter_alarm = dead_letter_alarm(
-            self,
+    def _alarms(self, alarms: Alarms) -> list[cloudwatch.Alarm]:
+        self.dead_letter_alarm = alarms.dead_letters(
             "ChangeDeadLetters",
-            config=config,
-            action=action,
-            dead_letters=self.dead_letters,
-            description=(
-                "The change feed gave up on a range of the table's stream: those versions "
-                "were not notified. Fix the cause, then replay each message's range with "
-                "vhs.changes.feed.replay within 24 hours of the writes (docs/changes.md)."
-            ),
+            self.dead_letters,
+            "The change feed gave up on a range of the table's stream: those versions "
+            "were not notified. Fix the cause, then replay each message's range with "
+            "vhs.changes.feed.replay within 24 hours of the writes (docs/changes.md).",
         )
-        self.errors_alarm = function_errors_alarm(
-            self,
+        self.errors_alarm = alarms.function_errors(
             "ChangeFunctionErrors",
-            config=config,
-            action=action,
-            function=self.function,
-            description=(
-                "The change feed function failed whole batches: it could not publish the "
-                "first change of a batch (SNS or KMS refused it after retries), or crashed."
-            ),
+            self.function,
+            "The change feed function failed whole batches: it could not publish the "
+            "first change of a batch (SNS or KMS refused it after retries), or crashed.",
         )
-        self.iterator_age_alarm = notifying_alarm(
-            self,
+        self.iterator_age_alarm = alarms.alarm(
             "ChangeIteratorAge",
-            name=config.prefix,
-            action=action,
-            metric=self.function.metric(
+            self.function.metric(
                 "IteratorAge", period=cdk.Duration.minutes(1), statistic="Maximum"
             ),
-            description=(
-                f"The change feed is over {self.shape.iterator_age_alarm_seconds} s behind "
-                "the table: it is failing or throttled, and stream records expire after 24 h."
-            ),
+            f"The change feed is over {self.shape.iterator_age_alarm_seconds} s behind "
+            "the table: it is failing or throttled, and stream records expire after 24 h.",
             threshold=self.shape.iterator_age_alarm_seconds * 1000,  # IteratorAge is in ms
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )

@@ -10,7 +10,7 @@ DLQ is a record that was not stored.
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -61,37 +61,6 @@ def topic_key(scope: Construct, description: str) -> kms.Key:
     )
 
 
-def notifying_alarm(
-    scope: Construct,
-    id: str,
-    *,
-    name: str,
-    action: cloudwatch.IAlarmAction,
-    metric: cloudwatch.IMetric,
-    description: str,
-    threshold: float,
-    evaluation_periods: int = 1,
-    comparison_operator: cloudwatch.ComparisonOperator = AT_LEAST,
-) -> cloudwatch.Alarm:
-    """An alarm named ``{name}-{id}`` that sends both ALARM and OK to `action`, with missing
-    data not breaching: how every VHS alarm is made (the change feed's too). By default it
-    fires when one period reaches the threshold."""
-    created = cloudwatch.Alarm(
-        scope,
-        id,
-        alarm_name=f"{name}-{id}",
-        alarm_description=description,
-        metric=metric,
-        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-        threshold=threshold,
-        evaluation_periods=evaluation_periods,
-        comparison_operator=comparison_operator,
-    )
-    created.add_alarm_action(action)
-    created.add_ok_action(action)
-    return created
-
-
 def dead_letter_metric(dead_letters: sqs.IQueue) -> cloudwatch.Metric:
     """The metric of `resources.DLQ_ALARM` (the local stack's alarm evaluator uses it too)."""
     dlq = resources.DLQ_ALARM
@@ -104,53 +73,69 @@ def dead_letter_metric(dead_letters: sqs.IQueue) -> cloudwatch.Metric:
     )
 
 
-def dead_letter_alarm(
-    scope: Construct,
-    id: str,
-    *,
-    config: VhsConfig,
-    action: cloudwatch.IAlarmAction,
-    dead_letters: sqs.IQueue,
-    description: str,
-) -> cloudwatch.Alarm:
-    """`resources.DLQ_ALARM` on `dead_letters`: the shape the local stack's alarm evaluator
-    uses too. The first dead letter alarms at once."""
-    dlq = resources.DLQ_ALARM
-    return notifying_alarm(
-        scope,
-        id,
-        name=config.prefix,
-        action=action,
-        metric=dead_letter_metric(dead_letters),
-        description=description,
-        threshold=dlq.threshold,
-        evaluation_periods=dlq.evaluation_periods,
-        comparison_operator=comparison(dlq.comparison_operator),
-    )
+@dataclass(frozen=True)
+class Alarms:
+    """How every VHS alarm is made (ingest's, the change feed's and the collector's): in
+    `scope`, named ``{config.prefix}-{id}``, sending both ALARM and OK to `action`, with
+    missing data not breaching."""
 
+    scope: Construct
+    config: VhsConfig
+    action: cloudwatch.IAlarmAction
 
-def function_errors_alarm(
-    scope: Construct,
-    id: str,
-    *,
-    config: VhsConfig,
-    action: cloudwatch.IAlarmAction,
-    function: lambda_.IFunction,
-    description: str,
-) -> cloudwatch.Alarm:
-    """Failed invocations of `function` (the Errors sum of one alarm period reaches
-    `alarms.function_errors`): every VHS function has this alarm."""
-    return notifying_alarm(
-        scope,
-        id,
-        name=config.prefix,
-        action=action,
-        metric=function.metric_errors(
-            period=cdk.Duration.seconds(config.alarms.period_seconds), statistic="Sum"
-        ),
-        description=description,
-        threshold=config.alarms.function_errors,
-    )
+    def alarm(
+        self,
+        id: str,
+        metric: cloudwatch.IMetric,
+        description: str,
+        *,
+        threshold: float,
+        evaluation_periods: int = 1,
+        comparison_operator: cloudwatch.ComparisonOperator = AT_LEAST,
+    ) -> cloudwatch.Alarm:
+        """An alarm on `metric`; by default it fires when one period reaches `threshold`."""
+        created = cloudwatch.Alarm(
+            self.scope,
+            id,
+            alarm_name=f"{self.config.prefix}-{id}",
+            alarm_description=description,
+            metric=metric,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            threshold=threshold,
+            evaluation_periods=evaluation_periods,
+            comparison_operator=comparison_operator,
+        )
+        created.add_alarm_action(self.action)
+        created.add_ok_action(self.action)
+        return created
+
+    def dead_letters(self, id: str, queue: sqs.IQueue, description: str) -> cloudwatch.Alarm:
+        """`resources.DLQ_ALARM` on `queue`: the shape the local stack's alarm evaluator uses
+        too. The first dead letter alarms at once."""
+        dlq = resources.DLQ_ALARM
+        return self.alarm(
+            id,
+            dead_letter_metric(queue),
+            description,
+            threshold=dlq.threshold,
+            evaluation_periods=dlq.evaluation_periods,
+            comparison_operator=comparison(dlq.comparison_operator),
+        )
+
+    def function_errors(
+        self, id: str, function: lambda_.IFunction, description: str
+    ) -> cloudwatch.Alarm:
+        """Failed invocations of `function` (the Errors sum of one alarm period reaches
+        `alarms.function_errors`): every VHS function has this alarm."""
+        thresholds = self.config.alarms
+        return self.alarm(
+            id,
+            function.metric_errors(
+                period=cdk.Duration.seconds(thresholds.period_seconds), statistic="Sum"
+            ),
+            description,
+            threshold=thresholds.function_errors,
+        )
 
 
 class Monitoring(Construct):
@@ -210,50 +195,26 @@ class Monitoring(Construct):
         if config.alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
 
-        action = actions.SnsAction(self.topic)
+        alarms = Alarms(self, config, actions.SnsAction(self.topic))
         period = cdk.Duration.seconds(thresholds.period_seconds)
-
-        def alarm(
-            id: str, metric: cloudwatch.IMetric, description: str, **kwargs: Any
-        ) -> cloudwatch.Alarm:
-            return notifying_alarm(
-                self,
-                id,
-                name=config.prefix,
-                action=action,
-                metric=metric,
-                description=description,
-                **kwargs,
-            )
-
-        self.dead_letter_alarm = dead_letter_alarm(
-            self,
+        self.dead_letter_alarm = alarms.dead_letters(
             "DeadLetters",
-            config=config,
-            action=action,
-            dead_letters=dead_letters,
-            description=(
-                "Messages are in the ingest dead-letter queue: records that were not stored. "
-                "Read their vhs-error-* attributes, fix the cause, then redrive."
-            ),
+            dead_letters,
+            "Messages are in the ingest dead-letter queue: records that were not stored. "
+            "Read their vhs-error-* attributes, fix the cause, then redrive.",
         )
-        self.errors_alarm = function_errors_alarm(
-            self,
+        self.errors_alarm = alarms.function_errors(
             "FunctionErrors",
-            config=config,
-            action=action,
-            function=function,
-            description=(
-                "The ingest function failed whole invocations (crash, timeout or configuration)."
-            ),
+            function,
+            "The ingest function failed whole invocations (crash, timeout or configuration).",
         )
-        self.throttles_alarm = alarm(
+        self.throttles_alarm = alarms.alarm(
             "FunctionThrottles",
             function.metric_throttles(period=period, statistic="Sum"),
             "The ingest function was throttled: check the account's concurrency.",
             threshold=thresholds.function_throttles,
         )
-        self.age_alarm = alarm(
+        self.age_alarm = alarms.alarm(
             "QueueAge",
             queue.metric_approximate_age_of_oldest_message(
                 period=cdk.Duration.seconds(thresholds.oldest_message_period_seconds),
@@ -264,7 +225,7 @@ class Monitoring(Construct):
             threshold=thresholds.oldest_message_age_seconds,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
-        self.dynamodb_alarm = alarm(
+        self.dynamodb_alarm = alarms.alarm(
             "TableThrottles",
             table.metric_throttled_requests_for_operations(
                 operations=list(STORE_OPERATIONS), period=period

@@ -31,6 +31,7 @@ change feed's alarms live in its stack for the same reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
@@ -97,14 +98,20 @@ def _alarm_topic(scope: Construct, config: VhsConfig) -> sns.ITopic:
     return sns.Topic.from_topic_arn(scope, "AlarmTopic", arn)
 
 
-class StoreStack(cdk.Stack):
+class _VhsStack(cdk.Stack):
+    """A stack of one VHS deployment, described as ``VHS <stage>: <what it holds>``."""
+
+    holds: ClassVar[str]
+
     def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
-        super().__init__(
-            scope,
-            id,
-            description=f"VHS {config.stage}: stateful resources (body bucket, index table)",
-            **kwargs,
-        )
+        super().__init__(scope, id, description=f"VHS {config.stage}: {self.holds}", **kwargs)
+
+
+class StoreStack(_VhsStack):
+    holds = "stateful resources (body bucket, index table)"
+
+    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
+        super().__init__(scope, id, config=config, **kwargs)
         self.store = Store(
             self,
             "Store",
@@ -139,7 +146,7 @@ class StoreStack(cdk.Stack):
         )
 
 
-class _StoreReader(cdk.Stack):
+class _StoreReader(_VhsStack):
     """A stateless stack of functions that open the store: `store` (by default this
     configuration's) is what they are told of it, and names the Store stack's body bucket
     ("Bodies") and table ("Records"), imported by name."""
@@ -150,11 +157,10 @@ class _StoreReader(cdk.Stack):
         id: str,
         *,
         config: VhsConfig,
-        description: str,
         store: settings.StoreSettings | None = None,
         **kwargs,
     ) -> None:
-        super().__init__(scope, id, description=description, **kwargs)
+        super().__init__(scope, id, config=config, **kwargs)
         self.store_settings = store or store_settings(config)
         self.bodies = s3.Bucket.from_bucket_name(self, "Bodies", self.store_settings.bucket_name)
         self.records = dynamodb.Table.from_table_name(
@@ -163,14 +169,10 @@ class _StoreReader(cdk.Stack):
 
 
 class IngestStack(_StoreReader):
+    holds = "ingest queue, function and monitoring (stateless)"
+
     def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
-        super().__init__(
-            scope,
-            id,
-            config=config,
-            description=f"VHS {config.stage}: ingest queue, function and monitoring (stateless)",
-            **kwargs,
-        )
+        super().__init__(scope, id, config=config, **kwargs)
         staging = s3.Bucket.from_bucket_name(self, "Staging", _bucket_name(config, "staging"))
         self.ingest = Ingest(
             self,
@@ -217,14 +219,11 @@ class IngestStack(_StoreReader):
         )
 
 
-class ChangesStack(cdk.Stack):
+class ChangesStack(_VhsStack):
+    holds = "change feed (table stream to SNS; stateless)"
+
     def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
-        super().__init__(
-            scope,
-            id,
-            description=f"VHS {config.stage}: change feed (table stream to SNS; stateless)",
-            **kwargs,
-        )
+        super().__init__(scope, id, config=config, **kwargs)
         bucket = s3.Bucket.from_bucket_name(self, "Bodies", _bucket_name(config, "bodies"))
         alarm_topic = _alarm_topic(self, config)
         self.changes = ChangeFeed(
@@ -248,14 +247,10 @@ class ChangesStack(cdk.Stack):
 
 
 class MaintenanceStack(_StoreReader):
+    holds = "scheduled garbage collection (stateless)"
+
     def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
-        super().__init__(
-            scope,
-            id,
-            config=config,
-            description=f"VHS {config.stage}: scheduled garbage collection (stateless)",
-            **kwargs,
-        )
+        super().__init__(scope, id, config=config, **kwargs)
         # The alarm topic through SSM, as for Changes.
         alarm_topic = _alarm_topic(self, config)
         self.gc = GarbageCollection(

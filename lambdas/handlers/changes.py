@@ -31,7 +31,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from handlers.observability import logger_and_metrics, traced
+from handlers.observability import instrumented, logger_and_metrics
 from vhs import keys, settings
 from vhs.aws import aws_client
 from vhs.changes.feed import ChangePublisher, Derived, changes_from_record
@@ -171,9 +171,7 @@ def _log(records: list[dict[str, Any]], plan: Plan) -> None:
     metrics.add_metric(name="retried", unit=MetricUnit.Count, value=retried)
 
 
-@traced
-@logger.inject_lambda_context
-@metrics.log_metrics(capture_cold_start_metric=True)
+@instrumented(logger, metrics, capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     config = feed()
     records = event.get("Records") or []

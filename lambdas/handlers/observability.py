@@ -40,3 +40,17 @@ def traced(handler: Handler) -> Handler:
         return wrapped(event, context)
 
     return invoke
+
+
+def instrumented(
+    logger: Logger, metrics: Metrics, *, capture_cold_start_metric: bool = False
+) -> Callable[[Handler], Handler]:
+    """How every VHS handler is wrapped: `traced`, its invocation's Lambda context in its log
+    records (`logger.inject_lambda_context`), and its metrics flushed when it returns
+    (`metrics.log_metrics`, with a ColdStart metric where `capture_cold_start_metric`)."""
+
+    def wrap(handler: Handler) -> Handler:
+        flushed = metrics.log_metrics(handler, capture_cold_start_metric=capture_cold_start_metric)
+        return traced(logger.inject_lambda_context(flushed))
+
+    return wrap

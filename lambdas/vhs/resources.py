@@ -6,6 +6,7 @@ local stack and the cloud cannot drift apart. Change a shape here and every cons
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,14 @@ TABLE_PARTITION_KEY_TYPE = "S"
 TABLE_BILLING_MODE = "PAY_PER_REQUEST"
 # The change feed (a later issue) reads both images from the stream.
 TABLE_STREAM_VIEW_TYPE = "NEW_AND_OLD_IMAGES"
+
+
+def _require(shape: str, checks: Iterable[tuple[bool, str]]) -> None:
+    """Raise ValueError naming, in order, every one of a shape's `checks` (holds, what is
+    wrong otherwise) that does not hold."""
+    problems = [problem for holds, problem in checks if not holds]
+    if problems:
+        raise ValueError(f"invalid {shape} shape: " + "; ".join(problems))
 
 
 @dataclass(frozen=True)
@@ -131,39 +140,51 @@ class IngestShape:
     function_ephemeral_storage_mb: int = 2048
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.visibility_timeout_seconds < (
-            QUEUE_VISIBILITY_TO_TIMEOUT_RATIO * self.function_timeout_seconds
-        ):
-            problems.append(
-                f"visibility timeout {self.visibility_timeout_seconds}s is under "
-                f"{QUEUE_VISIBILITY_TO_TIMEOUT_RATIO}x the function timeout "
-                f"{self.function_timeout_seconds}s"
-            )
-        if not 1 <= self.function_timeout_seconds <= 900:
-            problems.append("function timeout must be 1..900 s")
-        if self.visibility_timeout_seconds > 12 * 3600:
-            problems.append("visibility timeout must be at most 12 hours")
-        if self.max_receive_count < MIN_MAX_RECEIVE_COUNT:
-            problems.append(f"max receive count must be at least {MIN_MAX_RECEIVE_COUNT}")
-        if not 60 <= self.queue_retention_seconds < self.dlq_retention_seconds:
-            problems.append("the queue must keep messages for less time than the DLQ")
-        if self.dlq_retention_seconds > MAX_SQS_RETENTION_SECONDS:
-            problems.append("the DLQ can keep messages for at most 14 days")
-        if not 1024 <= self.max_message_bytes <= MAX_SQS_MESSAGE_BYTES:
-            problems.append(f"maximum message size must be 1024..{MAX_SQS_MESSAGE_BYTES} bytes")
-        if not 1 <= self.batch_size <= 10_000:
-            problems.append("batch size must be 1..10000")
-        if self.batch_size > 10 and self.max_batching_window_seconds < 1:
-            problems.append("a batch size over 10 needs a batching window")
-        if not 0 <= self.max_batching_window_seconds <= 300:
-            problems.append("maximum batching window must be 0..300 s")
-        if not 2 <= self.max_concurrency <= 1000:
-            problems.append("maximum concurrency must be 2..1000")
-        if not 512 <= self.function_ephemeral_storage_mb <= 10240:
-            problems.append("ephemeral storage must be 512..10240 MB")
-        if problems:
-            raise ValueError("invalid ingest shape: " + "; ".join(problems))
+        _require("ingest", self._checks())
+
+    def _checks(self) -> Iterator[tuple[bool, str]]:
+        yield (
+            self.visibility_timeout_seconds
+            >= QUEUE_VISIBILITY_TO_TIMEOUT_RATIO * self.function_timeout_seconds,
+            f"visibility timeout {self.visibility_timeout_seconds}s is under "
+            f"{QUEUE_VISIBILITY_TO_TIMEOUT_RATIO}x the function timeout "
+            f"{self.function_timeout_seconds}s",
+        )
+        yield 1 <= self.function_timeout_seconds <= 900, "function timeout must be 1..900 s"
+        yield (
+            self.visibility_timeout_seconds <= 12 * 3600,
+            "visibility timeout must be at most 12 hours",
+        )
+        yield (
+            self.max_receive_count >= MIN_MAX_RECEIVE_COUNT,
+            f"max receive count must be at least {MIN_MAX_RECEIVE_COUNT}",
+        )
+        yield (
+            60 <= self.queue_retention_seconds < self.dlq_retention_seconds,
+            "the queue must keep messages for less time than the DLQ",
+        )
+        yield (
+            self.dlq_retention_seconds <= MAX_SQS_RETENTION_SECONDS,
+            "the DLQ can keep messages for at most 14 days",
+        )
+        yield (
+            1024 <= self.max_message_bytes <= MAX_SQS_MESSAGE_BYTES,
+            f"maximum message size must be 1024..{MAX_SQS_MESSAGE_BYTES} bytes",
+        )
+        yield 1 <= self.batch_size <= 10_000, "batch size must be 1..10000"
+        yield (
+            self.batch_size <= 10 or self.max_batching_window_seconds >= 1,
+            "a batch size over 10 needs a batching window",
+        )
+        yield (
+            0 <= self.max_batching_window_seconds <= 300,
+            "maximum batching window must be 0..300 s",
+        )
+        yield 2 <= self.max_concurrency <= 1000, "maximum concurrency must be 2..1000"
+        yield (
+            512 <= self.function_ephemeral_storage_mb <= 10240,
+            "ephemeral storage must be 512..10240 MB",
+        )
 
     @property
     def staging_expiry_days(self) -> int:
@@ -335,25 +356,29 @@ class ChangeFeedShape:
     iterator_age_alarm_seconds: int = 900
 
     def __post_init__(self) -> None:
-        problems = []
-        if not 1 <= self.batch_size <= 10_000:
-            problems.append("batch size must be 1..10000")
-        if not 0 <= self.max_batching_window_seconds <= 300:
-            problems.append("maximum batching window must be 0..300 s")
-        if not 0 <= self.retry_attempts <= 10_000:
-            problems.append("retry attempts must be bounded: 0..10000")
-        if not 60 <= self.max_record_age_seconds < STREAM_RETENTION_SECONDS:
-            problems.append("maximum record age must be 60 s..24 h (the stream's retention)")
-        if not 1 <= self.parallelization_factor <= 10:
-            problems.append("parallelization factor must be 1..10")
-        if not 1 <= self.function_timeout_seconds <= 900:
-            problems.append("function timeout must be 1..900 s")
-        if not 0 <= self.stop_publishing_at_remaining_ms < self.function_timeout_seconds * 1000:
-            problems.append("the publishing cut-off must be shorter than the function timeout")
-        if not 60 <= self.dlq_retention_seconds <= MAX_SQS_RETENTION_SECONDS:
-            problems.append("the DLQ can keep messages for 60 s..14 days")
-        if problems:
-            raise ValueError("invalid change feed shape: " + "; ".join(problems))
+        _require("change feed", self._checks())
+
+    def _checks(self) -> Iterator[tuple[bool, str]]:
+        yield 1 <= self.batch_size <= 10_000, "batch size must be 1..10000"
+        yield (
+            0 <= self.max_batching_window_seconds <= 300,
+            "maximum batching window must be 0..300 s",
+        )
+        yield 0 <= self.retry_attempts <= 10_000, "retry attempts must be bounded: 0..10000"
+        yield (
+            60 <= self.max_record_age_seconds < STREAM_RETENTION_SECONDS,
+            "maximum record age must be 60 s..24 h (the stream's retention)",
+        )
+        yield 1 <= self.parallelization_factor <= 10, "parallelization factor must be 1..10"
+        yield 1 <= self.function_timeout_seconds <= 900, "function timeout must be 1..900 s"
+        yield (
+            0 <= self.stop_publishing_at_remaining_ms < self.function_timeout_seconds * 1000,
+            "the publishing cut-off must be shorter than the function timeout",
+        )
+        yield (
+            60 <= self.dlq_retention_seconds <= MAX_SQS_RETENTION_SECONDS,
+            "the DLQ can keep messages for 60 s..14 days",
+        )
 
 
 CHANGES = ChangeFeedShape()
@@ -415,22 +440,18 @@ class GcShape:
     grace: str = "1h"
 
     def __post_init__(self) -> None:
-        problems = []
-        if not 1 <= self.function_timeout_seconds <= 900:
-            problems.append("function timeout must be 1..900 s")
-        if not 128 <= self.function_memory_mb <= 10_240:
-            problems.append("function memory must be 128..10240 MB")
-        if not (
+        _require("GC", self._checks())
+
+    def _checks(self) -> Iterator[tuple[bool, str]]:
+        yield 1 <= self.function_timeout_seconds <= 900, "function timeout must be 1..900 s"
+        yield 128 <= self.function_memory_mb <= 10_240, "function memory must be 128..10240 MB"
+        yield (
             self.schedule_expression.startswith(("rate(", "cron("))
-            and self.schedule_expression.endswith(")")
-        ):
-            problems.append("schedule must be an EventBridge rate(...) or cron(...) expression")
-        if not 1 <= self.parallel <= 256:
-            problems.append("parallel must be 1..256 (there are 256 shards)")
-        if not _is_duration(self.grace):
-            problems.append("grace must be a duration such as 90s, 30m, 1h or 2d")
-        if problems:
-            raise ValueError("invalid GC shape: " + "; ".join(problems))
+            and self.schedule_expression.endswith(")"),
+            "schedule must be an EventBridge rate(...) or cron(...) expression",
+        )
+        yield 1 <= self.parallel <= 256, "parallel must be 1..256 (there are 256 shards)"
+        yield _is_duration(self.grace), "grace must be a duration such as 90s, 30m, 1h or 2d"
 
 
 GC = GcShape()

@@ -33,7 +33,7 @@ from __future__ import annotations
 import builtins  # DeadLetterQueue.list shadows list in the class body
 from collections.abc import Callable, Iterator
 from dataclasses import KW_ONLY, asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -95,6 +95,11 @@ class RedriveReport:
     to_move: int | None = None  # messages in the DLQ when the move task started
     move_task_refused: str | None = None  # why StartMessageMoveTask was not used, if tried
 
+    def done(self, message_id: str) -> None:
+        """`message_id` was moved (dry run: would be)."""
+        self.moved += 1
+        self.moved_ids.append(message_id)
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -108,8 +113,24 @@ class DiscardReport:
     discarded_ids: list[str] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)  # {message_id, stage, error}
 
+    def done(self, message_id: str) -> None:
+        """`message_id` was deleted (dry run: would be)."""
+        self.discarded += 1
+        self.discarded_ids.append(message_id)
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class _Report(Protocol):
+    """What a pass over the DLQ counts in (RedriveReport, DiscardReport)."""
+
+    skipped: int
+
+    def done(self, message_id: str) -> None: ...
+
+
+_ReportT = TypeVar("_ReportT", bound=_Report)
 
 
 @dataclass(frozen=True)
@@ -222,18 +243,9 @@ class DeadLetterQueue:
             if started is not None:
                 return started
         report = RedriveReport("receive-send-delete", dry_run=dry_run, move_task_refused=refused)
-        with _Pass(self) as moving:
-            for message, letter in self._selected(moving, selection, lambda: report.moved):
-                if letter is None:
-                    report.skipped += 1
-                elif dry_run:
-                    report.moved += 1
-                    report.moved_ids.append(letter.message_id)
-                else:
-                    self._move(message, moving, report)
-                if progress:
-                    progress(report)
-        return report
+        return self._sweep(
+            selection, report, self._move, lambda: report.moved, dry_run=dry_run, progress=progress
+        )
 
     def discard(
         self,
@@ -250,45 +262,53 @@ class DeadLetterQueue:
         if selection.selects_everything and not everything:
             raise ValueError("refusing to discard every dead letter without everything=True")
         report = DiscardReport(dry_run=dry_run)
+        return self._sweep(
+            selection,
+            report,
+            self._discard,
+            lambda: report.discarded,
+            dry_run=dry_run,
+            progress=progress,
+        )
+
+    def _sweep(
+        self,
+        selection: RedriveFilter,
+        report: _ReportT,
+        act: Callable[[dict[str, Any], _Pass, _ReportT], None],
+        acted_on: Callable[[], int],
+        *,
+        dry_run: bool,
+        progress: Callable[[_ReportT], None] | None,
+    ) -> _ReportT:
+        """One pass over the DLQ: `act` on each message `selection` picks (in a dry run,
+        only count it as done) until `acted_on()` reaches its `max_messages`; count the
+        others as skipped. `progress` gets the report after each message."""
+        resolve = selection.id_prefix is not None
         with _Pass(self) as sweep:
-            for message, letter in self._selected(sweep, selection, lambda: report.discarded):
-                if letter is None:
+            for message in sweep.messages(None):
+                letter = self._letter(message, resolve)
+                full = selection.max_messages is not None and acted_on() >= selection.max_messages
+                if full or not selection.matches(letter):
                     report.skipped += 1
                 elif dry_run:
-                    report.discarded += 1
-                    report.discarded_ids.append(letter.message_id)
+                    report.done(letter.message_id)
                 else:
-                    try:
-                        self.sqs.delete_message(
-                            QueueUrl=self.dlq_url, ReceiptHandle=message["ReceiptHandle"]
-                        )
-                    except (ClientError, BotoCoreError) as error:
-                        report.failed += 1
-                        report.errors.append(
-                            {
-                                "message_id": letter.message_id,
-                                "stage": "delete",
-                                "error": str(error),
-                            }
-                        )
-                    else:
-                        sweep.forget(letter.message_id)
-                        report.discarded += 1
-                        report.discarded_ids.append(letter.message_id)
+                    act(message, sweep, report)
                 if progress:
                     progress(report)
         return report
 
-    def _selected(
-        self, sweep: _Pass, selection: RedriveFilter, acted_on: Callable[[], int]
-    ) -> Iterator[tuple[dict[str, Any], DeadLetter | None]]:
-        """Every message of the pass, with its letter when `selection` picks it, or None (not
-        matched, or `max_messages` reached given how many were `acted_on` so far)."""
-        resolve = selection.id_prefix is not None
-        for message in sweep.messages(None):
-            letter = self._letter(message, resolve)
-            full = selection.max_messages is not None and acted_on() >= selection.max_messages
-            yield message, (None if full or not selection.matches(letter) else letter)
+    def _discard(self, message: dict[str, Any], sweep: _Pass, report: DiscardReport) -> None:
+        message_id = message["MessageId"]
+        try:
+            self.sqs.delete_message(QueueUrl=self.dlq_url, ReceiptHandle=message["ReceiptHandle"])
+        except (ClientError, BotoCoreError) as error:
+            report.failed += 1
+            report.errors.append({"message_id": message_id, "stage": "delete", "error": str(error)})
+        else:
+            sweep.forget(message_id)
+            report.done(message_id)
 
     def _move(self, message: dict[str, Any], moving: _Pass, report: RedriveReport) -> None:
         message_id = message["MessageId"]
@@ -302,8 +322,7 @@ class DeadLetterQueue:
             report.failed += 1
             report.errors.append({"message_id": message_id, "stage": "send", "error": str(error)})
             return  # still in the DLQ: released with the others at the end of the pass
-        report.moved += 1
-        report.moved_ids.append(message_id)
+        report.done(message_id)
         try:
             self.sqs.delete_message(QueueUrl=self.dlq_url, ReceiptHandle=message["ReceiptHandle"])
             moving.forget(message_id)

@@ -20,7 +20,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -73,6 +73,7 @@ class Transition:
         return f"{self.at:%H:%M:%S} {self.old} -> {self.new}: {self.reason}"
 
 
+@dataclass(eq=False)
 class AlarmEvaluator(Background):
     """Evaluates one alarm on an SQS queue's ApproximateNumberOfMessagesVisible, once per
     `period_seconds`, in a thread (`start`) or one step at a time (`evaluate`)."""
@@ -80,23 +81,16 @@ class AlarmEvaluator(Background):
     kind = "DLQ alarm evaluator"
     stop_timeout = 10.0
 
-    def __init__(
-        self,
-        cloudwatch: Any,
-        sqs: Any,
-        *,
-        alarm_name: str,
-        queue_url: str,
-        period_seconds: float = 1.0,
-        on_transition: Callable[[Transition], None] | None = None,
-    ) -> None:
+    cloudwatch: Any
+    sqs: Any
+    _: KW_ONLY
+    alarm_name: str
+    queue_url: str
+    period_seconds: float = 1.0
+    on_transition: Callable[[Transition], None] | None = None
+
+    def __post_init__(self) -> None:
         super().__init__()
-        self.cloudwatch = cloudwatch
-        self.sqs = sqs
-        self.alarm_name = alarm_name
-        self.queue_url = queue_url
-        self.period_seconds = period_seconds
-        self.on_transition = on_transition
         alarm = self._describe()
         self.evaluation_periods = int(alarm["EvaluationPeriods"])
         self.datapoints_to_alarm = int(alarm.get("DatapointsToAlarm") or self.evaluation_periods)
