@@ -33,8 +33,8 @@ from vhs import settings
 
 from . import nag
 from .config import VhsConfig
-from .function import VhsFunction, allow
-from .monitoring import function_errors_alarm
+from .function import VhsFunction, allow, metrics_namespace
+from .monitoring import Alarms
 from .store import object_arn
 
 
@@ -157,15 +157,34 @@ class GarbageCollection(Construct):
 
         self.alarms: list[cloudwatch.Alarm] = []
         if alarm_topic is not None:
-            self.errors_alarm = function_errors_alarm(
-                self,
+            alarms = Alarms(self, config, actions.SnsAction(alarm_topic))
+            self.errors_alarm = alarms.function_errors(
                 "GcErrors",
-                config=config,
-                action=actions.SnsAction(alarm_topic),
-                function=self.function,
-                description=(
-                    "GC failed: orphans are not being collected; no data is at risk; "
-                    "see docs/runbook.md (GC errors)."
-                ),
+                self.function,
+                "GC failed: orphans are not being collected; no data is at risk; "
+                "see docs/runbook.md (GC errors).",
             )
-            self.alarms = [self.errors_alarm]
+            # Ids or shards a run could not collect (the handler's gc_failed and
+            # gc_failed_shards): the rest was collected, and the next run tries them again.
+            failures = cloudwatch.MathExpression(
+                expression="ids + shards",
+                using_metrics={
+                    name: cloudwatch.Metric(
+                        namespace=metrics_namespace(config),
+                        metric_name=metric,
+                        dimensions_map={"service": settings.GC_FUNCTION.service},
+                        statistic="Sum",
+                    )
+                    for name, metric in (("ids", "gc_failed"), ("shards", "gc_failed_shards"))
+                },
+                period=cdk.Duration.seconds(config.alarms.period_seconds),
+            )
+            self.failures_alarm = alarms.alarm(
+                "GcFailures",
+                failures,
+                "GC could not judge some ids or list some shards (throttling, access): their "
+                "orphans wait for a later run; no data is at risk; see docs/runbook.md "
+                "(GC failures).",
+                threshold=1,
+            )
+            self.alarms = [self.errors_alarm, self.failures_alarm]

@@ -8,15 +8,23 @@ import hashlib
 import random
 import threading
 import time
+import uuid
 from datetime import timedelta
 
 import pytest
 from test_store_contract import at, large
 
-from vhs import Retention
+from vhs import Retention, VersionedHybridStore, resources
 from vhs.errors import WriteConflict
-from vhs.item import condemnations, gc_marker
-from vhs.keys import MAX_ID_LENGTH, shard_of
+from vhs.item import condemnation_of, condemned_name
+from vhs.keys import (
+    MAX_ID_LENGTH,
+    all_shards,
+    body_metadata,
+    encode_id,
+    shard_of,
+    shard_prefix,
+)
 from vhs.maintenance.gc import GarbageCollector, parse_duration
 
 
@@ -153,13 +161,14 @@ def test_a_condemnation_past_its_delete_window_is_left_to_expire(backend):
     key = crash_between_phases(store, rid, large(20))
     sha = key.rsplit("/", 1)[1]
     now = time.time() + 7200  # past the grace period
-    assert store.index.condemn(rid, sha, now + 1, seen_version=None)  # under half a lease left
+    assert store.index.condemn(rid, [sha], now + 1, seen_version=None)  # under half a lease left
     collector = GarbageCollector(store, clock=lambda: now)
     report = collector.run([shard_of(rid)])
     assert (report.orphaned, report.deleted, report.skipped) == (1, 0, 1)
     assert key in objects(backend)
     raw = store.index.read_raw_many([rid])[rid]
-    assert condemnations(raw) == {sha: now + 1}  # the same deadline: not condemned again
+    standing = condemnation_of(raw)  # the same deadline: not condemned again
+    assert (standing.deadline, standing.covers(sha)) == (now + 1, True)
     expired = now + 1 + collector.marker_expiry + 1
     assert GarbageCollector(store, clock=lambda: expired).run([shard_of(rid)]).deleted == 1
     assert key not in objects(backend)
@@ -201,16 +210,12 @@ def test_expired_markers_are_cleared(backend):
     store.put(rid, large(12), updated_at=at(1))
     GarbageCollector(store, clock=later(2)).run()
     raw = backend.dynamodb.get_item(TableName=backend.table_name, Key={"id": {"S": rid}})["Item"]
-    assert [name for name in raw if name.startswith("gc:")] == [
-        gc_marker(hashlib.sha256(large(11)).hexdigest())
-    ]
+    assert condemnation_of(raw).bodies == {condemned_name(hashlib.sha256(large(11)).hexdigest())}
     store.put(rid, large(13), updated_at=at(2))  # leaves another orphan, so the id is visited
     report = GarbageCollector(store, clock=later(3)).run()
     assert report.markers_cleared == 1 and report.deleted == 1
     raw = backend.dynamodb.get_item(TableName=backend.table_name, Key={"id": {"S": rid}})["Item"]
-    assert [name for name in raw if name.startswith("gc:")] == [
-        gc_marker(hashlib.sha256(large(12)).hexdigest())
-    ]
+    assert condemnation_of(raw).bodies == {condemned_name(hashlib.sha256(large(12)).hexdigest())}
 
 
 def test_concurrent_writers_never_lose_a_body(server):
@@ -290,3 +295,117 @@ def test_parse_duration():
     assert parse_duration("15") == timedelta(seconds=15)
     with pytest.raises(ValueError, match="duration"):
         parse_duration("soon")
+
+
+# --- stores sharing a bucket --------------------------------------------------------------
+# Several stores may keep their bodies in one bucket under different prefixes (docs/gc.md).
+# Shard prefixes are hex, so the shard "de" of the store at "" lists every object of the store
+# at "de"; and the bucket may hold objects that are not VHS's at all.
+SHARED_PREFIXES = ["", "de", "a/b"]
+FOREIGN_SHA = hashlib.sha256(b"not a body").hexdigest()
+CUT_ID = "/" * 200  # cut in its key: the collector reads it from the object's metadata
+
+
+def _other_shard(id_: str) -> str:
+    return next(shard for shard in all_shards() if shard != shard_of(id_))
+
+
+def foreign_objects(store_id: str) -> dict[str, dict[str, str]]:
+    """Keys (under a store's prefix) that are not bodies of that store, with their metadata.
+    `store_id` is a cut id the store holds: metadata may name it."""
+    elsewhere = CUT_ID + "x"  # another cut id: its segment, the metadata names store_id
+    return {
+        f"3f/reports/2024/{FOREIGN_SHA}": {},
+        f"3f/x/{'z' * 64}": {},
+        f"{shard_of('x')}/x/{FOREIGN_SHA.upper()}": {},  # uppercase hex
+        f"{shard_of('x')}/x/extra/{FOREIGN_SHA}": {},  # an extra segment
+        f"{_other_shard('x')}/x/{FOREIGN_SHA}": {},  # the id's shard is not the key's
+        f"{shard_of('A')}/%41/{FOREIGN_SHA}": {},  # not the canonical encoding of "A"
+        f"{shard_of('a.b')}/a%2eb/{FOREIGN_SHA}": {},  # nor of "a.b"
+        # cut segments: the metadata must name an id whose body_key is exactly the key
+        f"{shard_of(elsewhere)}/{encode_id(elsewhere)}/{FOREIGN_SHA}": body_metadata(
+            store_id, "2026-01-01T00:00:00Z"
+        ),
+        f"{_other_shard(store_id)}/{encode_id(store_id)}/{FOREIGN_SHA}": body_metadata(
+            store_id, "2026-01-01T00:00:00Z"
+        ),
+        f"{shard_of(store_id)}/{encode_id(store_id)}/{FOREIGN_SHA}": {},  # no metadata
+    }
+
+
+def _listed_by(prefix: str, key: str) -> bool:
+    """Whether one of the 256 shard listings of a store at `prefix` lists `key`."""
+    return any(key.startswith(shard_prefix(prefix, shard)) for shard in all_shards())
+
+
+def test_stores_sharing_a_bucket_collect_only_their_own_orphans(backend):
+    """Stores at "", "de" and "a/b" in one bucket, with foreign objects beside each: every
+    store's collector, with no grace period, deletes its own orphans and nothing else; every
+    referenced body of every store still reads."""
+    # Live runs share one table and keep to a prefix of their own; locally each store has a
+    # table of its own, as separate stores do, and the prefixes start at the bucket's root.
+    live = backend.name == "live"
+    root = f"t{uuid.uuid4().hex[:8]}" if live else ""
+    stores: dict[str, VersionedHybridStore] = {}
+    written: dict[str, set[str]] = {}
+    for n, label in enumerate(SHARED_PREFIXES):
+        table = backend.table_name
+        if not live:
+            table = f"{backend.table_name}-{n}"
+            resources.create_table(backend.dynamodb, table)
+        prefix = "/".join(part for part in (root, label) if part)
+        store = stores[label] = VersionedHybridStore(
+            table,
+            backend.bucket_name,
+            prefix=prefix,
+            s3_client=backend.s3,
+            dynamodb_client=backend.dynamodb,
+            inline_threshold=256,
+            retention=Retention(versions=1),
+        )
+        before = set(objects(backend))
+        for rid in _shared_bucket_ids(backend, label):
+            for version in range(3):  # version 1 falls out of retention: an orphan each
+                store.put(rid, large(n * 100 + version, 1000), updated_at=at(version))
+        crash_between_phases(store, backend.id(f"{label}crashed"), large(n * 100 + 99, 1000))
+        written[label] = set(objects(backend)) - before
+        for key, metadata in foreign_objects(_shared_bucket_ids(backend, label)[1]).items():
+            backend.s3.put_object(
+                Bucket=backend.bucket_name,
+                Key=f"{prefix}/{key}" if prefix else key,
+                Body=b"not a body",
+                Metadata=metadata,
+            )
+    ours = set().union(*written.values())
+    foreign = set(objects(backend)) - ours
+    assert len(foreign) == len(SHARED_PREFIXES) * len(foreign_objects(CUT_ID))
+    keep = {
+        label: referenced_keys(store, _shared_bucket_ids(backend, label))
+        for label, store in stores.items()
+    }
+    orphans = {label: written[label] - keep[label] for label in stores}
+    assert all(len(found) == 3 for found in orphans.values())
+    assert any(_listed_by(stores[""].prefix, key) for key in written["de"])  # the shared shards
+
+    remaining = set(objects(backend))
+    for label, store in stores.items():
+        listed = {key for key in remaining if _listed_by(store.prefix, key)}
+        report = GarbageCollector(store, grace=timedelta(0), clock=later(2)).run()
+        after = set(objects(backend))
+        assert after == remaining - orphans[label], label
+        assert (report.orphaned, report.deleted) == (3, 3)
+        assert report.referenced == len(keep[label])
+        assert report.listed == len(listed)
+        assert report.unrecognised == len(listed - written[label])
+        remaining = after
+    assert remaining == foreign | set().union(*keep.values())
+    for label, store in stores.items():
+        for rid in _shared_bucket_ids(backend, label):
+            for version in store.history(rid):
+                store.get(rid, version=version.version)  # every retained pointer resolves
+
+
+def _shared_bucket_ids(backend, label: str) -> list[str]:
+    """The same ids in every store locally (each has its own table); distinct ones live."""
+    namespace = label.replace("/", "-") if backend.name == "live" else ""
+    return [backend.id(f"{namespace}kept"), backend.id(namespace) + CUT_ID]

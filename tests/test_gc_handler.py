@@ -14,7 +14,7 @@ from test_store_contract import large
 
 from vhs import Retention
 from vhs.keys import all_shards, shard_of
-from vhs.local.invoke import LambdaContext, load_handler
+from vhs.local.invoke import LambdaContext, invoke, load_handler
 from vhs.local.stack import environment
 
 
@@ -90,3 +90,17 @@ def test_dry_run_deletes_nothing(gc_env, invocations):
     result = load_handler("gc")(event, LambdaContext(timeout_seconds=900))
     assert result["orphaned"] == 1 and result["deleted"] == 0
     assert orphan in objects(gc_env)
+
+
+def test_vhs_invoke_gc_runs_its_hand_ons_in_process(gc_env, invocations):
+    """`vhs invoke gc` locally: the fan-out and every continuation run in this process (there
+    is no function to invoke), with the time the deployed function has."""
+    store = gc_env.store(inline_threshold=256, retention=Retention(versions=0))
+    orphans = [crash_between_phases(store, f"crashed-{n}", large(10 + n)) for n in range(5)]
+    handed_on = []
+    response = invoke("gc", {"parallel": 4}, on_handed_on=lambda e, r: handed_on.append(r))
+    assert response == {"fanned_out": 4}
+    assert len(handed_on) == 4 and sum(r["shards"] for r in handed_on) == 256
+    assert sum(r["deleted"] for r in handed_on) == len(orphans)
+    assert not set(orphans) & set(objects(gc_env))
+    assert invocations == []  # nothing was sent to Lambda

@@ -1,8 +1,9 @@
 """The writer's half of the garbage collector's protocol (docs/gc.md).
 
-The collector condemns a body by writing `gc.<sha256> = deadline` into the id's item, then
-deletes the object before the deadline. A writer whose upload began before that deadline must
-not make the body current: it waits the deadline out, uploads again, and then writes.
+The collector condemns a body by naming it in the id's item's condemnation (`gcs`, with the
+deadline `gcd`), then deletes the object before the deadline. A writer whose upload began
+before that deadline must not make the body current: it waits the deadline out, uploads
+again, and then writes.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from hashlib import sha256
 
 from test_store_contract import at, large
 
-from vhs.item import condemnations, gc_marker
+from vhs.item import CONDEMNED_BODIES, CONDEMNED_UNTIL, condemnation_of, condemned_name
 from vhs.keys import shard_of
 from vhs.local.metering import RequestMeter
 from vhs.maintenance.gc import GarbageCollector
@@ -40,9 +41,9 @@ def condemn(backend, rid: str, sha: str, deadline: float) -> None:
     backend.dynamodb.update_item(
         TableName=backend.table_name,
         Key={"id": {"S": rid}},
-        UpdateExpression="SET #m = :d",
-        ExpressionAttributeNames={"#m": gc_marker(sha)},
-        ExpressionAttributeValues={":d": {"N": str(deadline)}},
+        UpdateExpression="SET #d = :d ADD #s :s",
+        ExpressionAttributeNames={"#d": CONDEMNED_UNTIL, "#s": CONDEMNED_BODIES},
+        ExpressionAttributeValues={":d": {"N": str(deadline)}, ":s": {"SS": [condemned_name(sha)]}},
     )
 
 
@@ -144,4 +145,6 @@ def test_a_writer_waiting_out_a_condemnation_is_not_condemned_again(backend):
     assert fake.slept == [300 + SKEW + 1]
     assert [p.deleted for p in passes] == [1]  # the writer's first upload, under the old marker
     item = backend.dynamodb.get_item(TableName=backend.table_name, Key={"id": {"S": rid}})["Item"]
-    assert condemnations(item)[sha] == fake.now - SKEW - 1  # the old deadline: not condemned again
+    standing = condemnation_of(item)
+    assert standing.covers(sha)
+    assert standing.deadline == fake.now - SKEW - 1  # the old deadline: not condemned again

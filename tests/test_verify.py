@@ -201,7 +201,7 @@ def test_only_retained_versions_are_checked(backend):
     store.put(id, big(11), updated_at=at(2))
     store.put(id, big(12), updated_at=at(3))  # version 1 is no longer retained
     backend.s3.delete_object(Bucket=store.bucket_name, Key=key_of(store, id, old))
-    store.index.condemn(marked, "0" * 64, time.time() + 300, None)
+    store.index.condemn(marked, ["0" * 64], time.time() + 300, None)
     report = verify(store, ids=[id, marked])
     assert report.ok, report.findings
     assert (report.items, report.unversioned, report.versions, report.s3) == (2, 1, 2, 2)

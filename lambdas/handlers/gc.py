@@ -13,21 +13,29 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from handlers.observability import logger_and_metrics, traced
+from handlers.observability import instrumented, logger_and_metrics
 from vhs import settings
 from vhs.aws import aws_client
 from vhs.keys import all_shards
-from vhs.maintenance.gc import DEFAULT_GRACE, GarbageCollector, GcReport, parse_duration
+from vhs.maintenance.gc import DEFAULT_GRACE, GarbageCollector, parse_duration
 from vhs.settings import GC_FUNCTION
 from vhs.store import VersionedHybridStore
 
 logger, metrics = logger_and_metrics(GC_FUNCTION)
 
-# Stop taking new shards with this much time left: one shard's listing page and deletes.
+# Stop with this much time left (checked after every listing page): a page's deletes.
 RESERVE_MS = 120_000
+# The report's counts, each a metric gc_<name>.
+COUNTED = ("listed", "referenced", "orphaned", "deleted", "skipped", "markers_cleared", "failed")
 
 
 def _continue(context: Any, event: dict[str, Any]) -> None:
+    """Hand `event` on to a fresh invocation of this function. Locally (`vhs invoke`), the
+    context runs it in-process once this invocation returns."""
+    invoke_async = getattr(context, "invoke_async", None)
+    if invoke_async is not None:
+        invoke_async(event)
+        return
     aws_client("lambda").invoke(
         FunctionName=context.invoked_function_arn,
         InvocationType="Event",
@@ -35,9 +43,7 @@ def _continue(context: Any, event: dict[str, Any]) -> None:
     )
 
 
-@traced
-@logger.inject_lambda_context
-@metrics.log_metrics
+@instrumented(logger, metrics)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     event = event if isinstance(event, dict) else {}
     shards = list(event.get("shards") or all_shards())
@@ -54,21 +60,27 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     configured = settings.get(settings.GC_GRACE)
     grace = parse_duration(configured) if configured else DEFAULT_GRACE
     collector = GarbageCollector(VersionedHybridStore.from_env(), grace=grace, dry_run=dry_run)
-    report = GcReport(dry_run=dry_run)
-    done = 0
-    for shard in shards:
-        if context.get_remaining_time_in_millis() < RESERVE_MS:
-            break
-        report.add(collector.collect_shard(shard))
-        done += 1
-    remaining = shards[done:]
+    report, remaining, resume_after = collector.run_until(
+        shards,
+        start_after=event.get("resume_after"),
+        should_stop=lambda: context.get_remaining_time_in_millis() < RESERVE_MS,
+    )
     if remaining:
-        _continue(context, {"shards": remaining, "dry_run": dry_run})
-    for name in ("listed", "referenced", "orphaned", "deleted", "skipped", "markers_cleared"):
+        continuation: dict[str, Any] = {"shards": remaining, "dry_run": dry_run}
+        if resume_after is not None:
+            continuation["resume_after"] = resume_after
+        _continue(context, continuation)
+    for name in COUNTED:
         metrics.add_metric(name=f"gc_{name}", unit=MetricUnit.Count, value=getattr(report, name))
     metrics.add_metric(
         name="gc_bytes_reclaimed", unit=MetricUnit.Bytes, value=report.bytes_reclaimed
     )
+    metrics.add_metric(
+        name="gc_failed_shards", unit=MetricUnit.Count, value=len(report.failed_shards)
+    )
     result = {**report.as_dict(), "continued_with": len(remaining)}
-    logger.info("collected", extra=result)
+    if report.ok:
+        logger.info("collected", extra=result)
+    else:  # the GcFailures alarm watches gc_failed and gc_failed_shards
+        logger.error("collected, with failures", extra=result)
     return result

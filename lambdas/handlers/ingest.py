@@ -22,7 +22,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from handlers.observability import logger_and_metrics, traced
+from handlers.observability import instrumented, logger_and_metrics
 from vhs import settings
 from vhs.errors import InvalidMessage
 from vhs.ingest.ingestor import Ingestor, IngestResult
@@ -32,6 +32,8 @@ logger, metrics = logger_and_metrics(INGEST_FUNCTION)
 processor = BatchProcessor(event_type=EventType.SQS)
 
 CONCURRENCY = settings.whole_number(settings.INGEST_CONCURRENCY, 16)
+# Time a write needs after a wait: the upload again and the conditional write.
+WAIT_MARGIN_SECONDS = 15.0
 
 
 @functools.cache
@@ -82,11 +84,14 @@ def _ingest_one(worker: Ingestor, record: dict[str, Any]) -> IngestResult | Base
         return error
 
 
-@traced
-@logger.inject_lambda_context
-@metrics.log_metrics(capture_cold_start_metric=True)
+@instrumented(logger, metrics, capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     worker = ingestor()
+    # A write whose body the garbage collector condemned waits the condemnation out, but never
+    # past this invocation's time: it fails instead, and SQS delivers it again.
+    worker.store.wait_budget = lambda: (
+        context.get_remaining_time_in_millis() / 1000 - WAIT_MARGIN_SECONDS
+    )
     records = event.get("Records") or []
     with ThreadPoolExecutor(max(1, min(CONCURRENCY, len(records)))) as pool:
         results = list(pool.map(lambda r: _ingest_one(worker, r), records))

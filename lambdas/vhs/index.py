@@ -26,19 +26,20 @@ from . import ordering
 from .aws import is_condition_failed
 from .errors import WriteConflict
 from .item import (
+    CONDEMNED_BODIES,
+    CONDEMNED_UNTIL,
     CONTENT_HASH,
     CONTENT_TYPE,
     CURRENT,
     HISTORY,
     ID,
-    TOKEN,
     UPDATED_AT,
     VERSION,
-    condemnations,
+    WRITER,
+    condemnation_of,
+    condemned_name,
     entry_to_dynamo,
-    gc_marker,
     item_from_dynamo,
-    stored_content_type,
 )
 from .model import Entry, Item
 from .ordering import Outcome
@@ -50,12 +51,14 @@ _NAMES = {
     "#t": UPDATED_AT,
     "#h": CONTENT_HASH,
     "#ct": CONTENT_TYPE,
-    "#k": TOKEN,
+    "#k": WRITER,
 }
 _MAX_ATTEMPTS = 8
 
 # The writer's half of the garbage collector's protocol (docs/gc.md).
-NOT_CONDEMNED_SINCE_UPLOAD = "(attribute_not_exists(#gk) OR #gk < :uploaded)"
+NOT_CONDEMNED_SINCE_UPLOAD = (
+    "(attribute_not_exists(#gd) OR #gd < :uploaded OR NOT contains(#gs, :gh))"
+)
 
 
 class BodyCondemned(Exception):
@@ -129,30 +132,47 @@ class DynamoIndex:
     # --- the garbage collector's half of its protocol (docs/gc.md) ----------------------------
 
     def condemn(
-        self, id: str, content_hash: str, deadline: float, seen_version: int | None
+        self,
+        id: str,
+        content_hashes: Iterable[str],
+        deadline: float,
+        seen_version: int | None,
+        *,
+        joining: bool = False,
     ) -> bool:
-        """Mark a body of `id` as about to be deleted, if the item has not changed since the
-        collector read it (`seen_version`; None: it had no version). False if it changed."""
+        """Condemn bodies of `id`: the collector deletes them before `deadline`. Only if the
+        item has not changed since the collector read it (`seen_version`; None: it had no
+        version), and either has no condemnation (a new one, at `deadline`) or, `joining`,
+        still has the one at `deadline` (the bodies join it; its deadline never moves). False
+        if the item changed."""
+        names = {"#v": VERSION, "#gd": CONDEMNED_UNTIL, "#gs": CONDEMNED_BODIES}
+        values: dict[str, Any] = {
+            ":gd": {"N": repr(deadline)},
+            ":gs": {"SS": sorted({condemned_name(h) for h in content_hashes})},
+        }
         if seen_version is None:
-            condition, values = "attribute_not_exists(#v)", {}
+            unchanged = "attribute_not_exists(#v)"
         else:
-            condition, values = "#v = :v", {":v": {"N": str(seen_version)}}
-        return self._guarded_update(
-            id,
-            "SET #m = :deadline",
-            condition,
-            {"#m": gc_marker(content_hash), "#v": VERSION},
-            {**values, ":deadline": {"N": repr(deadline)}},
-        )
+            unchanged, values[":v"] = "#v = :v", {"N": str(seen_version)}
+        # Both forms are idempotent, so an SDK retry after a lost response succeeds as the
+        # first attempt did: the deadline is set only where there was none, or was this one.
+        if joining:
+            update, standing = "ADD #gs :gs", "#gd = :gd"
+        else:
+            update, standing = (
+                "SET #gd = :gd ADD #gs :gs",
+                "(attribute_not_exists(#gd) OR #gd = :gd)",
+            )
+        return self._guarded_update(id, update, f"{unchanged} AND {standing}", names, values)
 
-    def clear_condemnation(self, id: str, content_hash: str, deadline: float) -> bool:
-        """Remove a marker, if it is still the one the collector saw."""
+    def clear_condemnation(self, id: str, deadline: float) -> bool:
+        """Remove a condemnation, if it is still the one the collector saw."""
         return self._guarded_update(
             id,
-            "REMOVE #m",
-            "#m = :deadline",
-            {"#m": gc_marker(content_hash)},
-            {":deadline": {"N": repr(deadline)}},
+            "REMOVE #gd, #gs",
+            "attribute_not_exists(#gd) OR #gd = :gd",  # a retry finds it gone: still cleared
+            {"#gd": CONDEMNED_UNTIL, "#gs": CONDEMNED_BODIES},
+            {":gd": {"N": repr(deadline)}},
         )
 
     def _guarded_update(
@@ -199,9 +219,9 @@ class DynamoIndex:
             verdict = ordering.classify(item.current.order_key if item else None, incoming)
             if item is None or verdict in (Outcome.STORED, Outcome.DELETED):
                 # Ordering admits it, so the collector's condition refused it.
-                deadline = condemnations(raw).get(entry.content_hash)
-                if deadline is not None and uploaded_after is not None:
-                    raise BodyCondemned(deadline)
+                condemned = condemnation_of(raw)
+                if condemned and condemned.covers(entry.content_hash) and uploaded_after:
+                    raise BodyCondemned(condemned.deadline)
                 continue  # the item changed between our attempts: decide again
             current = item.current.order_key
             if verdict is Outcome.STALE or incoming == current:
@@ -209,7 +229,9 @@ class DynamoIndex:
             # Same content, later timestamp: move it forward.
             ok, raw = self._touch(id, entry)
             touched = item_from_dynamo(raw)
-            if touched is not None and (ok or _find_own(touched, entry.token) is not None):
+            # A refused touch whose item already holds our key was our own touch, its
+            # response lost (or an identical write's): the state is the one we asked for.
+            if touched is not None and (ok or touched.current.order_key == incoming):
                 return WriteResult(Outcome.UNCHANGED, touched.version, touched)
             # The item changed between our attempts; decide again against its new state.
         raise WriteConflict(f"gave up writing {id!r} after {_MAX_ATTEMPTS} contended attempts")
@@ -227,38 +249,34 @@ class DynamoIndex:
         values: dict[str, Any] = {
             ":c": {"L": [entry_to_dynamo(entry)]},
             ":one": {"N": "1"},
-            ":t": {"S": entry.updated_at},
-            ":h": {"S": entry.content_hash},
+            **ordering.condition_values(entry.order_key),
         }
-        names = {"#c", "#p", "#v", "#t", "#h"}
+        names = {"#c", "#p", "#v", "#t", "#h", "#ct"}
         extra_names: dict[str, str] = {}
-        condition = ordering.NEWER_AND_DIFFERENT
+        condition = ordering.newer_and_different(entry.order_key)
         if keep_history:
             values[":empty"] = {"L": []}
         if uploaded_after is not None:
             condition = f"({condition}) AND {NOT_CONDEMNED_SINCE_UPLOAD}"
             values[":uploaded"] = {"N": repr(uploaded_after)}
-            extra_names["#gk"] = gc_marker(entry.content_hash)
+            values[":gh"] = {"S": condemned_name(entry.content_hash)}
+            extra_names["#gd"] = CONDEMNED_UNTIL
+            extra_names["#gs"] = CONDEMNED_BODIES
         return self._conditional_update(id, update, condition, values, names, extra_names)
 
     def _touch(self, id: str, entry: Entry) -> tuple[bool, dict]:
-        values = {
-            ":t": {"S": entry.updated_at},
-            ":h": {"S": entry.content_hash},
-            ":k": {"S": entry.token},
-        }
-        sets = ["#c[0].#t = :t", "#c[0].#k = :k"]
-        names = {"#c", "#t", "#h", "#k"}
-        removes = []
-        content_type = stored_content_type(entry)
-        if content_type is not None:
-            sets.append("#c[0].#ct = :ct")
-            values[":ct"] = {"S": content_type}
-        else:
-            removes.append("#c[0].#ct")
-        names.add("#ct")
-        update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-        return self._conditional_update(id, update, ordering.NEWER_AND_SAME, values, names)
+        """Move the current entry's `updated_at` forward, and nothing else. Its content is
+        ours already (the condition requires the same hash and content type), and its writer
+        token stays that version's writer's, so that writer still recognises its own write if
+        its response was lost and it retries after the touch."""
+        incoming = entry.order_key
+        return self._conditional_update(
+            id,
+            "SET #c[0].#t = :t",
+            ordering.newer_and_same(incoming),
+            ordering.condition_values(incoming),
+            {"#c", "#t", "#h", "#ct"},
+        )
 
     def _conditional_update(
         self,

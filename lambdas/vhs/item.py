@@ -9,9 +9,11 @@ short, because every byte is billed in write units:
     c    L  [current entry]   a one-element list, so an update can move it into `p` as is
     p    L  [earlier entries] oldest first; entry i has version v - len(p) + i
 
-    gc:<sha256>  N  a body of this id that the garbage collector condemned: it deletes the
-                    object before this deadline (epoch seconds). Top-level attributes, not a
-                    map, so that condemning is one request. See docs/gc.md.
+    gcd  N   the garbage collector's condemnation: it deletes the bodies named in `gcs`
+             before this deadline (epoch seconds). See docs/gc.md.
+    gcs  SS  the condemned bodies of this id, by the first CONDEMNED_HASH_CHARS characters of
+             their sha256: at most MAX_CONDEMNED of them, so a condemnation adds at most
+             about 17 KB to an item however many orphans an id has.
 
     entry (M): t updated_at, h sha256 or "~" for a delete, n size, w written-at epoch seconds,
                k writer token, ct content type (absent: application/json),
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from . import keys
@@ -36,13 +39,17 @@ ID = TABLE.partition_key
 VERSION = "v"
 CURRENT = "c"
 HISTORY = "p"
-GC_MARKER_PREFIX = "gc:"
+CONDEMNED_UNTIL = "gcd"
+CONDEMNED_BODIES = "gcs"
+# 64 bits of a sha256 name a body among one id's bodies; a collision only makes a writer wait.
+CONDEMNED_HASH_CHARS = 16
+MAX_CONDEMNED = 1000
 # An entry's attributes.
 UPDATED_AT = "t"
 CONTENT_HASH = "h"
 SIZE = "n"
 WRITTEN_AT = "w"
-TOKEN = "k"
+WRITER = "k"  # the writer's token (see index.py)
 CONTENT_TYPE = "ct"
 INLINE_BODY = "b"
 CODEC = "z"
@@ -55,18 +62,28 @@ class MalformedItem(ValueError):
     """An item (or a stream image of one) that is not laid out as this module writes it."""
 
 
-def gc_marker(content_hash: str) -> str:
-    """The attribute that condemns the S3 body `content_hash` of an item's id."""
-    return GC_MARKER_PREFIX + content_hash
+@dataclass(frozen=True)
+class Condemnation:
+    """The garbage collector's mark on an item: bodies it deletes before `deadline`."""
+
+    deadline: float
+    bodies: frozenset[str]  # condemned_name() of each
+
+    def covers(self, content_hash: str) -> bool:
+        return condemned_name(content_hash) in self.bodies
 
 
-def condemnations(raw: Mapping[str, Any]) -> dict[str, float]:
-    """The garbage collector's markers in a raw item: {sha256: deadline}."""
-    return {
-        name.removeprefix(GC_MARKER_PREFIX): float(value["N"])
-        for name, value in raw.items()
-        if name.startswith(GC_MARKER_PREFIX)
-    }
+def condemned_name(content_hash: str) -> str:
+    """How `gcs` names a body."""
+    return content_hash[:CONDEMNED_HASH_CHARS]
+
+
+def condemnation_of(raw: Mapping[str, Any]) -> Condemnation | None:
+    """The collector's condemnation in a raw item, if it has one."""
+    if CONDEMNED_UNTIL not in raw:
+        return None
+    bodies = raw.get(CONDEMNED_BODIES, {}).get("SS", [])
+    return Condemnation(float(raw[CONDEMNED_UNTIL]["N"]), frozenset(bodies))
 
 
 def entry_to_dynamo(entry: Entry) -> dict[str, Any]:
@@ -75,7 +92,7 @@ def entry_to_dynamo(entry: Entry) -> dict[str, Any]:
         CONTENT_HASH: {"S": entry.content_hash},
         SIZE: {"N": str(entry.size)},
         WRITTEN_AT: {"N": str(entry.written_at)},
-        TOKEN: {"S": entry.token},
+        WRITER: {"S": entry.token},
     }
     if stored_content_type(entry) is not None:
         attrs[CONTENT_TYPE] = {"S": entry.content_type}
@@ -111,7 +128,7 @@ def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> En
             content_hash=content_hash,
             size=_number(attrs[SIZE]),
             written_at=_number(attrs[WRITTEN_AT]),
-            token=_string(attrs[TOKEN]),
+            token=_string(attrs[WRITER]),
             content_type=content_type,
             inline=inline,
             codec=_string(attrs[CODEC]) if CODEC in attrs else None,
@@ -160,7 +177,7 @@ def item_from_dynamo(raw: Mapping[str, Any], *, with_bodies: bool = True) -> Ite
 def layout_problem(raw: Mapping[str, Any], item: Item | None) -> str | None:
     """Why an item (already parsed by `item_from_dynamo`) is not one the store wrote."""
     if item is None:
-        stray = sorted(name for name in raw if name != ID and not name.startswith(GC_MARKER_PREFIX))
+        stray = sorted(name for name in raw if name not in (ID, CONDEMNED_UNTIL, CONDEMNED_BODIES))
         return f"no current entry, but has {', '.join(stray)}" if stray else None
     if item.version < 1 + len(item.history):
         return f"version {item.version} is lower than the {len(item.history) + 1} entries held"

@@ -13,6 +13,9 @@ Body keys have the form ``{prefix}/{shard}/{encoded id}/{sha256}``:
 * ``sha256`` is the hex digest of the body: the key names its content, so an object is never
   overwritten with other content.
 
+`parse_body_key` reads a key back, and recognises exactly the keys `body_key` makes for a
+prefix: the garbage collector judges nothing else (other stores in the bucket, other data).
+
 Valid ids are 1 to `MAX_ID_LENGTH` Unicode code points, not only whitespace, with no control
 characters and no unpaired surrogates.
 """
@@ -22,8 +25,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 import unicodedata
 from collections.abc import Mapping
+from typing import NamedTuple
 from urllib.parse import quote, unquote
 
 from .errors import InvalidId
@@ -114,6 +119,72 @@ def body_key(prefix: str, id: str, content_hash: str) -> str:
 
 def shard_prefix(prefix: str, shard: str) -> str:
     return f"{prefix}/{shard}/" if prefix else f"{shard}/"
+
+
+# --- reading a key back ---------------------------------------------------------------------
+_SHARD = re.compile(r"[0-9a-f]{2}")
+_CONTENT_HASH = re.compile(r"[0-9a-f]{64}")
+# The tail of a cut segment: "~" and 32 hex digits of sha256(id). The cut part never holds "~".
+_CUT_TAIL = re.compile(r"~[0-9a-f]{32}")
+
+
+class BodyKey(NamedTuple):
+    """A key `parse_body_key` recognised as the body key of one of a store's records."""
+
+    shard: str
+    segment: str  # the encoded id, exactly as in the key
+    id: str | None  # None when the segment is cut: the id is in the object's `vhs-id` metadata
+    content_hash: str
+
+    def with_cut_id(self, id: str) -> BodyKey | None:
+        """For a cut segment: this key with the id its object's metadata names, or None when
+        that id would not have been stored under this key (a different or invalid id)."""
+        if self.id is not None or not _names(id, self.shard, self.segment):
+            return None
+        return self._replace(id=id)
+
+
+def _names(id: str, shard: str, segment: str) -> bool:
+    try:
+        validate_id(id)
+    except InvalidId:
+        return False
+    return encode_id(id) == segment and shard_of(id) == shard
+
+
+def parse_body_key(prefix: str, key: str) -> BodyKey | None:
+    """The parts of `key` if it is a body key `body_key(prefix, ...)` may have made, else None.
+
+    The key must be exactly `prefix` and "/" (nothing when the prefix is ""), then a shard
+    (two lowercase hex digits), the encoded id and the content hash (64 lowercase hex digits):
+    three segments, no more. A readable segment must be the canonical encoding of a valid id
+    (`encode_id(decode_id(segment)) == segment`) whose shard is the key's, so that a
+    recognised key is always `body_key(prefix, id, content_hash)`. A cut segment (it holds
+    "~") must end in "~" and 32 hex digits; its id is not in the key (`id` is None) and must be
+    confirmed from the object's metadata with `BodyKey.with_cut_id`.
+
+    Keys of another store in the same bucket (another prefix, "de" beside "" say), or of
+    anything else, are None.
+    """
+    if prefix:
+        if not key.startswith(prefix + "/"):
+            return None
+        key = key[len(prefix) + 1 :]
+    parts = key.split("/")
+    if len(parts) != 3:
+        return None
+    shard, segment, content_hash = parts
+    if not (_SHARD.fullmatch(shard) and _CONTENT_HASH.fullmatch(content_hash)):
+        return None
+    if "~" in segment:
+        cut = len(segment.encode()) <= MAX_ENCODED_ID_BYTES and segment.count("~") == 1
+        if not (cut and _CUT_TAIL.fullmatch(segment[-33:])):
+            return None
+        return BodyKey(shard, segment, None, content_hash)
+    id = decode_id(segment)
+    if id is None or not _names(id, shard, segment):
+        return None
+    return BodyKey(shard, segment, id, content_hash)
 
 
 # --- the metadata of a body object --------------------------------------------------------

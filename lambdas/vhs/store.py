@@ -26,6 +26,7 @@ from .codec import MAX_BODY_SIZE, Body, compress, decompress, encode_record, sha
 from .errors import (
     BodyHashMismatch,
     ConfigurationError,
+    DanglingPointer,
     InvalidInput,
     RecordNotFound,
     WriteConflict,
@@ -101,6 +102,10 @@ class VersionedHybridStore:
         # How far apart this writer's clock and the garbage collector's may be.
         self.clock_skew = clock_skew.total_seconds()
         self._sleep = time.sleep
+        # Seconds the caller may still wait, if it is bounded (a Lambda's remaining time): a
+        # write that would have to wait longer for the collector fails with WriteConflict
+        # instead, to be retried (the ingest handler sets this for each invocation).
+        self.wait_budget: Callable[[], float] | None = None
         self.bodies = S3BodyStore(
             s3_client, bucket_name, multipart_threshold=multipart_threshold, clock=clock
         )
@@ -184,7 +189,14 @@ class VersionedHybridStore:
                 # The collector may delete the object until its deadline: wait until the next
                 # upload is surely later (past the deadline and the clock-skew allowance), then
                 # upload again, so the pointer never outlives the body.
-                self._sleep(max(0.0, condemned.deadline + self.clock_skew - self.clock()) + 1)
+                wait = max(0.0, condemned.deadline + self.clock_skew - self.clock()) + 1
+                budget = self.wait_budget() if self.wait_budget is not None else None
+                if budget is not None and wait > budget:
+                    raise WriteConflict(
+                        f"{id!r}: the garbage collector condemned its body for {wait:.0f} s "
+                        f"more, longer than this caller may wait ({budget:.0f} s): retry later"
+                    ) from None
+                self._sleep(wait)
         else:
             raise WriteConflict(f"{id!r}: the garbage collector kept condemning its body")
         self._trim_if_due(result.item)
@@ -241,6 +253,16 @@ class VersionedHybridStore:
             isinstance(version, bool) or not isinstance(version, int) or version < 1
         ):
             raise InvalidInput("version", "must be a whole number >= 1")
+        try:
+            return self._get(id, version)
+        except DanglingPointer:
+            # Between our read of the item and of the body, a newer write may have pushed the
+            # version out of retention and the collector deleted its body. Read the item
+            # again: the version is then no longer retained (or no longer current), and only
+            # a pointer that still dangles is a fault.
+            return self._get(id, version)
+
+    def _get(self, id: str, version: int | None) -> Record:
         item = self.index.read(id, current_only=version is None)
         if item is None:
             raise RecordNotFound(id, version)

@@ -329,7 +329,11 @@ def test_the_shape_refuses_a_timeout_lambda_does_not_have() -> None:
 
 
 def test_the_errors_alarm_notifies_the_alarm_topic(gc: dict[str, Any]) -> None:
-    alarm = only(gc, "AWS::CloudWatch::Alarm")["Properties"]
+    (alarm,) = [
+        r["Properties"]
+        for r in resources_of(gc, "AWS::CloudWatch::Alarm").values()
+        if r["Properties"]["AlarmName"] == "Vhs-prod-GcErrors"
+    ]
     topic = {"Ref": ssm_parameter(gc, "/vhs/prod/alarm-topic-arn")}
     function = logical_id(gc, "AWS::Lambda::Function")
     assert alarm["AlarmName"] == "Vhs-prod-GcErrors"
@@ -366,3 +370,28 @@ def test_the_asset_carries_the_collector(app: Synthesized) -> None:
     asset = app.asset
     for name in ("handlers/gc.py", "vhs/maintenance/gc.py", "vhs/keys.py", "vhs/retention.py"):
         assert (asset / name).is_file(), name
+
+
+def test_the_failures_alarm_watches_what_a_run_could_not_collect(gc: dict[str, Any]) -> None:
+    """Ids or shards one run could not collect (a hot id's throttling, an unreadable page)
+    do not fail the function: the handler counts them, and this alarm fires on them."""
+    (alarm,) = [
+        r["Properties"]
+        for r in resources_of(gc, "AWS::CloudWatch::Alarm").values()
+        if r["Properties"]["AlarmName"] == "Vhs-prod-GcFailures"
+    ]
+    topic = {"Ref": ssm_parameter(gc, "/vhs/prod/alarm-topic-arn")}
+    assert alarm["AlarmActions"] == alarm["OKActions"] == [topic]
+    watched = {
+        q["MetricStat"]["Metric"]["MetricName"]: q["MetricStat"]["Metric"]["Dimensions"]
+        for q in alarm["Metrics"]
+        if "MetricStat" in q
+    }
+    service = [{"Name": "service", "Value": "vhs-gc"}]
+    assert watched == {"gc_failed": service, "gc_failed_shards": service}
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == (
+        "GreaterThanOrEqualToThreshold",
+        1,
+    )
+    runbook = (ROOT / "docs" / "runbook.md").read_text()
+    assert "`Vhs-<stage>-GcFailures`" in runbook and "## GC failures" in runbook

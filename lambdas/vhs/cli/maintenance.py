@@ -13,7 +13,7 @@ from .records import open_store
 
 def cmd_gc(args: argparse.Namespace) -> int:
     from ..keys import all_shards
-    from ..maintenance.gc import GarbageCollector, GcReport, parse_duration
+    from ..maintenance.gc import GarbageCollector, parse_duration
 
     try:
         grace = parse_duration(args.grace)
@@ -22,15 +22,14 @@ def cmd_gc(args: argparse.Namespace) -> int:
         return 2
     shards = args.shard or all_shards()
     collector = GarbageCollector(open_store(), grace=grace, dry_run=args.dry_run)
-    total = GcReport(dry_run=args.dry_run)
     with progress(console=console_err(), disable=args.json) as bar:
         task = bar.add_task("collecting shards", total=len(shards))
-        for shard in shards:
-            total.add(collector.collect_shard(shard))
-            bar.advance(task)
+        total = collector.run(shards, progress=lambda shard, report: bar.advance(task))
+    # Exit 1 when some ids or shards could not be collected (the rest was).
+    status = 0 if total.ok else 1
     if args.json:
         emit_json(total.as_dict())
-        return 0
+        return status
     print_counts(
         "garbage collection" + (" (dry run: nothing deleted)" if args.dry_run else ""),
         [
@@ -47,9 +46,13 @@ def cmd_gc(args: argparse.Namespace) -> int:
             ("bytes reclaimed", total.bytes_reclaimed),
             ("markers cleared", total.markers_cleared),
             ("unrecognised keys", total.unrecognised),
+            ("ids that failed", total.failed),
+            ("shards that failed", len(total.failed_shards)),
         ],
     )
-    return 0
+    if total.failed_shards:
+        print(f"shards not collected: {' '.join(total.failed_shards)}", file=sys.stderr)
+    return status
 
 
 VERIFY_COUNTS = (

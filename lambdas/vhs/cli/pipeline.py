@@ -160,6 +160,11 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     from ..local.invoke import invoke
 
     event = json.loads(Path(args.event).read_text())
-    response = invoke(args.function, event)
+
+    def handed_on(event: dict[str, Any], response: Any) -> None:
+        # Lambda returns only the first response; what it hands on is reported on stderr.
+        print(json.dumps({"handed_on": event, "response": response}, default=str), file=sys.stderr)
+
+    response = invoke(args.function, event, on_handed_on=handed_on)
     emit_json(response)
     return 0

@@ -7,10 +7,12 @@ import importlib
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..resources import CHANGES, GC, INGEST
 from ..settings import FUNCTIONS
 
 # The handler modules, by the names the CDK app gives the functions.
@@ -59,5 +61,46 @@ def load_handler(name: str) -> Any:
     return module.handler
 
 
-def invoke(name: str, event: dict[str, Any], context: LambdaContext | None = None) -> Any:
-    return load_handler(name)(event, context or LambdaContext(function_name=f"vhs-{name}"))
+class HandingOnContext(CountdownContext):
+    """The context of `invoke`: the time left counts down from the function's configured
+    timeout, and an event the handler hands on to a fresh invocation of itself
+    (`invoke_async`, the garbage collector's continuation) is queued to run in this process
+    once the invocation returns, as Lambda would run it."""
+
+    def __init__(self, queue: list[dict[str, Any]], timeout_seconds: int, **kw: Any) -> None:
+        super().__init__(time.monotonic() + timeout_seconds, timeout_seconds=timeout_seconds, **kw)
+        self._queue = queue
+
+    def invoke_async(self, event: dict[str, Any]) -> None:
+        self._queue.append(event)
+
+
+def configured_timeout(name: str) -> int:
+    """The timeout the CDK app configures for the function `name`."""
+    shapes = {"ingest": INGEST, "changes": CHANGES, "gc": GC}
+    return shapes[name].function_timeout_seconds if name in shapes else 60
+
+
+def invoke(
+    name: str,
+    event: dict[str, Any],
+    context: LambdaContext | None = None,
+    *,
+    on_handed_on: Callable[[dict[str, Any], Any], None] | None = None,
+) -> Any:
+    """Run the handler on `event`, and then every invocation it hands on (each with a fresh
+    context). Returns the first invocation's response, as Lambda returns it to the caller;
+    `on_handed_on(event, response)` is told of the others."""
+    handler = load_handler(name)
+    queue: list[dict[str, Any]] = []
+
+    def fresh() -> LambdaContext:
+        return HandingOnContext(queue, configured_timeout(name), function_name=f"vhs-{name}")
+
+    response = handler(event, context or fresh())
+    while queue:
+        handed_on = queue.pop(0)
+        answer = handler(handed_on, fresh())
+        if on_handed_on is not None:
+            on_handed_on(handed_on, answer)
+    return response

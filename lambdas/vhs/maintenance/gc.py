@@ -10,32 +10,52 @@ than the grace period.
 Deleting an orphan races with a writer that is about to point at the same content-addressed
 key again (a re-upload of an old body, or a crash-and-retry). The protocol (docs/gc.md):
 
-1. **Condemn.** One conditional write sets `gc:<sha256> = deadline` on the id's item, on
-   condition that the item has not changed since the collector read it. If it changed, the
-   body may be referenced now: skip it.
-2. **Delete** the object, but only well before the deadline (half the lease is kept in hand
-   for a slow request); otherwise leave it for the next run.
-3. Writers that point at an S3 body require `gc:<sha256>` absent or older than the moment
-   their object was created (index.py). A writer whose object may have been deleted waits out
-   the deadline, uploads again and retries, so a pointer never outlives its body.
-4. **Clear** markers whose deadline is older than the clock-skew allowance plus the writers'
-   maximum write window: no writer can still rely on them.
+1. **Clear** first: a condemnation whose deadline is older than the clock-skew allowance plus
+   the writers' maximum write window is removed (no writer can still rely on it), before the
+   id is judged, so an old condemnation never holds an id up.
+2. **Condemn.** One conditional write per id and page names the orphans in the item's
+   condemnation (`gcd` deadline, `gcs` the bodies; item.py), on condition that the item has
+   not changed since the collector read it. A new condemnation gets a deadline a lease from
+   now; orphans may join a standing one under its own deadline, which never moves. An item
+   holds at most `item.MAX_CONDEMNED` bodies; the rest wait for a later run.
+3. **Delete** a condemned object, every attempt fenced at its send time: none is sent later
+   than half a lease before the deadline (`delete_fence`), so a slow, paused or retried delete
+   cannot land after a writer legitimately uploaded the body again.
+4. Writers that point at an S3 body require that no standing condemnation names it or that
+   its deadline is older than the moment their object was created (index.py). A writer whose
+   object may have been deleted waits out the deadline, uploads again and retries, so a
+   pointer never outlives its body.
+
+One id's failure is counted (`failed`) and the rest of its page and shard go on; a shard that
+cannot be listed is reported in `failed_shards`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, fields
+import contextlib
+import contextvars
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import keys
 from ..aws import is_object_missing
-from ..item import condemnations, item_from_dynamo, version_of
+from ..item import (
+    MAX_CONDEMNED,
+    Condemnation,
+    condemnation_of,
+    condemned_name,
+    item_from_dynamo,
+    version_of,
+)
 from ..model import Item
 from ..store import MAX_WRITE_WINDOW, VersionedHybridStore
+
+log = logging.getLogger(__name__)
 
 DEFAULT_GRACE = timedelta(hours=1)
 DEFAULT_LEASE = timedelta(minutes=5)
@@ -54,12 +74,20 @@ class GcReport:
     skipped: int = 0  # orphans left for a later run: the item changed, or time ran short
     markers_cleared: int = 0
     unrecognised: int = 0  # not judged: keys outside VHS's layout, or of a damaged item
+    failed: int = 0  # ids whose bodies could not be judged or condemned (an AWS error)
+    failed_shards: list[str] = field(default_factory=list)  # shards that could not be listed
     dry_run: bool = False
 
     def add(self, other: GcReport) -> None:
-        for field in fields(self):
-            if field.type == "int":
-                setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+        for each in fields(self):
+            if each.type == "int":
+                setattr(self, each.name, getattr(self, each.name) + getattr(other, each.name))
+        self.failed_shards += other.failed_shards
+
+    @property
+    def ok(self) -> bool:
+        """Nothing failed (what was left for a later run is not a failure)."""
+        return self.failed == 0 and not self.failed_shards
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,6 +98,42 @@ class _Object:
     key: str
     content_hash: str
     size: int
+
+
+class DeleteFenced(Exception):
+    """A delete's request reached its send time after the latest moment its condemnation
+    allows; it was not sent."""
+
+
+# The fence of the delete being sent from this thread: (latest send time, clock).
+_FENCE: contextvars.ContextVar[tuple[float, Callable[[], float]] | None] = contextvars.ContextVar(
+    "vhs_gc_delete_fence", default=None
+)
+
+
+def _check_fence(**_: Any) -> None:
+    fence = _FENCE.get()
+    if fence is not None and fence[1]() > fence[0]:
+        raise DeleteFenced(f"the delete would be sent after {fence[0]}")
+
+
+@contextlib.contextmanager
+def delete_fence(latest: float, clock: Callable[[], float]) -> Iterator[None]:
+    """Refuse, at the moment of sending, every attempt (first try or SDK retry) of a request
+    made in this block after `latest` by `clock`. Needs `install_delete_fence` on the client."""
+    token = _FENCE.set((latest, clock))
+    try:
+        yield
+    finally:
+        _FENCE.reset(token)
+
+
+def install_delete_fence(s3: Any) -> None:
+    """Check the fence on the client's DeleteObject requests, before anything else sees them
+    (in-process moto answers in a handler of the same event: the fence must come first)."""
+    s3.meta.events.register_first(
+        "before-send.s3.DeleteObject", _check_fence, unique_id="vhs-gc-delete-fence"
+    )
 
 
 class GarbageCollector:
@@ -94,6 +158,7 @@ class GarbageCollector:
         self.dry_run = dry_run
         self.clock = clock or store.clock
         self.page_size = page_size
+        install_delete_fence(self.s3)
         # A marker may go once no writer can still act on the belief that predates it.
         self.marker_expiry = store.clock_skew + MAX_WRITE_WINDOW.total_seconds()
 
@@ -102,43 +167,99 @@ class GarbageCollector:
         shards: Iterable[str] | None = None,
         progress: Callable[[str, GcReport], None] | None = None,
     ) -> GcReport:
+        """Collect `shards` (every shard by default). A shard that fails is reported in
+        `failed_shards` and the others are still collected."""
+        todo = list(shards) if shards is not None else keys.all_shards()
+        return self.run_until(todo, progress=progress)[0]
+
+    def run_until(
+        self,
+        shards: Sequence[str],
+        *,
+        start_after: str | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        progress: Callable[[str, GcReport], None] | None = None,
+    ) -> tuple[GcReport, list[str], str | None]:
+        """Collect `shards` in order, the first from the key after `start_after`, until
+        `should_stop()` says time is short (checked after every listing page). Returns the
+        report, the shards not finished, and the key to resume the first of them after (None
+        to start it from the beginning). At least one page is collected per call."""
         total = GcReport(dry_run=self.dry_run)
-        for shard in shards if shards is not None else keys.all_shards():
-            report = self.collect_shard(shard)
+        remaining = list(shards)
+        worked = False
+        while remaining:
+            short_of_time = should_stop is not None and should_stop()
+            if short_of_time and worked:
+                break
+            shard = remaining[0]
+            try:
+                report, start_after = self.collect(
+                    shard, start_after=start_after, should_stop=should_stop
+                )
+            except (ClientError, BotoCoreError) as error:
+                log.warning("could not collect shard %s: %s", shard, error)
+                report, start_after = GcReport(dry_run=self.dry_run, failed_shards=[shard]), None
+            worked = True
             total.add(report)
             if progress:
                 progress(shard, report)
-        return total
+            if start_after is not None:
+                break  # stopped inside the shard
+            remaining.pop(0)
+        return total, remaining, start_after
 
     def collect_shard(self, shard: str) -> GcReport:
+        return self.collect(shard)[0]
+
+    def collect(
+        self,
+        shard: str,
+        *,
+        start_after: str | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> tuple[GcReport, str | None]:
+        """Collect one shard from the key after `start_after`, a listing page at a time.
+        Between pages `should_stop()` may end the work early: the second value is then the
+        last key collected, to resume after; None once the shard is done. At least one page
+        is always collected, so a chain of short invocations still gets through a shard."""
         report = GcReport(shards=1, dry_run=self.dry_run)
         paginator = self.s3.get_paginator("list_objects_v2")
-        pages = paginator.paginate(
-            Bucket=self.bucket,
-            Prefix=keys.shard_prefix(self.store.prefix, shard),
-            PaginationConfig={"PageSize": self.page_size},
-        )
-        for page in pages:
-            self._collect_page(page.get("Contents", []), report)
-        return report
+        listing: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Prefix": keys.shard_prefix(self.store.prefix, shard),
+            "PaginationConfig": {"PageSize": self.page_size},
+        }
+        if start_after:
+            listing["StartAfter"] = start_after
+        for page in paginator.paginate(**listing):
+            objects = page.get("Contents", [])
+            self._collect_page(objects, report)
+            if objects and page.get("IsTruncated") and should_stop and should_stop():
+                report.shards = 0  # not finished: the invocation that resumes it counts it
+                return report, objects[-1]["Key"]
+        return report, None
 
     def _collect_page(self, objects: list[dict[str, Any]], report: GcReport) -> None:
         now = self.clock()
         by_id: dict[str, list[_Object]] = {}
         for listed in objects:
             report.listed += 1
-            parts = listed["Key"].rsplit("/", 2)
-            if len(parts) != 3 or len(parts[2]) != 64:
+            # Only keys this store's body_key makes are ours: a shard's listing also holds
+            # other stores' keys (prefix "de" beside "") and whatever else the bucket holds.
+            body = keys.parse_body_key(self.store.prefix, listed["Key"])
+            if body is None:
                 report.unrecognised += 1
                 continue
             if listed["LastModified"].timestamp() > now - self.grace:
                 report.young += 1
                 continue
-            record_id = keys.decode_id(parts[1]) or self._id_from_metadata(listed["Key"])
+            record_id = body.id or self._id_of_cut_key(listed["Key"], body)
             if record_id is None:
                 report.unrecognised += 1
                 continue
-            by_id.setdefault(record_id, []).append(_Object(listed["Key"], parts[2], listed["Size"]))
+            by_id.setdefault(record_id, []).append(
+                _Object(listed["Key"], body.content_hash, listed["Size"])
+            )
         raw_items = self.index.read_raw_many(by_id) if by_id else {}
         for record_id, found in by_id.items():
             raw = raw_items.get(record_id, {})
@@ -149,8 +270,13 @@ class GarbageCollector:
                 # none of its objects may go.
                 report.unrecognised += len(found)
                 continue
-            self._judge(record_id, raw, item, found, now, report)
-            self._clear_expired_markers(record_id, raw, now, report)
+            try:
+                self._judge(record_id, raw, item, found, now, report)
+            except (ClientError, BotoCoreError) as error:
+                # One id's failure (throttling on a hot item, say) stops neither the others
+                # nor the rest of the shard; its bodies wait for the next run.
+                log.warning("could not collect the bodies of %r: %s", record_id, error)
+                report.failed += 1
 
     def _judge(
         self,
@@ -168,54 +294,76 @@ class GarbageCollector:
             for _, entry in self.store.retention.retained(item, now - self.store.clock_skew):
                 if entry.in_s3:
                     referenced.add(entry.content_hash)
-        seen_version = version_of(raw)
-        standing = {
-            content_hash: deadline
-            for content_hash, deadline in condemnations(raw).items()
-            if deadline >= now - self.marker_expiry
-        }
+        orphans = []
         for body in found:
             if body.content_hash in referenced:
                 report.referenced += 1
-                continue
-            report.orphaned += 1
-            if self.dry_run:
-                report.bytes_reclaimed += body.size
-            elif self._delete(record_id, body, seen_version, standing.get(body.content_hash)):
+            else:
+                orphans.append(body)
+        report.orphaned += len(orphans)
+        if self.dry_run:
+            report.bytes_reclaimed += sum(body.size for body in orphans)
+            return
+        standing = self._standing_condemnation(record_id, raw, now, report)
+        condemned = self._condemn(record_id, version_of(raw), orphans, standing)
+        for body in orphans:
+            covered = condemned is not None and condemned.covers(body.content_hash)
+            if covered and self._delete(body, condemned.deadline):
                 report.deleted += 1
                 report.bytes_reclaimed += body.size
             else:
                 report.skipped += 1
 
-    def _delete(
-        self, record_id: str, body: _Object, seen_version: int | None, condemned: float | None
-    ) -> bool:
-        if condemned is None:
-            deadline = self.clock() + self.lease
-            if not self.index.condemn(record_id, body.content_hash, deadline, seen_version):
-                return False  # the item changed since we read it: judge it again next run
-        else:
-            # An earlier pass condemned it and did not delete it. Until that deadline no writer
-            # can point at the body again, so it may go under the same condemnation. Once the
-            # deadline is near, a writer may be waiting it out to upload again: condemning the
-            # body afresh would send that writer back to wait, perhaps for ever, so it stays
-            # until its marker expires and a later run judges it anew.
-            deadline = condemned
-        if self.clock() > deadline - self.lease / 2:
-            return False  # too close to the deadline for a safe delete
-        self.s3.delete_object(Bucket=self.bucket, Key=body.key)
-        return True
-
-    def _clear_expired_markers(
+    def _standing_condemnation(
         self, record_id: str, raw: dict[str, Any], now: float, report: GcReport
-    ) -> None:
-        if self.dry_run:
-            return
-        for content_hash, deadline in condemnations(raw).items():
-            if deadline < now - self.marker_expiry and self.index.clear_condemnation(
-                record_id, content_hash, deadline
-            ):
-                report.markers_cleared += 1
+    ) -> Condemnation | None:
+        """The item's condemnation, once an expired one is cleared (before judging, so that
+        an id whose writes an old condemnation slows is freed whatever else happens)."""
+        standing = condemnation_of(raw)
+        expired = standing is not None and standing.deadline < now - self.marker_expiry
+        if expired and self.index.clear_condemnation(record_id, standing.deadline):
+            report.markers_cleared += 1
+            return None
+        return standing  # (one another collector changed stays: it is not judged under)
+
+    def _condemn(
+        self,
+        record_id: str,
+        seen_version: int | None,
+        orphans: list[_Object],
+        standing: Condemnation | None,
+    ) -> Condemnation | None:
+        """Condemn the orphans, as many as an item may hold: under a new condemnation, or
+        joining a standing one while it leaves time to delete (its deadline never moves: a
+        writer may be waiting it out). The condemnation they may be deleted under, if any."""
+        if standing is None:
+            deadline, room = self.clock() + self.lease, MAX_CONDEMNED
+        elif self.clock() < standing.deadline - self.lease / 2:
+            deadline, room = standing.deadline, MAX_CONDEMNED - len(standing.bodies)
+        else:
+            # Too near its deadline to delete under, not yet expired: a writer may be waiting
+            # it out. Its bodies wait for a later run.
+            return None
+        joining = standing is not None
+        new = [o.content_hash for o in orphans if not (joining and standing.covers(o.content_hash))]
+        new = new[: max(0, room)]
+        if new and not self.index.condemn(record_id, new, deadline, seen_version, joining=joining):
+            return None  # the item changed since we read it: judge it again next run
+        return Condemnation(
+            deadline,
+            (standing.bodies if joining else frozenset()) | {condemned_name(h) for h in new},
+        )
+
+    def _delete(self, body: _Object, deadline: float) -> bool:
+        """Delete a condemned body, if every attempt to send the request is made while half
+        the lease is still in hand (a fence at send time: a slow or retried request that
+        would go later is not sent). False if it was too late."""
+        try:
+            with delete_fence(deadline - self.lease / 2, self.clock):
+                self.s3.delete_object(Bucket=self.bucket, Key=body.key)
+        except DeleteFenced:
+            return False
+        return True
 
     def _id_from_metadata(self, key: str) -> str | None:
         """Long ids are cut in keys (keys.encode_id); their objects carry the whole id."""
@@ -227,6 +375,13 @@ class GarbageCollector:
             raise
         encoded = keys.id_in_metadata(head.get("Metadata"))
         return keys.decode_metadata_id(encoded) if encoded else None
+
+    def _id_of_cut_key(self, key: str, body: keys.BodyKey) -> str | None:
+        """The id of a key whose id is cut, or None unless that id's body_key is exactly `key`
+        (no metadata, or metadata naming another id: not the collector's object)."""
+        record_id = self._id_from_metadata(key)
+        confirmed = body.with_cut_id(record_id) if record_id is not None else None
+        return confirmed.id if confirmed is not None else None
 
 
 def parse_duration(text: str) -> timedelta:
