@@ -15,6 +15,8 @@ Context keys (``cdk deploy -c key=value`` or cdk.json):
 ``inlineThreshold``         VHS_INLINE_THRESHOLD (optional; the library's default otherwise)
 ``retainVersions``          VHS_RETAIN_VERSIONS (optional)
 ``retainDays``              VHS_RETAIN_DAYS (optional)
+``retainAfterDeleteDays``   VHS_RETAIN_AFTER_DELETE_DAYS: days a deleted record's earlier
+                            versions stay readable (optional; the library's default, 30)
 ``logLevel``                LOG_LEVEL of the function (default INFO)
 ``powertoolsLayerArn``      an exact Powertools layer ARN (other partitions, or a pinned copy)
 ``powertoolsLayerVersion``  the layer version number, when not resolved from SSM (optional)
@@ -93,6 +95,7 @@ class VhsConfig:
     inline_threshold: int | None = None
     retain_versions: int | None = None
     retain_days: int | None = None
+    retain_after_delete_days: int | None = None
     log_level: str = "INFO"
     ingest: resources.IngestShape = field(default_factory=lambda: resources.INGEST)
     alarms: resources.AlarmThresholds = field(default_factory=lambda: resources.ALARMS)
@@ -133,7 +136,12 @@ class VhsConfig:
             self.log_level in _LOG_LEVELS,
             f"logLevel {self.log_level!r}: one of {', '.join(_LOG_LEVELS)}",
         )
-        for name in ("inline_threshold", "retain_versions", "retain_days"):
+        for name in (
+            "inline_threshold",
+            "retain_versions",
+            "retain_days",
+            "retain_after_delete_days",
+        ):
             value = getattr(self, name)
             yield value is None or value >= 0, f"{name} must not be negative"
         yield (
@@ -175,6 +183,7 @@ class VhsConfig:
             inline_threshold=self.inline_threshold,
             retain_versions=self.retain_versions,
             retain_days=self.retain_days,
+            retain_after_delete_days=self.retain_after_delete_days,
         )
 
     @classmethod
@@ -229,6 +238,7 @@ class VhsConfig:
             (number, "inlineThreshold", "inline_threshold"),
             (number, "retainVersions", "retain_versions"),
             (number, "retainDays", "retain_days"),
+            (number, "retainAfterDeleteDays", "retain_after_delete_days"),
             (number, "powertoolsLayerVersion", "powertools_layer_version"),
             (text, "stage", "stage"),
             (text, "alarmEmail", "alarm_email"),

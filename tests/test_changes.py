@@ -123,6 +123,37 @@ def test_a_delete_is_a_version_with_no_location() -> None:
     assert (first.version, first.change) == (1, "deleted")
 
 
+def purge_entry(at: str) -> dict:
+    tombstone = entry(at, "~", n=0)
+    tombstone["M"]["x"] = {"BOOL": True}
+    return tombstone
+
+
+def test_a_purge_says_purge() -> None:
+    old = image("b1", 2, entry(t(2), HASH_B), [entry(t(1), HASH_A)])
+    new = image("b1", 3, purge_entry(t(3)))  # the purge's UpdateItem removed `p`
+    (change,) = derive(old, new).changes
+    assert (change.version, change.change, change.purge) == (3, "deleted", True)
+    message = json.loads(change.body())
+    assert message["purge"] is True and message["change"] == "deleted"
+    assert Change.from_message(change.body()) == change
+    # A plain delete says nothing of purging.
+    plain = derive(old, image("b1", 3, entry(t(3), "~", n=0), [*old["p"]["L"], old["c"]["L"][0]]))
+    assert "purge" not in json.loads(plain.changes[0].body())
+
+
+def test_a_purge_of_an_already_deleted_id_is_notified_again_as_a_purge() -> None:
+    deleted = image("b1", 2, entry(t(2), "~", n=0), [entry(t(1), HASH_A)])
+    purged = image("b1", 2, purge_entry(t(2)))  # same version: flagged, history removed
+    (change,) = derive(deleted, purged).changes
+    assert (change.version, change.change, change.purge) == (2, "deleted", True)
+    (delete,) = derive(image("b1", 1, entry(t(1), HASH_A)), deleted).changes
+    assert change.deduplication_id != delete.deduplication_id  # not dropped by SNS
+    # Once purged, a later trim or marker on the same version notifies nothing more.
+    marked = image("b1", 2, purge_entry(t(2)), gcd={"N": "1.5e9"})
+    assert derive(purged, marked).reason == "same version"
+
+
 def test_touches_trims_and_gc_markers_notify_nothing() -> None:
     history = [entry(t(1), HASH_A), entry(t(2), HASH_B)]
     old = image("b1", 3, entry(t(3), HASH_A), history)

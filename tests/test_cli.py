@@ -88,6 +88,33 @@ def test_put_get_history_delete_round_trip(local_env, tmp_path: Path):
     assert b"not found" in missing.stderr
 
 
+def test_delete_purge_drops_every_earlier_version_at_once(local_env):
+    for n, stamp in ((1, "2026-01-01T00:00:00Z"), (2, "2026-01-02T00:00:00Z")):
+        put = vhs(local_env, "put", "cli-purge", "-", "--updated-at", stamp, stdin=b'{"n": %d}' % n)
+        assert put.returncode == 0, put.stderr
+    purged = vhs(
+        local_env,
+        "--json",
+        "delete",
+        "cli-purge",
+        "--deleted-at",
+        "2026-02-01T00:00:00Z",
+        "--purge",
+    )
+    assert purged.returncode == 0, purged.stderr
+    assert json.loads(purged.stdout) == {
+        "id": "cli-purge",
+        "outcome": "deleted",
+        "version": 3,
+        "purged": True,
+    }
+    for version in ("1", "2"):
+        gone = vhs(local_env, "get", "cli-purge", "--version", version)
+        assert gone.returncode == 3 and b"not found" in gone.stderr
+    history = vhs(local_env, "history", "cli-purge", "--json")
+    assert [v["version"] for v in json.loads(history.stdout)] == [3]
+
+
 def test_bad_input_exits_non_zero_with_the_field_named(local_env, tmp_path: Path):
     record = tmp_path / "r.json"
     record.write_text("{}")

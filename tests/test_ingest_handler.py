@@ -154,6 +154,16 @@ def test_fixture_delete(stack):
         stack.store.get("b1000001")
 
 
+def test_a_purge_message_drops_the_history_at_once(stack):
+    put = {"id": "p1", "updated_at": "2026-01-01T00:00:00Z", "record": {"n": 1}}
+    purge = {"id": "p1", "updated_at": "2026-01-02T00:00:00Z", "deleted": True, "purge": True}
+    assert failures(run(message_event(put))) == set()
+    assert failures(run(message_event(purge))) == set()
+    with pytest.raises(LookupError):
+        stack.store.get("p1", version=1)
+    assert [v.version for v in stack.store.history("p1")] == [2]
+
+
 def test_fixture_mixed_batch(stack):
     assert failures(run(load("sqs-mixed-batch"))) == set()
     assert stack.store.get("b2000001").json() == {"title": "Middlemarch", "edition": 2}

@@ -22,6 +22,8 @@ VALID = [
     {"id": "a", "updated_at": T, "record_location": "s3://b/k/ey"},
     {"id": "a", "updated_at": T, "record_location": "s3://b/k", "content_type": "text/xml"},
     {"id": "a", "updated_at": T, "deleted": True},
+    {"id": "a", "updated_at": T, "deleted": True, "purge": True},
+    {"id": "a", "updated_at": T, "deleted": True, "purge": False},
     {"id": "a", "updated_at": "2026-01-01T00:00:00.123456789Z", "record": 1},  # Java's Instant
     {"id": "a", "updated_at": T, "record_location": "s3://b/k?x=1#y"},  # all of it is the key
 ]
@@ -62,6 +64,12 @@ INVALID = [
         "content_type",
     ),
     ({"id": "a", "updated_at": T, "record": 1, "extra": 1}, "extra"),
+    ({"id": "a", "updated_at": T, "deleted": True, "purge": "yes"}, "purge"),
+    ({"id": "a", "updated_at": T, "deleted": True, "purge": 1}, "purge"),
+    ({"id": "a", "updated_at": T, "deleted": True, "purge": None}, "purge"),
+    ({"id": "a", "updated_at": T, "record": 1, "purge": True}, "purge"),
+    ({"id": "a", "updated_at": T, "body_base64": "AA==", "purge": False}, "purge"),
+    ({"id": "a", "updated_at": T, "record_location": "s3://b/k", "purge": True}, "purge"),
     ([{"id": "a"}], "body"),
     ("just a string", "body"),
 ]
@@ -88,6 +96,17 @@ def test_invalid_messages_fail_both_and_name_the_field(message, field, schema):
         validate_message(message)
     assert raised.value.field == field
     assert not schema.is_valid(message)
+
+
+def test_purge_goes_with_a_delete_only_and_is_a_boolean():
+    assert validate_message({"id": "a", "updated_at": T, "deleted": True, "purge": True}).purge
+    assert not validate_message({"id": "a", "updated_at": T, "deleted": True}).purge
+    with pytest.raises(InvalidMessage, match="boolean") as raised:
+        validate_message({"id": "a", "updated_at": T, "deleted": True, "purge": "true"})
+    assert raised.value.field == "purge"
+    with pytest.raises(InvalidMessage, match="only goes with deleted") as raised:
+        validate_message({"id": "a", "updated_at": T, "record": 1, "purge": True})
+    assert raised.value.field == "purge"
 
 
 # Refused by the validator only: a JSON Schema cannot express them. tests/test_bad_input.py

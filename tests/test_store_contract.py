@@ -120,76 +120,6 @@ def test_same_timestamp_ties_are_broken_by_content_hash(backend):
     assert store.get(rid_a).json() == winner
 
 
-# The same bytes at the same updated_at under two content types: the ordering key's third part,
-# the content type (absent, i.e. JSON, read as "application/json"), breaks the tie, compared
-# by code point. Each case: (lower, higher) content type, written here by hand.
-CONTENT_TYPE_TIES = [
-    pytest.param("application/xml", "text/plain", id="both-stored"),
-    pytest.param("application/cbor", "application/json", id="higher-is-json-absent-ct"),
-    pytest.param("application/json", "application/vnd.api+json", id="lower-is-json-absent-ct"),
-]
-
-
-@pytest.mark.parametrize(("lower", "higher"), CONTENT_TYPE_TIES)
-def test_same_bytes_and_timestamp_under_two_content_types_end_with_the_higher_type(
-    backend, lower, higher
-):
-    store = backend.store()
-    body = b'{"a":1}'
-    rid_up, rid_down = backend.id("ct-tie-up"), backend.id("ct-tie-down")
-    told = {}
-    for rid, order in ((rid_up, (lower, higher)), (rid_down, (higher, lower))):
-        told[rid] = [
-            store.put(rid, body, updated_at=at(0), content_type=content_type)
-            for content_type in order
-        ]
-    # Either arrival order: the higher content type is current.
-    for rid in (rid_up, rid_down):
-        record = store.get(rid)
-        assert (record.body, record.updated_at, record.content_type) == (body, at(0), higher)
-    # Lower first: the higher type is a new version. Higher first: the lower one is stale.
-    assert [(r.outcome, r.version) for r in told[rid_up]] == [("stored", 1), ("stored", 2)]
-    assert [(r.outcome, r.version) for r in told[rid_down]] == [("stored", 1), ("stale", 1)]
-    for rid in (rid_up, rid_down):
-        # Repeating either write changes nothing.
-        assert store.put(rid, body, updated_at=at(0), content_type=higher).outcome == "unchanged"
-        assert store.put(rid, body, updated_at=at(0), content_type=lower).outcome == "stale"
-        assert store.get(rid).content_type == higher
-
-
-def test_same_bytes_under_another_content_type_later_is_a_new_version(backend):
-    store = backend.store()
-    rid_in_order, rid_reversed = backend.id("ct-later"), backend.id("ct-later-rev")
-    body = large(12)
-    first = {"updated_at": at(1), "content_type": "text/plain"}
-    second = {"updated_at": at(2), "content_type": "application/octet-stream"}
-    assert store.put(rid_in_order, body, **first).outcome == "stored"
-    changed = store.put(rid_in_order, body, **second)
-    assert (changed.outcome, changed.version) == ("stored", 2)
-    assert [h.content_type for h in store.history(rid_in_order)] == [
-        "text/plain",
-        "application/octet-stream",
-    ]
-    assert store.put(rid_reversed, body, **second).outcome == "stored"
-    assert store.put(rid_reversed, body, **first).outcome == "stale"
-    for rid in (rid_in_order, rid_reversed):
-        record = store.get(rid)
-        assert (record.body, record.updated_at, record.content_type) == (
-            body,
-            at(2),
-            "application/octet-stream",
-        )
-    # The same bytes and content type later: a touch, which moves updated_at only.
-    touch = store.put(rid_in_order, body, updated_at=at(3), content_type="application/octet-stream")
-    assert (touch.outcome, touch.version) == ("unchanged", 2)
-    record = store.get(rid_in_order)
-    assert (record.version, record.updated_at, record.content_type) == (
-        2,
-        at(3),
-        "application/octet-stream",
-    )
-
-
 def test_same_content_with_a_later_timestamp_moves_updated_at_without_a_new_version(backend):
     store = backend.store()
     rid = backend.id("touch")
@@ -453,37 +383,6 @@ def test_a_lost_response_followed_by_a_retry_still_reports_stored(backend):
     assert store.get(rid).json() == {"v": 2}
 
 
-def test_a_lost_response_is_still_recognised_after_a_touch(backend):
-    """A touch (the same content, later) moves `updated_at` only: the version keeps its
-    writer's token, so that writer's retry after a lost response still finds its own write."""
-    store = backend.store()
-    rid = backend.id("touched-then-retried")
-    entries = []
-    write = store.index.write
-
-    def recording(id, entry, **options):
-        entries.append((entry, options))
-        return write(id, entry, **options)
-
-    store.index.write = recording
-    store.put(rid, {"v": 0}, updated_at=at(0))
-    stored = store.put(rid, {"v": 1}, updated_at=at(1))
-    assert (stored.outcome, stored.version) == ("stored", 2)
-    touch = store.put(rid, {"v": 1}, updated_at=at(3))
-    assert (touch.outcome, touch.version) == ("unchanged", 2)
-    (_, _), (writer, options), (toucher, touch_options) = entries
-
-    # The response to the version 2 write was lost: its writer sends it again, after the touch.
-    retry = write(rid, writer, **options)
-    assert (retry.outcome, retry.version) == ("stored", 2)
-    # And the touch's own retry is a duplicate of what it did.
-    touch_retry = write(rid, toucher, **touch_options)
-    assert (touch_retry.outcome, touch_retry.version) == ("unchanged", 2)
-    record = store.get(rid)
-    assert (record.json(), record.version, record.updated_at) == ({"v": 1}, 2, at(3))
-    assert [h.version for h in store.history(rid)] == [1, 2]
-
-
 # --- 8. Retention ---------------------------------------------------------------------------
 
 
@@ -595,3 +494,149 @@ def test_bodies_over_the_maximum_size_are_refused(backend):
     assert raised.value.field == "record"
     with pytest.raises(RecordNotFound):
         store.get(backend.id("huge"))
+
+
+# --- Deletes end: retention after a delete, and purges (issue 11, item 5) -------------------
+
+DAY = 86_400.0
+
+
+def _bodies_of(backend, store, rid) -> set[str]:
+    """The S3 keys of `rid`'s bodies."""
+    response = backend.s3.list_objects_v2(
+        Bucket=backend.bucket_name, Prefix=store.body_key(rid, "")
+    )
+    return {o["Key"] for o in response.get("Contents", [])}
+
+
+def _collect(store, rid, now: float):
+    """One collection of `rid`'s shard, by a collector whose clock reads `now`."""
+    from vhs import keys
+    from vhs.maintenance.gc import GarbageCollector
+
+    return GarbageCollector(store, clock=lambda: now).run([keys.shard_of(rid)])
+
+
+def _raw_item(backend, rid) -> dict:
+    return backend.dynamodb.get_item(
+        TableName=backend.table_name, Key={"id": {"S": rid}}, ConsistentRead=True
+    )["Item"]
+
+
+def _wall_clock() -> list[float]:
+    """A fake clock that starts at the real time: the collector's grace period is judged
+    against S3's LastModified, so the clocks must agree at the start."""
+    import time
+
+    return [time.time()]
+
+
+def test_a_deleted_records_versions_are_readable_for_the_window_then_collected(backend):
+    clock = _wall_clock()
+    store = backend.store(inline_threshold=256, clock=lambda: clock[0])
+    assert store.retention.after_delete == timedelta(days=30)  # the documented default
+    rid = backend.id("deleted-window")
+    store.put(rid, large(71), updated_at=at(1))
+    store.put(rid, large(72), updated_at=at(2))
+    keys_before = _bodies_of(backend, store, rid)
+    assert len(keys_before) == 2
+    store.delete(rid, deleted_at=at(3))
+    clock[0] += 29 * DAY
+    assert store.get(rid, version=1).body == large(71)
+    assert store.get(rid, version=2).body == large(72)
+    assert _collect(store, rid, clock[0]).deleted == 0
+    assert _bodies_of(backend, store, rid) == keys_before
+    clock[0] += 2 * DAY  # 31 days after the delete
+    for version in (1, 2):
+        with pytest.raises(RecordNotFound):
+            store.get(rid, version=version)
+    assert [h.version for h in store.history(rid)] == [3]
+    assert _collect(store, rid, clock[0]).deleted == 2
+    assert _bodies_of(backend, store, rid) == set()
+    # The tombstone stays: a late put is still stale.
+    assert store.put(rid, {"late": True}, updated_at=at(3)).outcome == "stale"
+    with pytest.raises(RecordNotFound):
+        store.get(rid)
+
+
+def test_retention_after_delete_is_a_store_option(backend):
+    clock = [1_000_000.0]
+    store = backend.store(
+        retention=Retention(after_delete=timedelta(hours=1)), clock=lambda: clock[0]
+    )
+    rid = backend.id("deleted-hour")
+    store.put(rid, {"n": 1}, updated_at=at(1))
+    store.delete(rid, deleted_at=at(2))
+    clock[0] += 3599
+    assert store.get(rid, version=1).json() == {"n": 1}
+    clock[0] += 2
+    with pytest.raises(RecordNotFound):
+        store.get(rid, version=1)
+    # A put after the delete makes the record live again.
+    store.put(rid, {"n": 3}, updated_at=at(3))
+    assert store.get(rid).json() == {"n": 3}
+
+
+def test_purge_drops_every_earlier_version_at_once_and_the_collection_empties_s3(backend):
+    clock = _wall_clock()
+    store = backend.store(inline_threshold=256, clock=lambda: clock[0])
+    rid = backend.id("purged")
+    store.put(rid, large(81), updated_at=at(1))
+    store.put(rid, {"small": "inline"}, updated_at=at(2))
+    store.put(rid, large(82), updated_at=at(3))
+    assert len(_bodies_of(backend, store, rid)) == 2
+    result = store.delete(rid, deleted_at=at(4), purge=True)
+    assert (result.outcome, result.version, result.purged) == ("deleted", 4, True)
+    for version in (1, 2, 3, 4):
+        with pytest.raises(RecordNotFound):
+            store.get(rid, version=version)
+    assert [h.version for h in store.history(rid)] == [4]
+    raw = _raw_item(backend, rid)
+    assert "p" not in raw and len(raw["c"]["L"]) == 1
+    assert raw["c"]["L"][0]["M"]["h"] == {"S": "~"}
+    report = _collect(store, rid, clock[0] + 2 * 3600)  # past the grace period
+    assert report.deleted == 2
+    assert _bodies_of(backend, store, rid) == set()
+    # Only the tombstone remains of the record (and the collector's marker, docs/gc.md).
+    raw = _raw_item(backend, rid)
+    assert set(raw) - {"gcd", "gcs"} == {"id", "v", "c"}
+    assert raw["v"] == {"N": "4"}
+    assert set(raw["c"]["L"][0]["M"]) == {"t", "h", "n", "w", "k", "x"}
+    for late in (at(1), at(4)):
+        assert store.put(rid, {"late": True}, updated_at=late).outcome == "stale"
+    with pytest.raises(RecordNotFound):
+        store.get(rid)
+
+
+def test_purge_of_an_unknown_id_leaves_a_tombstone(backend):
+    store = backend.store()
+    rid = backend.id("purge-unknown")
+    result = store.delete(rid, deleted_at=at(5), purge=True)
+    assert (result.outcome, result.version, result.purged) == ("deleted", 1, True)
+    assert store.put(rid, {"late": True}, updated_at=at(4)).outcome == "stale"
+    assert [h.deleted for h in store.history(rid)] == [True]
+
+
+@pytest.mark.parametrize("again", [0, 1], ids=["same-time", "later"])
+def test_purge_of_an_already_deleted_id_still_drops_its_history(backend, again):
+    store = backend.store()
+    rid = backend.id(f"purge-again-{again}")
+    store.put(rid, {"n": 1}, updated_at=at(1))
+    store.delete(rid, deleted_at=at(2))
+    assert store.get(rid, version=1).json() == {"n": 1}
+    result = store.delete(rid, deleted_at=at(2 + again), purge=True)
+    assert (result.outcome, result.version, result.purged) == ("unchanged", 2, True)
+    with pytest.raises(RecordNotFound):
+        store.get(rid, version=1)
+    assert "p" not in _raw_item(backend, rid)
+    assert store.put(rid, {"late": True}, updated_at=at(2 + again)).outcome == "stale"
+
+
+def test_a_stale_purge_of_a_live_record_purges_nothing(backend):
+    store = backend.store()
+    rid = backend.id("purge-stale")
+    store.put(rid, {"n": 1}, updated_at=at(1))
+    store.put(rid, {"n": 2}, updated_at=at(5))
+    result = store.delete(rid, deleted_at=at(3), purge=True)
+    assert (result.outcome, result.purged) == ("stale", False)
+    assert store.get(rid, version=1).json() == {"n": 1}

@@ -33,6 +33,7 @@ from .item import (
     CURRENT,
     HISTORY,
     ID,
+    PURGE,
     UPDATED_AT,
     VERSION,
     WRITER,
@@ -40,6 +41,7 @@ from .item import (
     condemned_name,
     entry_to_dynamo,
     item_from_dynamo,
+    stored_content_type,
 )
 from .model import Entry, Item
 from .ordering import Outcome
@@ -52,6 +54,7 @@ _NAMES = {
     "#h": CONTENT_HASH,
     "#ct": CONTENT_TYPE,
     "#k": WRITER,
+    "#x": PURGE,
 }
 _MAX_ATTEMPTS = 8
 
@@ -229,9 +232,7 @@ class DynamoIndex:
             # Same content, later timestamp: move it forward.
             ok, raw = self._touch(id, entry)
             touched = item_from_dynamo(raw)
-            # A refused touch whose item already holds our key was our own touch, its
-            # response lost (or an identical write's): the state is the one we asked for.
-            if touched is not None and (ok or touched.current.order_key == incoming):
+            if touched is not None and (ok or _find_own(touched, entry.token) is not None):
                 return WriteResult(Outcome.UNCHANGED, touched.version, touched)
             # The item changed between our attempts; decide again against its new state.
         raise WriteConflict(f"gave up writing {id!r} after {_MAX_ATTEMPTS} contended attempts")
@@ -249,11 +250,12 @@ class DynamoIndex:
         values: dict[str, Any] = {
             ":c": {"L": [entry_to_dynamo(entry)]},
             ":one": {"N": "1"},
-            **ordering.condition_values(entry.order_key),
+            ":t": {"S": entry.updated_at},
+            ":h": {"S": entry.content_hash},
         }
-        names = {"#c", "#p", "#v", "#t", "#h", "#ct"}
+        names = {"#c", "#p", "#v", "#t", "#h"}
         extra_names: dict[str, str] = {}
-        condition = ordering.newer_and_different(entry.order_key)
+        condition = ordering.NEWER_AND_DIFFERENT
         if keep_history:
             values[":empty"] = {"L": []}
         if uploaded_after is not None:
@@ -265,18 +267,23 @@ class DynamoIndex:
         return self._conditional_update(id, update, condition, values, names, extra_names)
 
     def _touch(self, id: str, entry: Entry) -> tuple[bool, dict]:
-        """Move the current entry's `updated_at` forward, and nothing else. Its content is
-        ours already (the condition requires the same hash and content type), and its writer
-        token stays that version's writer's, so that writer still recognises its own write if
-        its response was lost and it retries after the touch."""
-        incoming = entry.order_key
-        return self._conditional_update(
-            id,
-            "SET #c[0].#t = :t",
-            ordering.newer_and_same(incoming),
-            ordering.condition_values(incoming),
-            {"#c", "#t", "#h", "#ct"},
-        )
+        values = {
+            ":t": {"S": entry.updated_at},
+            ":h": {"S": entry.content_hash},
+            ":k": {"S": entry.token},
+        }
+        sets = ["#c[0].#t = :t", "#c[0].#k = :k"]
+        names = {"#c", "#t", "#h", "#k"}
+        removes = []
+        content_type = stored_content_type(entry)
+        if content_type is not None:
+            sets.append("#c[0].#ct = :ct")
+            values[":ct"] = {"S": content_type}
+        else:
+            removes.append("#c[0].#ct")
+        names.add("#ct")
+        update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        return self._conditional_update(id, update, ordering.NEWER_AND_SAME, values, names)
 
     def _conditional_update(
         self,
@@ -311,6 +318,19 @@ class DynamoIndex:
             TableName=self.table, Key=self._key(id), ConsistentRead=True
         )
         return False, response.get("Item", {})
+
+    def purge(self, id: str) -> Item | None:
+        """Mark the current delete of `id` as a purge and drop its whole history, if its
+        current entry is a delete (one UpdateItem, idempotent). The item after it, or None
+        if the current entry is not a delete (a newer put made the record live again)."""
+        ok, raw = self._conditional_update(
+            id,
+            "SET #c[0].#x = :true REMOVE #p",
+            "#c[0].#h = :tomb",
+            {":true": {"BOOL": True}, ":tomb": {"S": ordering.TOMBSTONE_HASH}},
+            {"#c", "#p", "#h", "#x"},
+        )
+        return item_from_dynamo(raw) if ok else None
 
     def trim(self, id: str, version: int, held: int, count: int) -> bool:
         """Drop the `count` oldest of the `held` history entries, if the item is still at

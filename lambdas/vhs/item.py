@@ -17,7 +17,8 @@ short, because every byte is billed in write units:
 
     entry (M): t updated_at, h sha256 or "~" for a delete, n size, w written-at epoch seconds,
                k writer token, ct content type (absent: application/json),
-               b inline body, z codec of b (absent: not compressed)
+               b inline body, z codec of b (absent: not compressed),
+               x true on a purging delete (absent: false): retention keeps no earlier version
 
 A body lives inline (`b`) or in S3 under `keys.body_key(prefix, id, h)`; a delete has none.
 """
@@ -53,6 +54,7 @@ WRITER = "k"  # the writer's token (see index.py)
 CONTENT_TYPE = "ct"
 INLINE_BODY = "b"
 CODEC = "z"
+PURGE = "x"
 
 INLINE = "inline"  # the location of an inline body
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -96,6 +98,8 @@ def entry_to_dynamo(entry: Entry) -> dict[str, Any]:
     }
     if stored_content_type(entry) is not None:
         attrs[CONTENT_TYPE] = {"S": entry.content_type}
+    if entry.purge:
+        attrs[PURGE] = {"BOOL": True}
     if entry.inline is not None:
         attrs[INLINE_BODY] = {"B": entry.inline}
         if entry.codec:
@@ -132,6 +136,7 @@ def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> En
             content_type=content_type,
             inline=inline,
             codec=_string(attrs[CODEC]) if CODEC in attrs else None,
+            purge=attrs[PURGE].get("BOOL") is True if PURGE in attrs else False,
         )
     except KeyError as missing:
         raise MalformedItem(f"an entry has no {missing}") from None
@@ -188,6 +193,8 @@ def layout_problem(raw: Mapping[str, Any], item: Item | None) -> str | None:
             return f"version {version}: negative size {entry.size}"
         if entry.deleted and entry.inline is not None:
             return f"version {version}: a delete with a body"
+        if entry.purge and not entry.deleted:
+            return f"version {version}: a purge flag on a put"
     return None
 
 

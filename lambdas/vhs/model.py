@@ -22,6 +22,7 @@ class Entry:
     content_type: str | None = None
     inline: bytes | None = None  # the stored (maybe compressed) body when it is inline
     codec: str | None = None
+    purge: bool = False  # a delete that keeps no earlier version (retention.py)
 
     @property
     def deleted(self) -> bool:
@@ -29,7 +30,7 @@ class Entry:
 
     @property
     def order_key(self) -> OrderKey:
-        return OrderKey.of(self.updated_at, self.content_hash, self.content_type)
+        return OrderKey(self.updated_at, self.content_hash)
 
     @property
     def in_s3(self) -> bool:
@@ -69,6 +70,7 @@ class DeleteResult:
     id: str
     outcome: Outcome
     version: int
+    purged: bool = False  # the record's earlier versions are gone (a purge took effect)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,9 @@ from datetime import timedelta
 from .errors import ConfigurationError
 from .model import Entry, Item
 
+# How long a deleted record's earlier versions stay readable by default (docs/design.md).
+DEFAULT_AFTER_DELETE = timedelta(days=30)
+
 
 @dataclass(frozen=True)
 class Retention:
@@ -20,16 +23,24 @@ class Retention:
 
     A version is superseded when the next one is written (its successor's write time). The
     current version is always kept.
+
+    Deletes: while the current entry is a delete, the earlier versions stay readable for
+    `after_delete` from the delete's write time (`written_at`), then none is kept (None: no
+    such limit; the other rules still apply). A purging delete keeps none at once. Either way
+    the tombstone itself is the current entry and stays, so later puts remain stale.
     """
 
     versions: int = 5
     age: timedelta | None = None
+    after_delete: timedelta | None = DEFAULT_AFTER_DELETE
 
     def __post_init__(self) -> None:
         if not isinstance(self.versions, int) or self.versions < 0:
             raise ConfigurationError("retention.versions must be a whole number >= 0")
         if self.age is not None and self.age < timedelta(0):
             raise ConfigurationError("retention.age must not be negative")
+        if self.after_delete is not None and self.after_delete < timedelta(0):
+            raise ConfigurationError("retention.after_delete must not be negative")
 
     @property
     def trim_batch(self) -> int:
@@ -46,6 +57,8 @@ class Retention:
         """The entries readable now, oldest first, current last."""
         numbered = item.versions()
         kept = [numbered[-1]]
+        if self.history_dropped(item.current, now):
+            return kept
         for index in range(len(numbered) - 2, -1, -1):
             if len(kept) - 1 >= self.versions:
                 break
@@ -55,6 +68,17 @@ class Retention:
             kept.append(numbered[index])
         kept.reverse()
         return kept
+
+    def history_dropped(self, current: Entry, now: float) -> bool:
+        """Whether a current delete keeps no earlier version: a purge, or past `after_delete`."""
+        if not current.deleted:
+            return False
+        if current.purge:
+            return True
+        return (
+            self.after_delete is not None
+            and current.written_at <= now - self.after_delete.total_seconds()
+        )
 
     def expired_count(self, item: Item, now: float) -> int:
         return len(item.history) + 1 - len(self.retained(item, now))

@@ -27,6 +27,8 @@ PREFIX = "VHS_PREFIX"
 INLINE_THRESHOLD = "VHS_INLINE_THRESHOLD"
 RETAIN_VERSIONS = "VHS_RETAIN_VERSIONS"
 RETAIN_DAYS = "VHS_RETAIN_DAYS"
+# Days a deleted record's earlier versions stay readable (unset: 30, retention.py).
+RETAIN_AFTER_DELETE_DAYS = "VHS_RETAIN_AFTER_DELETE_DAYS"
 
 # --- ingest -------------------------------------------------------------------------------
 QUEUE_URL = "VHS_QUEUE_URL"
@@ -116,6 +118,8 @@ class StoreSettings:
     inline_threshold: int | None = None
     retain_versions: int | None = None
     retain_days: float | None = None
+    # None: the library's default (30 days); a negative value is refused by Retention.
+    retain_after_delete_days: float | None = None
 
     def environment(self) -> dict[str, str]:
         return {
@@ -127,6 +131,7 @@ class StoreSettings:
                     INLINE_THRESHOLD: self.inline_threshold,
                     RETAIN_VERSIONS: self.retain_versions,
                     RETAIN_DAYS: self.retain_days,
+                    RETAIN_AFTER_DELETE_DAYS: self.retain_after_delete_days,
                 }
             ),
         }
@@ -142,6 +147,7 @@ class StoreSettings:
         except ValueError:
             raise ConfigurationError(f"{RETAIN_DAYS} must be a number, not {days!r}") from None
         return cls(
+            retain_after_delete_days=_days(RETAIN_AFTER_DELETE_DAYS, environ),
             table_name=table,
             bucket_name=bucket,
             prefix=get(PREFIX, environ=environ),
@@ -159,8 +165,24 @@ class StoreSettings:
         )
 
     @property
+    def retain_after_delete(self) -> timedelta | None:
+        if self.retain_after_delete_days is None:
+            return None
+        return timedelta(days=self.retain_after_delete_days)
+
+    @property
     def retain_age(self) -> timedelta | None:
         return timedelta(days=self.retain_days) if self.retain_days is not None else None
+
+
+def _days(name: str, environ: Mapping[str, str] | None) -> float | None:
+    raw = get(name, environ=environ)
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be a number of days, not {raw!r}") from None
 
 
 def powertools_environment(

@@ -33,7 +33,7 @@ from .errors import (
 )
 from .index import BodyCondemned, DynamoIndex
 from .model import DeleteResult, Entry, Item, PutResult, Record, VersionInfo, entry_time
-from .ordering import TOMBSTONE_HASH, parse_timestamp
+from .ordering import TOMBSTONE_HASH, Outcome, parse_timestamp
 from .retention import Retention
 from .settings import StoreSettings
 
@@ -125,13 +125,18 @@ class VersionedHybridStore:
         if settings.inline_threshold is not None:
             options.setdefault("inline_threshold", settings.inline_threshold)
         if "retention" not in options and (
-            settings.retain_versions is not None or settings.retain_days is not None
+            settings.retain_versions is not None
+            or settings.retain_days is not None
+            or settings.retain_after_delete_days is not None
         ):
             options["retention"] = Retention(
                 versions=Retention.versions
                 if settings.retain_versions is None
                 else settings.retain_versions,
                 age=settings.retain_age,
+                after_delete=Retention.after_delete
+                if settings.retain_after_delete_days is None
+                else settings.retain_after_delete,
             )
         return cls(settings.table_name, settings.bucket_name, **options)
 
@@ -203,14 +208,21 @@ class VersionedHybridStore:
         location = "inline" if inline is not None else self.bodies.location(key)
         return PutResult(id, result.outcome, result.version, body.sha256, location)
 
-    def delete(self, id: str, *, deleted_at: datetime | str) -> DeleteResult:
+    def delete(self, id: str, *, deleted_at: datetime | str, purge: bool = False) -> DeleteResult:
         """Delete `id` as of `deleted_at`, ordered like a put: puts that arrive later with
-        `updated_at <= deleted_at` are stale. Bodies are left to the garbage collector."""
+        `updated_at <= deleted_at` are stale. Bodies are left to the garbage collector.
+
+        The earlier versions stay readable for `retention.after_delete`, then are dropped
+        and their bodies collected. `purge=True` drops them at once: the tombstone carries a
+        purge flag and the same UpdateItem removes the history. A purge of an id whose
+        current entry is already a delete (at any time, so also the same `deleted_at`,
+        which is otherwise "unchanged") still purges: the outcome is reported as ordering
+        decides, and `purged` says the history is gone. The tombstone always stays."""
         id = keys.validate_id(id)
         stamp = parse_timestamp(deleted_at, field="deleted_at", max_future=self.max_future)
-        return self.delete_validated(id, stamp)
+        return self.delete_validated(id, stamp, purge=purge)
 
-    def delete_validated(self, id: str, stamp: str) -> DeleteResult:
+    def delete_validated(self, id: str, stamp: str, *, purge: bool = False) -> DeleteResult:
         """`delete` of arguments already validated (see `put_validated`)."""
         entry = Entry(
             updated_at=stamp,
@@ -218,10 +230,16 @@ class VersionedHybridStore:
             size=0,
             written_at=int(self.clock()),
             token=_token(),
+            purge=purge,
         )
-        result = self.index.write(id, entry, keep_history=self.retention.versions > 0)
-        self._trim_if_due(result.item)
-        return DeleteResult(id, result.outcome, result.version)
+        keep_history = self.retention.versions > 0 and not purge
+        result = self.index.write(id, entry, keep_history=keep_history)
+        item = result.item
+        if purge and item is not None and result.outcome is not Outcome.DELETED:
+            item = self.index.purge(id) or item
+        self._trim_if_due(item)
+        purged = bool(purge and item is not None and item.current.deleted and not item.history)
+        return DeleteResult(id, result.outcome, result.version, purged)
 
     def _inline_form(self, body: Body) -> tuple[bytes | None, str | None]:
         if body.data is None or body.size > self.inline_threshold * _COMPRESSIBLE_RATIO:

@@ -60,6 +60,31 @@ def test_context_overrides() -> None:
     assert c.powertools_layer_version == 42
 
 
+def test_retention_after_delete_flows_from_context_to_the_store() -> None:
+    from datetime import timedelta
+
+    from vhs import VersionedHybridStore, settings
+
+    store_settings = config(retainAfterDeleteDays="7").store_settings("table", "bucket")
+    env = store_settings.environment()
+    assert env[settings.RETAIN_AFTER_DELETE_DAYS] == "7"
+    assert settings.RETAIN_AFTER_DELETE_DAYS == "VHS_RETAIN_AFTER_DELETE_DAYS"
+    assert settings.StoreSettings.from_env(env) == store_settings
+    store = VersionedHybridStore.from_settings(
+        settings.StoreSettings.from_env(env), s3_client=object(), dynamodb_client=object()
+    )
+    assert store.retention.after_delete == timedelta(days=7)
+    assert store.retention.versions == 5  # the others keep the library's defaults
+    # Unset: the library's documented default, 30 days.
+    assert settings.RETAIN_AFTER_DELETE_DAYS not in config().store_settings("t", "b").environment()
+    default = VersionedHybridStore.from_settings(
+        config().store_settings("t", "b"), s3_client=object(), dynamodb_client=object()
+    )
+    assert default.retention.after_delete == timedelta(days=30)
+    with pytest.raises(ConfigError, match="retain_after_delete_days"):
+        config(retainAfterDeleteDays="-1")
+
+
 @pytest.mark.parametrize(
     ("context", "message"),
     [

@@ -16,7 +16,10 @@ A notification is JSON: ``{"id", "version", "updated_at", "change": "stored"|"de
 "location", "content_hash", "size", "content_type"}``. `updated_at` is the version's own
 timestamp in the store's fixed-width RFC 3339 form (UTC, microseconds, "Z"); `location` is
 "inline" for a body held in the item, ``s3://bucket/key`` for a body in S3 and null for a
-delete.
+delete. A purging delete adds ``"purge": true``: every earlier version of the id is gone, so
+subscribers purge their copies too. A purge of an id already deleted keeps its version (the
+stream shows the same `v`, the tombstone newly flagged): it is notified again, with
+``"purge": true`` and a deduplication id of its own.
 
 `ChangePublisher` publishes notifications to an SNS FIFO topic in order: the message group is
 the record id (order per id), the deduplication id is a digest of (id, version, content hash,
@@ -77,9 +80,10 @@ class Change:
     content_hash: str | None = None
     size: int | None = None
     content_type: str | None = None
+    purge: bool = False  # a delete that drops every earlier version: purge them downstream
 
     def message(self) -> dict[str, Any]:
-        return {
+        message = {
             "id": self.id,
             "version": self.version,
             "updated_at": self.updated_at,
@@ -89,6 +93,9 @@ class Change:
             "size": self.size,
             "content_type": self.content_type,
         }
+        if self.purge:
+            message["purge"] = True
+        return message
 
     def body(self) -> str:
         return json.dumps(self.message(), ensure_ascii=False, separators=(",", ":"))
@@ -104,7 +111,9 @@ class Change:
     @classmethod
     def from_message(cls, message: Mapping[str, Any] | str) -> Change:
         data = json.loads(message) if isinstance(message, str) else message
-        return cls(**{name: data.get(name) for name in cls.__dataclass_fields__})
+        fields = {name: data.get(name) for name in cls.__dataclass_fields__}
+        fields["purge"] = data.get("purge") is True
+        return cls(**fields)
 
 
 def message_group_id(id: str) -> str:
@@ -122,9 +131,11 @@ def deduplication_id(change: Change) -> str:
     derive the same one. Including the content hash and timestamp keeps a version of an item
     that was removed and written again (versions restart at 1) from being taken for a
     duplicate of the old one."""
-    key = "\x00".join(
-        (change.id, str(change.version), change.content_hash or TOMBSTONE_HASH, change.updated_at)
-    )
+    parts = [change.id, str(change.version), change.content_hash or TOMBSTONE_HASH]
+    parts.append(change.updated_at)
+    if change.purge:  # a purge of an already deleted id: not a duplicate of the delete
+        parts.append("purge")
+    key = "\x00".join(parts)
     return hashlib.sha256(key.encode()).hexdigest()
 
 
@@ -167,6 +178,7 @@ def change_of(id: str, version: int, entry: Entry, *, bucket: str, prefix: str) 
         content_hash=None if deleted else entry.content_hash,
         size=None if deleted else entry.size,
         content_type=None if deleted else entry.content_type,
+        purge=deleted and entry.purge,
     )
 
 
@@ -187,6 +199,13 @@ def changes_from_images(
     if new_version == 0:
         return Derived(id, reason="no versions")
     old_version = _version(old)
+    if new_version == old_version and _purged_in_place(old, new):
+        # A purge of an id already deleted: the same version, now a purge.
+        item = item_from_dynamo(new, with_bodies=False)
+        assert item is not None  # _purged_in_place read its current entry
+        return Derived(
+            id, (change_of(id, item.version, item.current, bucket=bucket, prefix=prefix),)
+        )
     if new_version <= old_version:
         return Derived(id, reason="same version")
     # Binary values (inline bodies) are never decoded: only where a body lives is needed.
@@ -203,6 +222,18 @@ def changes_from_images(
             continue
         changes.append(change_of(id, version, entry, bucket=bucket, prefix=prefix))
     return Derived(id, tuple(changes), unknown_versions=tuple(unknown))
+
+
+def _purged_in_place(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    old_item = item_from_dynamo(old, with_bodies=False) if old else None
+    new_item = item_from_dynamo(new, with_bodies=False)
+    return (
+        old_item is not None
+        and new_item is not None
+        and new_item.current.deleted
+        and new_item.current.purge
+        and not old_item.current.purge
+    )
 
 
 def changes_from_record(record: Mapping[str, Any], *, bucket: str, prefix: str = "") -> Derived:

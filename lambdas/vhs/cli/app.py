@@ -4,7 +4,7 @@
     vhs put ID FILE --updated-at T   store a record (JSON, or raw bytes with --raw)
     vhs get ID [--version N]         print a record's body
     vhs history ID                   list the retained versions
-    vhs delete ID --deleted-at T     delete a record
+    vhs delete ID --deleted-at T     delete a record (--purge: drop its history now)
     vhs send FILE.jsonl              send messages to the ingest queue
     vhs gc [--dry-run] [--grace 1h]  delete bodies nothing references
     vhs verify [--deep]              check every current and retained pointer
@@ -120,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "delete", cmd_delete, "delete a record")
     p.add_argument("id")
     p.add_argument("--deleted-at", help="RFC 3339 timestamp (default: now)")
+    p.add_argument(
+        "--purge",
+        action="store_true",
+        help="drop every earlier version now (default: readable for the retention-after-"
+        "delete window); the next gc collects their bodies",
+    )
     return parser
 
 

@@ -90,9 +90,19 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    result = open_store().delete(args.id, deleted_at=args.deleted_at or now())
+    result = open_store().delete(
+        args.id, deleted_at=args.deleted_at or now(), purge=getattr(args, "purge", False)
+    )
     if args.json:
-        emit_json({"id": result.id, "outcome": str(result.outcome), "version": result.version})
+        emit_json(
+            {
+                "id": result.id,
+                "outcome": str(result.outcome),
+                "version": result.version,
+                "purged": result.purged,
+            }
+        )
     else:
-        print(f"{result.id}: {result.outcome}, version {result.version}")
+        purged = ", earlier versions purged" if result.purged else ""
+        print(f"{result.id}: {result.outcome}, version {result.version}{purged}")
     return 0

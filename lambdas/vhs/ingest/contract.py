@@ -67,7 +67,7 @@ __all__ = [
 ]
 
 PAYLOAD_FIELDS = ("record", "body_base64", "record_location", "deleted")
-ALLOWED_FIELDS = frozenset({"id", "updated_at", "content_type", *PAYLOAD_FIELDS})
+ALLOWED_FIELDS = frozenset({"id", "updated_at", "content_type", "purge", *PAYLOAD_FIELDS})
 SCHEMA_FILE = "schemas/ingest-message.schema.json"
 
 
@@ -94,6 +94,7 @@ class IngestMessage:
     location: S3Location | None = None
     content_type: str | None = None
     field_prefix: str = ""  # "payload." for a message resolved from a claim check
+    purge: bool = False  # a delete that drops every earlier version at once
 
     def field(self, name: str) -> str:
         return f"{self.field_prefix}{name}"
@@ -181,6 +182,13 @@ def validate_message(
             f"exactly one of record, body_base64, record_location, deleted is required ({what})",
         )
     kind = present[0]
+    if "purge" in body:
+        if not isinstance(body["purge"], bool):
+            raise InvalidMessage(
+                name("purge"), f"must be a boolean, not {json_type(body['purge'])}"
+            )
+        if kind != "deleted":
+            raise InvalidMessage(name("purge"), "only goes with deleted")
     content_type = body.get("content_type")
     if "content_type" in body:
         if kind not in {"body_base64", "record_location"}:
@@ -193,7 +201,7 @@ def validate_message(
         record_id, updated_at, stamp, kind, content_type=content_type, field_prefix=field_prefix
     )
     if kind == "deleted":
-        return message
+        return replace(message, purge=body.get("purge") is True)
     if kind == "record":
         with as_message_error():
             data = canonical_json(body["record"], name("record"))

@@ -111,7 +111,7 @@ class Ingestor:
         result: PutResult | DeleteResult
         size = 0
         if message.kind == "deleted":
-            result = self.store.delete_validated(message.id, message.stamp)
+            result = self.store.delete_validated(message.id, message.stamp, purge=message.purge)
         elif message.encoded is not None:  # a record (as canonical JSON) or body_base64
             result = self.store.put_validated(message.id, message.encoded, message.stamp)
             size = 0 if message.kind == "record" else message.encoded.size
