@@ -9,6 +9,7 @@ carries none: it reads as RETRIES_EXHAUSTED. `vhs dlq` reads both kinds (dlq.py)
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 import time
@@ -64,16 +65,19 @@ def dead_letter_attributes(record: dict[str, Any], error: InvalidMessage) -> dic
     return attributes
 
 
-# What SQS refuses in a message or attribute value: anything outside #x9 | #xA | #xD |
-# #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
-_SQS_REFUSED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+@functools.cache
+def _sqs_refused() -> re.Pattern[str]:
+    # What SQS refuses in a message or attribute value: anything outside #x9 | #xA | #xD |
+    # #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF. Compiled when first needed (a dead
+    # letter), not at import: it costs several milliseconds of every cold start.
+    return re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def sqs_text(value: str) -> str:
     """`value` with every character SQS refuses written as a \\uXXXX escape. A reason may
     quote the message (an S3 key with a control character, say), and a dead letter that
     SQS refuses would be retried instead of dead-lettered."""
-    return _SQS_REFUSED.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+    return _sqs_refused().sub(lambda m: f"\\u{ord(m.group()):04x}", value)
 
 
 def _attribute_from_event(value: dict[str, Any]) -> dict[str, Any] | None:

@@ -30,7 +30,6 @@ from ..model import DeleteResult, PutResult
 from ..resources import DEAD_LETTER_STAGING_PREFIX, MAX_SQS_MESSAGE_BYTES
 from ..store import VersionedHybridStore
 from .contract import IngestMessage, MessageLimits, as_message_error, read_message
-from .deadletter import dead_letter_attributes
 from .staging import (
     S3Location,
     StagingLocation,
@@ -170,6 +169,9 @@ class Ingestor:
     def dead_letter(self, record: dict[str, Any], error: InvalidMessage) -> None:
         """Send an invalid message to the DLQ with its reason. Raises if that fails, so the
         message is retried rather than lost."""
+        # Imported here: most invocations dead-letter nothing, and every cold start would pay.
+        from .deadletter import dead_letter_attributes
+
         attributes = dead_letter_attributes(record, error)
         body = record.get("body", "")
         size = len(body.encode()) + sum(
