@@ -16,16 +16,6 @@ from botocore.exceptions import ClientError
 # code), and a missing bucket with NoSuchBucket.
 OBJECT_MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 CONDITION_FAILED_CODES = frozenset({"ConditionalCheckFailedException"})
-THROTTLED_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "RequestLimitExceeded",
-        "ThrottlingException",
-        "Throttling",
-        "SlowDown",
-        "TooManyRequestsException",
-    }
-)
 
 
 def default_config() -> Any:
@@ -53,12 +43,6 @@ def aws_client(service: str) -> Any:
     return _session.create_client(service, config=default_config())
 
 
-def reset_session() -> None:
-    """Forget the session, so the next client reads credentials and region again (tests)."""
-    global _session
-    _session = None
-
-
 def error_code(error: BaseException) -> str:
     """The AWS error code of a ClientError ("" for anything else)."""
     if isinstance(error, ClientError):
@@ -72,7 +56,3 @@ def is_object_missing(error: BaseException) -> bool:
 
 def is_condition_failed(error: BaseException) -> bool:
     return error_code(error) in CONDITION_FAILED_CODES
-
-
-def is_throttled(error: BaseException) -> bool:
-    return error_code(error) in THROTTLED_CODES

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import settings
+from ..aws import error_code
 from ..changes.stream import MAX_GET_RECORDS, lambda_record
 from ..resources import CHANGES, ChangeFeedShape
 from .event_source import EventSource, Handler, LocalFunction, malformed, reported_failures
@@ -297,8 +298,7 @@ class DynamoDBStreamSource(EventSource):
                 Limit=min(MAX_GET_RECORDS, max(self.batch_size, 1)),
             )
         except Exception as error:
-            code = getattr(error, "response", {}).get("Error", {}).get("Code")
-            if code != "ExpiredIteratorException":
+            if error_code(error) != "ExpiredIteratorException":
                 raise
             shard.iterator = (
                 self._iterator(shard.shard_id, "AFTER_SEQUENCE_NUMBER", shard.last_read)
