@@ -71,24 +71,28 @@ class Dataset:
         return {key(r.id, body.sha256) for r in self.records for body in r.bodies[r.expired :]}
 
 
+def catalogue_body(writer: Any, rid: str, version: int) -> Body:
+    """A small catalogue record of `rid` (about 250 bytes of JSON), encoded for the store."""
+    record = {
+        "id": rid,
+        "version": version,
+        "title": writer.sentence(6, 12),
+        "creator": writer.name(),
+        "date": writer.dates(),
+        "note": writer.sentence(12, 24),
+    }
+    return encode_record(record, None, max_size=2**20)
+
+
 def build_dataset(objects: int, orphan_share: float, seed: int = SEED) -> Dataset:
     """`objects` S3 objects: records of 1 to 3 versions, plus orphans split between crashed
     creates (no item), crashed updates (an item that never pointed at the body) and versions
     beyond retention (in the item's history, no longer retained). Bodies are small catalogue
     records (about 250 bytes of JSON)."""
-    rng = random.Random(seed)
-    writer = workload._Writer(rng)
+    writer = workload._Writer(random.Random(seed))
 
     def body(rid: str, version: int) -> Body:
-        record = {
-            "id": rid,
-            "version": version,
-            "title": writer.sentence(6, 12),
-            "creator": writer.name(),
-            "date": writer.dates(),
-            "note": writer.sentence(12, 24),
-        }
-        return encode_record(record, None, max_size=2**20)
+        return catalogue_body(writer, rid, version)
 
     orphans = round(objects * orphan_share)
     referenced = objects - orphans
@@ -163,7 +167,7 @@ def populate(dataset: Dataset, store: Any, dynamodb: Any) -> dict[str, float]:
     api_seconds = time.perf_counter() - started
 
     started = time.perf_counter()
-    _seed_objects([r for r in everyone if not r.via_api], store)
+    seed_objects([r for r in everyone if not r.via_api], store)
     s3_seconds = time.perf_counter() - started
     started = time.perf_counter()
     _seed_items([r for r in dataset.records if not r.via_api], store, dynamodb)
@@ -174,7 +178,7 @@ def populate(dataset: Dataset, store: Any, dynamodb: Any) -> dict[str, float]:
     }
 
 
-def _seed_objects(records: list[Record], store: Any) -> None:
+def seed_objects(records: list[Record], store: Any) -> None:
     """Put the bodies of `records` (committed and crashed) straight into moto's S3 backend,
     with the key, checksum and metadata the store's own upload gives them."""
     backend = InProcessServer.s3_backend()

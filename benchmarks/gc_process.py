@@ -27,27 +27,34 @@ CHILD_TIMEOUT = 1800
 
 def child(config: dict[str, Any]) -> dict[str, Any]:
     """Run in the child: build the store from the environment (as the Lambda does), run the
-    collector over every shard, and report its peak memory. `mode` "idle" builds the store
-    and stops: the fixed cost of a collector process."""
+    collector over `shards` (every shard by default) with its clock `clock_ahead` seconds
+    ahead, and report its peak memory and the requests it sent, by operation. `mode` "idle"
+    builds the store and stops: the fixed cost of a collector process."""
     import tracemalloc
 
+    from vhs.local.metering import RequestMeter
     from vhs.maintenance.gc import GarbageCollector
     from vhs.store import VersionedHybridStore
 
     store = VersionedHybridStore.from_env()
     result: dict[str, Any] = {}
     if config["mode"] != "idle":
+        ahead = config.get("clock_ahead", CLOCK_AHEAD)
         collector = GarbageCollector(
             store,
             grace=timedelta(0),
             dry_run=config["mode"] == "dry-run",
-            clock=lambda: time.time() + CLOCK_AHEAD,
+            clock=lambda: time.time() + ahead,
         )
+        # Counting is a handler on botocore's request-created event: a dict increment per
+        # request, next to the milliseconds moto takes to answer it.
+        meter = RequestMeter(store.bodies.s3, store.index.dynamodb)
         if config["trace"]:
             tracemalloc.start()
         cpu = os.times()
         started = time.perf_counter()
-        report = collector.run()
+        with meter.measure() as requests:
+            report = collector.run(config.get("shards"))
         result["seconds"] = time.perf_counter() - started
         after = os.times()
         result["cpu_seconds"] = (after.user + after.system) - (cpu.user + cpu.system)
@@ -55,6 +62,9 @@ def child(config: dict[str, Any]) -> dict[str, Any]:
             result["traced_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
             tracemalloc.stop()
         result["report"] = report.as_dict()
+        result["requests"] = dict(requests)
+        # How long after its deadline a condemnation is cleared: lease + marker expiry.
+        result["expiry"] = collector.lease + collector.marker_expiry
     result["peak_rss_mb"] = peak_rss_mb()
     return result
 
@@ -97,13 +107,24 @@ def child_environment(endpoint: str, table: str, bucket: str) -> dict[str, str]:
     }
 
 
-def run_child(endpoint: str, table: str, bucket: str, *, mode: str, trace: bool) -> dict[str, Any]:
+def run_child(
+    endpoint: str,
+    table: str,
+    bucket: str,
+    *,
+    mode: str,
+    trace: bool,
+    shards: list[str] | None = None,
+    clock_ahead: float = CLOCK_AHEAD,
+) -> dict[str, Any]:
     """Run the collector (`child`) in a process of its own and return what it reports, with
     the CPU this process spent serving moto meanwhile."""
     import subprocess
 
     env = child_environment(endpoint, table, bucket)
-    config = json.dumps({"mode": mode, "trace": trace})
+    config = json.dumps(
+        {"mode": mode, "trace": trace, "shards": shards, "clock_ahead": clock_ahead}
+    )
     before = os.times()
     done = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--child", config],

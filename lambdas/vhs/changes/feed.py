@@ -199,19 +199,18 @@ def changes_from_images(
     if new_version == 0:
         return Derived(id, reason="no versions")
     old_version = _version(old)
-    if new_version == old_version and _purged_in_place(old, new):
-        # A purge of an id already deleted: the same version, now a purge.
-        item = item_from_dynamo(new, with_bodies=False)
-        assert item is not None  # _purged_in_place read its current entry
-        return Derived(
-            id, (change_of(id, item.version, item.current, bucket=bucket, prefix=prefix),)
-        )
-    if new_version <= old_version:
+    purged_in_place = new_version == old_version and _purged_in_place(old, new)
+    if new_version <= old_version and not purged_in_place:
         return Derived(id, reason="same version")
     # Binary values (inline bodies) are never decoded: only where a body lives is needed.
     item = item_from_dynamo(new, with_bodies=False)
     if item is None:
         raise MalformedImage("the new image has no current entry")
+    if purged_in_place:
+        # A purge of an id already deleted: the same version, now a purge.
+        return Derived(
+            id, (change_of(id, item.version, item.current, bucket=bucket, prefix=prefix),)
+        )
     held = dict(item.versions())
     changes = []
     unknown = []
