@@ -29,7 +29,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from vhs import settings
+from vhs import resources, settings
 
 from . import nag
 from .config import VhsConfig
@@ -101,11 +101,19 @@ class GarbageCollection(Construct):
                 # noncurrent version for 30 days. No DeleteObjectVersion.
                 allow("DeleteOrphanedBodies", ["s3:DeleteObject"], [body_objects]),
                 # BatchGetItem reads the ids of a listing page; UpdateItem writes and
-                # clears the condemnation markers (conditional writes). No Scan, no GetItem.
+                # clears the condemnation markers (conditional writes). No Scan of the
+                # table, no GetItem.
                 allow(
                     "ReadAndMarkIndex",
                     ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
                     [table.table_arn],
+                ),
+                # Scan of the sparse index of condemned items only (keys and deadlines), to
+                # clear expired condemnations of ids with no object left to list.
+                allow(
+                    "FindExpiredCondemnations",
+                    ["dynamodb:Scan"],
+                    [f"{table.table_arn}/index/{resources.TABLE.condemned_index}"],
                 ),
                 allow(
                     "InvokeItselfToFanOutAndContinue",

@@ -162,6 +162,14 @@ class Store(Construct):
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
+        self.table.add_global_secondary_index(
+            index_name=shape.condemned_index,
+            partition_key=dynamodb.Attribute(
+                name=shape.condemned_index_key,
+                type=_ATTRIBUTE_TYPES[shape.condemned_index_key_type],
+            ),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+        )
         nag.skip_checkov(
             self.table,
             "CKV_AWS_119",

@@ -218,6 +218,47 @@ def test_expired_markers_are_cleared(backend):
     assert condemnation_of(raw).bodies == {condemned_name(hashlib.sha256(large(12)).hexdigest())}
 
 
+def test_expired_condemnations_of_ids_without_objects_are_cleared_shard_by_shard(backend):
+    """An id whose condemned bodies were its last has no object to be listed by: the run
+    finds its condemnation through the sparse index, and clears it once expired, for the
+    shards it collected only. A dry run clears nothing."""
+    store = s3_store(backend)
+    rids = {}
+    for n in range(40):  # two ids in different shards
+        rid = backend.id(f"unlisted-{n}")
+        rids.setdefault(shard_of(rid), rid)
+        if len(rids) == 2:
+            break
+    now = time.time()
+    for rid in rids.values():
+        store.put(rid, {"n": 1}, updated_at=at(1))
+        version = store.index.read(rid).version
+        assert store.index.condemn(rid, ["ab" * 32], now, version)
+    (first, first_rid), (second, second_rid) = sorted(rids.items())
+
+    def raw(rid):
+        return backend.dynamodb.get_item(
+            TableName=backend.table_name, Key={"id": {"S": rid}}, ConsistentRead=True
+        )["Item"]
+
+    # Not expired yet (the lease, the skew allowance and the writers' window): kept.
+    report = GarbageCollector(store, clock=lambda: now + 60).run([first, second])
+    assert report.markers_cleared == 0
+    assert condemnation_of(raw(first_rid)) and condemnation_of(raw(second_rid))
+
+    def expired() -> float:
+        return now + 3600
+
+    assert GarbageCollector(store, clock=expired, dry_run=True).run([first]).markers_cleared == 0
+    report = GarbageCollector(store, clock=expired).run([first])
+    assert (report.listed, report.markers_cleared, report.failed) == (0, 1, 0)
+    assert condemnation_of(raw(first_rid)) is None
+    assert condemnation_of(raw(second_rid)) is not None  # another shard: not this run's
+    assert GarbageCollector(store, clock=expired).run([second]).markers_cleared == 1
+    assert condemnation_of(raw(second_rid)) is None
+    assert store.get(first_rid).json() == {"n": 1}
+
+
 def test_concurrent_writers_never_lose_a_body(server):
     """Writers keep re-using a few bodies (so they dedupe onto keys the collector is judging)
     while the collector runs with no grace period at all. Afterwards every retained pointer

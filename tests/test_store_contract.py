@@ -120,6 +120,76 @@ def test_same_timestamp_ties_are_broken_by_content_hash(backend):
     assert store.get(rid_a).json() == winner
 
 
+# The same bytes at the same updated_at under two content types: the ordering key's third part,
+# the content type (absent, i.e. JSON, read as "application/json"), breaks the tie, compared
+# by code point. Each case: (lower, higher) content type, written here by hand.
+CONTENT_TYPE_TIES = [
+    pytest.param("application/xml", "text/plain", id="both-stored"),
+    pytest.param("application/cbor", "application/json", id="higher-is-json-absent-ct"),
+    pytest.param("application/json", "application/vnd.api+json", id="lower-is-json-absent-ct"),
+]
+
+
+@pytest.mark.parametrize(("lower", "higher"), CONTENT_TYPE_TIES)
+def test_same_bytes_and_timestamp_under_two_content_types_end_with_the_higher_type(
+    backend, lower, higher
+):
+    store = backend.store()
+    body = b'{"a":1}'
+    rid_up, rid_down = backend.id("ct-tie-up"), backend.id("ct-tie-down")
+    told = {}
+    for rid, order in ((rid_up, (lower, higher)), (rid_down, (higher, lower))):
+        told[rid] = [
+            store.put(rid, body, updated_at=at(0), content_type=content_type)
+            for content_type in order
+        ]
+    # Either arrival order: the higher content type is current.
+    for rid in (rid_up, rid_down):
+        record = store.get(rid)
+        assert (record.body, record.updated_at, record.content_type) == (body, at(0), higher)
+    # Lower first: the higher type is a new version. Higher first: the lower one is stale.
+    assert [(r.outcome, r.version) for r in told[rid_up]] == [("stored", 1), ("stored", 2)]
+    assert [(r.outcome, r.version) for r in told[rid_down]] == [("stored", 1), ("stale", 1)]
+    for rid in (rid_up, rid_down):
+        # Repeating either write changes nothing.
+        assert store.put(rid, body, updated_at=at(0), content_type=higher).outcome == "unchanged"
+        assert store.put(rid, body, updated_at=at(0), content_type=lower).outcome == "stale"
+        assert store.get(rid).content_type == higher
+
+
+def test_same_bytes_under_another_content_type_later_is_a_new_version(backend):
+    store = backend.store()
+    rid_in_order, rid_reversed = backend.id("ct-later"), backend.id("ct-later-rev")
+    body = large(12)
+    first = {"updated_at": at(1), "content_type": "text/plain"}
+    second = {"updated_at": at(2), "content_type": "application/octet-stream"}
+    assert store.put(rid_in_order, body, **first).outcome == "stored"
+    changed = store.put(rid_in_order, body, **second)
+    assert (changed.outcome, changed.version) == ("stored", 2)
+    assert [h.content_type for h in store.history(rid_in_order)] == [
+        "text/plain",
+        "application/octet-stream",
+    ]
+    assert store.put(rid_reversed, body, **second).outcome == "stored"
+    assert store.put(rid_reversed, body, **first).outcome == "stale"
+    for rid in (rid_in_order, rid_reversed):
+        record = store.get(rid)
+        assert (record.body, record.updated_at, record.content_type) == (
+            body,
+            at(2),
+            "application/octet-stream",
+        )
+    # The same bytes and content type later: a touch, which moves updated_at only.
+    touch = store.put(rid_in_order, body, updated_at=at(3), content_type="application/octet-stream")
+    assert (touch.outcome, touch.version) == ("unchanged", 2)
+    record = store.get(rid_in_order)
+    assert (record.version, record.updated_at, record.content_type) == (
+        2,
+        at(3),
+        "application/octet-stream",
+    )
+
+
 def test_same_content_with_a_later_timestamp_moves_updated_at_without_a_new_version(backend):
     store = backend.store()
     rid = backend.id("touch")
@@ -383,6 +453,37 @@ def test_a_lost_response_followed_by_a_retry_still_reports_stored(backend):
     assert store.get(rid).json() == {"v": 2}
 
 
+def test_a_lost_response_is_still_recognised_after_a_touch(backend):
+    """A touch (the same content, later) moves `updated_at` only: the version keeps its
+    writer's token, so that writer's retry after a lost response still finds its own write."""
+    store = backend.store()
+    rid = backend.id("touched-then-retried")
+    entries = []
+    write = store.index.write
+
+    def recording(id, entry, **options):
+        entries.append((entry, options))
+        return write(id, entry, **options)
+
+    store.index.write = recording
+    store.put(rid, {"v": 0}, updated_at=at(0))
+    stored = store.put(rid, {"v": 1}, updated_at=at(1))
+    assert (stored.outcome, stored.version) == ("stored", 2)
+    touch = store.put(rid, {"v": 1}, updated_at=at(3))
+    assert (touch.outcome, touch.version) == ("unchanged", 2)
+    (_, _), (writer, options), (toucher, touch_options) = entries
+
+    # The response to the version 2 write was lost: its writer sends it again, after the touch.
+    retry = write(rid, writer, **options)
+    assert (retry.outcome, retry.version) == ("stored", 2)
+    # And the touch's own retry is a duplicate of what it did.
+    touch_retry = write(rid, toucher, **touch_options)
+    assert (touch_retry.outcome, touch_retry.version) == ("unchanged", 2)
+    record = store.get(rid)
+    assert (record.json(), record.version, record.updated_at) == ({"v": 1}, 2, at(3))
+    assert [h.version for h in store.history(rid)] == [1, 2]
+
+
 # --- 8. Retention ---------------------------------------------------------------------------
 
 
@@ -403,6 +504,24 @@ def test_earlier_versions_stay_readable_within_retention(backend):
     # Trimming keeps the item bounded: never more than versions + trim_batch earlier entries.
     raw = backend.dynamodb.get_item(TableName=backend.table_name, Key={"id": {"S": rid}})["Item"]
     assert len(raw["p"]["L"]) <= store.retention.max_held
+
+
+def test_a_trim_of_several_entries_drops_exactly_the_oldest(backend):
+    """A trim that finds more than one expired entry (two writers made versions between
+    trims, say) drops the oldest ones and nothing else: each remaining version still reads
+    its own body. (Ascending REMOVE paths dropped every other entry on dynalite.)"""
+    store = backend.store(retention=Retention(versions=10))
+    rid = backend.id("trim-several")
+    for n in range(1, 7):
+        store.put(rid, {"n": n}, updated_at=at(n))
+    item = store.index.read(rid)
+    assert (item.version, len(item.history)) == (6, 5)
+    assert store.index.trim(rid, item.version, len(item.history), 3)
+    assert [h.version for h in store.history(rid)] == [4, 5, 6]
+    assert [store.get(rid, version=v).json() for v in (4, 5, 6)] == [{"n": 4}, {"n": 5}, {"n": 6}]
+    # Sent again (a lost response), it drops nothing more.
+    assert not store.index.trim(rid, item.version, len(item.history), 3)
+    assert [h.version for h in store.history(rid)] == [4, 5, 6]
 
 
 def test_time_based_retention(backend):
@@ -597,9 +716,14 @@ def test_purge_drops_every_earlier_version_at_once_and_the_collection_empties_s3
     report = _collect(store, rid, clock[0] + 2 * 3600)  # past the grace period
     assert report.deleted == 2
     assert _bodies_of(backend, store, rid) == set()
-    # Only the tombstone remains of the record (and the collector's marker, docs/gc.md).
+    # The collector's condemnation stays while a writer may still rely on it (docs/gc.md)...
+    assert set(_raw_item(backend, rid)) == {"id", "v", "c", "gcd", "gcs"}
+    # ...and the next collection once it expired clears it, though the id has no object left.
+    report = _collect(store, rid, clock[0] + 3 * 3600)
+    assert (report.listed, report.markers_cleared) == (0, 1)
+    # Only the tombstone remains of the record: its id, version and timestamp.
     raw = _raw_item(backend, rid)
-    assert set(raw) - {"gcd", "gcs"} == {"id", "v", "c"}
+    assert set(raw) == {"id", "v", "c"}
     assert raw["v"] == {"N": "4"}
     assert set(raw["c"]["L"][0]["M"]) == {"t", "h", "n", "w", "k", "x"}
     for late in (at(1), at(4)):

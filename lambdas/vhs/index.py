@@ -16,7 +16,7 @@ is the writer's half of the collector's protocol (docs/gc.md); it costs no extra
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,10 +41,10 @@ from .item import (
     condemned_name,
     entry_to_dynamo,
     item_from_dynamo,
-    stored_content_type,
 )
 from .model import Entry, Item
 from .ordering import Outcome
+from .resources import TABLE
 
 _NAMES = {
     "#c": CURRENT,
@@ -168,13 +168,37 @@ class DynamoIndex:
             )
         return self._guarded_update(id, update, f"{unchanged} AND {standing}", names, values)
 
+    def condemnations_before(self, expired_before: float) -> Iterator[list[tuple[str, float]]]:
+        """Pages of (id, deadline) of the condemnations whose deadline is before
+        `expired_before`, from the sparse index of condemned items (resources.TABLE): only
+        condemned items are read, so this costs nothing on a table without condemnations.
+        The index is eventually consistent: clear each with `clear_condemnation`, whose
+        condition rereads the item."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": TABLE.condemned_index,
+            "FilterExpression": "#gd < :before",
+            "ExpressionAttributeNames": {"#gd": CONDEMNED_UNTIL},
+            "ExpressionAttributeValues": {":before": {"N": repr(expired_before)}},
+        }
+        while True:
+            response = self.dynamodb.scan(**request)
+            yield [
+                (raw[ID]["S"], float(raw[CONDEMNED_UNTIL]["N"]))
+                for raw in response.get("Items", [])
+            ]
+            if not response.get("LastEvaluatedKey"):
+                return
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
     def clear_condemnation(self, id: str, deadline: float) -> bool:
         """Remove a condemnation, if it is still the one the collector saw."""
         return self._guarded_update(
             id,
             "REMOVE #gd, #gs",
-            "attribute_not_exists(#gd) OR #gd = :gd",  # a retry finds it gone: still cleared
-            {"#gd": CONDEMNED_UNTIL, "#gs": CONDEMNED_BODIES},
+            # A retry finds it gone: still cleared. attribute_exists: never create an item.
+            "attribute_exists(#id) AND (attribute_not_exists(#gd) OR #gd = :gd)",
+            {"#id": ID, "#gd": CONDEMNED_UNTIL, "#gs": CONDEMNED_BODIES},
             {":gd": {"N": repr(deadline)}},
         )
 
@@ -232,7 +256,9 @@ class DynamoIndex:
             # Same content, later timestamp: move it forward.
             ok, raw = self._touch(id, entry)
             touched = item_from_dynamo(raw)
-            if touched is not None and (ok or _find_own(touched, entry.token) is not None):
+            # A refused touch whose item already holds our key was our own touch, its
+            # response lost (or an identical write's): the state is the one we asked for.
+            if touched is not None and (ok or touched.current.order_key == incoming):
                 return WriteResult(Outcome.UNCHANGED, touched.version, touched)
             # The item changed between our attempts; decide again against its new state.
         raise WriteConflict(f"gave up writing {id!r} after {_MAX_ATTEMPTS} contended attempts")
@@ -250,12 +276,11 @@ class DynamoIndex:
         values: dict[str, Any] = {
             ":c": {"L": [entry_to_dynamo(entry)]},
             ":one": {"N": "1"},
-            ":t": {"S": entry.updated_at},
-            ":h": {"S": entry.content_hash},
+            **ordering.condition_values(entry.order_key),
         }
-        names = {"#c", "#p", "#v", "#t", "#h"}
+        names = {"#c", "#p", "#v", "#t", "#h", "#ct"}
         extra_names: dict[str, str] = {}
-        condition = ordering.NEWER_AND_DIFFERENT
+        condition = ordering.newer_and_different(entry.order_key)
         if keep_history:
             values[":empty"] = {"L": []}
         if uploaded_after is not None:
@@ -267,23 +292,18 @@ class DynamoIndex:
         return self._conditional_update(id, update, condition, values, names, extra_names)
 
     def _touch(self, id: str, entry: Entry) -> tuple[bool, dict]:
-        values = {
-            ":t": {"S": entry.updated_at},
-            ":h": {"S": entry.content_hash},
-            ":k": {"S": entry.token},
-        }
-        sets = ["#c[0].#t = :t", "#c[0].#k = :k"]
-        names = {"#c", "#t", "#h", "#k"}
-        removes = []
-        content_type = stored_content_type(entry)
-        if content_type is not None:
-            sets.append("#c[0].#ct = :ct")
-            values[":ct"] = {"S": content_type}
-        else:
-            removes.append("#c[0].#ct")
-        names.add("#ct")
-        update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-        return self._conditional_update(id, update, ordering.NEWER_AND_SAME, values, names)
+        """Move the current entry's `updated_at` forward, and nothing else. Its content is
+        ours already (the condition requires the same hash and content type), and its writer
+        token stays that version's writer's, so that writer still recognises its own write if
+        its response was lost and it retries after the touch."""
+        incoming = entry.order_key
+        return self._conditional_update(
+            id,
+            "SET #c[0].#t = :t",
+            ordering.newer_and_same(incoming),
+            ordering.condition_values(incoming),
+            {"#c", "#t", "#h", "#ct"},
+        )
 
     def _conditional_update(
         self,
@@ -341,7 +361,10 @@ class DynamoIndex:
             return False
         return self._guarded_update(
             id,
-            "REMOVE " + ", ".join(f"#p[{i}]" for i in range(count)),
+            # Highest index first: DynamoDB resolves every path against the item before the
+            # update, but dynalite removes one at a time, shifting the rest, so ascending
+            # paths there drop every other entry. Descending paths mean the same on both.
+            "REMOVE " + ", ".join(f"#p[{i}]" for i in reversed(range(count))),
             "#v = :v AND size(#p) = :held",
             {"#p": HISTORY, "#v": VERSION},
             {":v": {"N": str(version)}, ":held": {"N": str(held)}},

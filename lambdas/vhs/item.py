@@ -10,7 +10,8 @@ short, because every byte is billed in write units:
     p    L  [earlier entries] oldest first; entry i has version v - len(p) + i
 
     gcd  N   the garbage collector's condemnation: it deletes the bodies named in `gcs`
-             before this deadline (epoch seconds). See docs/gc.md.
+             before this deadline (epoch seconds). See docs/gc.md. The key of the sparse
+             index resources.TABLE.condemned_index, which holds only condemned items.
     gcs  SS  the condemned bodies of this id, by the first CONDEMNED_HASH_CHARS characters of
              their sha256: at most MAX_CONDEMNED of them, so a condemnation adds at most
              about 17 KB to an item however many orphans an id has.
@@ -40,7 +41,7 @@ ID = TABLE.partition_key
 VERSION = "v"
 CURRENT = "c"
 HISTORY = "p"
-CONDEMNED_UNTIL = "gcd"
+CONDEMNED_UNTIL = TABLE.condemned_index_key  # "gcd", the key of the sparse index
 CONDEMNED_BODIES = "gcs"
 # 64 bits of a sha256 name a body among one id's bodies; a collision only makes a writer wait.
 CONDEMNED_HASH_CHARS = 16

@@ -30,7 +30,7 @@ class Entry:
 
     @property
     def order_key(self) -> OrderKey:
-        return OrderKey(self.updated_at, self.content_hash)
+        return OrderKey.of(self.updated_at, self.content_hash, self.content_type)
 
     @property
     def in_s3(self) -> bool:

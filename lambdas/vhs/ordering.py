@@ -1,17 +1,24 @@
 """The ordering rules of VHS, in one place.
 
 Every write (a put or a delete) carries an ordering key: its source timestamp `updated_at`,
-then its content hash. The pair is a total order, so the state an id ends in never depends on
-the order writes arrive in, on duplicates, or on concurrent writers:
+then its content hash, then its content type. The triple is a total order, so the state an id
+ends in (its current entry, content type included) never depends on the order writes arrive
+in, on duplicates, or on concurrent writers:
 
 * a write whose key is lower than the current one is **stale**;
 * a write whose key equals the current one is **unchanged** (a duplicate);
-* a higher key with the same content only moves `updated_at` forward (**unchanged**, no new
-  version), so convergence does not depend on whether an earlier duplicate arrived first;
-* a higher key with other content is **stored** as the next version.
+* a higher key with the same content (same hash and same content type) only moves
+  `updated_at` forward (**unchanged**, no new version), so convergence does not depend on
+  whether an earlier duplicate arrived first;
+* a higher key with other content (another hash, or the same bytes under another content
+  type) is **stored** as the next version.
 
 A delete's hash is `TOMBSTONE_HASH`, which sorts above every hex digest: a delete at T wins
 over a put at T, so puts that arrive late with `updated_at <= T` are stale.
+
+The content type in the key is the one the item stores, with absence read as
+`application/json` (item.py leaves `ct` out for JSON and for deletes): a delete's is therefore
+`application/json` too, which only makes two deletes at one time equal, as they should be.
 
 The DynamoDB condition expressions that enforce these rules are built here too, so the rules
 and their enforcement cannot drift apart.
@@ -24,10 +31,14 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from .codec import JSON_CONTENT_TYPE
 from .errors import InvalidTimestamp
 
 # Sorts after every lowercase hex digest ("0"-"9", "a"-"f").
 TOMBSTONE_HASH = "~"
+# What an absent content type means, in the item (see item.stored_content_type) and so in the
+# ordering key.
+ABSENT_CONTENT_TYPE = JSON_CONTENT_TYPE
 
 # Timestamps are stored in one fixed-width UTC form, so that string order is time order.
 _STORED_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -43,14 +54,29 @@ class Outcome(enum.StrEnum):
 
 @dataclass(frozen=True, order=True)
 class OrderKey:
-    """(updated_at in stored form, content hash or TOMBSTONE_HASH)."""
+    """(updated_at in stored form, content hash or TOMBSTONE_HASH, content type).
+
+    Compared field by field; strings compare by code point, which is the order of their UTF-8
+    bytes and so DynamoDB's order too. Build it with `of`, which reads an absent content type
+    (and a delete's) as ABSENT_CONTENT_TYPE, as the conditions below do."""
 
     updated_at: str
     content_hash: str
+    content_type: str = ABSENT_CONTENT_TYPE
+
+    @classmethod
+    def of(cls, updated_at: str, content_hash: str, content_type: str | None) -> OrderKey:
+        if content_hash == TOMBSTONE_HASH or not content_type:
+            content_type = ABSENT_CONTENT_TYPE
+        return cls(updated_at, content_hash, content_type)
 
     @property
     def is_delete(self) -> bool:
         return self.content_hash == TOMBSTONE_HASH
+
+    def same_content(self, other: OrderKey) -> bool:
+        """The same bytes under the same content type: at most `updated_at` differs."""
+        return (self.content_hash, self.content_type) == (other.content_hash, other.content_type)
 
 
 def parse_timestamp(
@@ -153,21 +179,65 @@ def classify(current: OrderKey | None, incoming: OrderKey) -> Outcome:
         return Outcome.DELETED if incoming.is_delete else Outcome.STORED
     if incoming < current:
         return Outcome.STALE
-    if incoming == current or incoming.content_hash == current.content_hash:
+    if incoming.same_content(current):  # equal keys, or only a later updated_at
         return Outcome.UNCHANGED
     return Outcome.DELETED if incoming.is_delete else Outcome.STORED
 
 
 # --- Enforcement in DynamoDB ---------------------------------------------------------------
 # The current entry is the single element of the list attribute `c` (see index.py). These
-# expressions use the placeholders #c, #t, #h and the values :t, :h.
+# expressions use the placeholders #c, #t, #h, #ct and the values :t, :h, :ct, which
+# `condition_values` gives (every expression uses all of them: DynamoDB refuses unused ones).
+#
+# The stored content type is absent for ABSENT_CONTENT_TYPE, and a comparison with an absent
+# attribute is false, so the content type's part of each expression is chosen here, for the
+# incoming key, between the forms below: which of them absence satisfies is known before the
+# request is sent. Every form names `attribute_exists`/`attribute_not_exists` explicitly
+# rather than leaning on how an engine compares a missing attribute.
 
-NEWER_AND_DIFFERENT = (
-    "attribute_not_exists(#c) OR "
-    "((#c[0].#t < :t OR (#c[0].#t = :t AND #c[0].#h < :h)) AND #c[0].#h <> :h)"
-)
-"""A new version may be written: nothing is current, or the incoming key is higher and the
-content differs."""
+_CT = "#c[0].#ct"
 
-NEWER_AND_SAME = "#c[0].#t < :t AND #c[0].#h = :h"
-"""Only `updated_at` may move forward: same content, later timestamp."""
+
+def _stored_type_is_lower(incoming: OrderKey) -> str:
+    """The stored content type (absent: ABSENT_CONTENT_TYPE) sorts below the incoming one."""
+    if incoming.content_type > ABSENT_CONTENT_TYPE:
+        return f"(attribute_not_exists({_CT}) OR {_CT} < :ct)"
+    return f"(attribute_exists({_CT}) AND {_CT} < :ct)"
+
+
+def _stored_type_is_same(incoming: OrderKey) -> str:
+    if incoming.content_type == ABSENT_CONTENT_TYPE:
+        return f"(attribute_not_exists({_CT}) OR {_CT} = :ct)"
+    return f"(attribute_exists({_CT}) AND {_CT} = :ct)"
+
+
+def _stored_type_differs(incoming: OrderKey) -> str:
+    if incoming.content_type == ABSENT_CONTENT_TYPE:
+        return f"(attribute_exists({_CT}) AND {_CT} <> :ct)"
+    return f"(attribute_not_exists({_CT}) OR {_CT} <> :ct)"
+
+
+def newer_and_different(incoming: OrderKey) -> str:
+    """A new version may be written: nothing is current, or the incoming key is higher and the
+    content differs. The three ways: a later timestamp with another hash or content type; the
+    same timestamp and a higher hash; the same timestamp and hash and a higher content type."""
+    return (
+        "attribute_not_exists(#c)"
+        f" OR (#c[0].#t < :t AND (#c[0].#h <> :h OR {_stored_type_differs(incoming)}))"
+        " OR (#c[0].#t = :t AND (#c[0].#h < :h"
+        f" OR (#c[0].#h = :h AND {_stored_type_is_lower(incoming)})))"
+    )
+
+
+def newer_and_same(incoming: OrderKey) -> str:
+    """Only `updated_at` may move forward: the same content, a later timestamp."""
+    return f"#c[0].#t < :t AND #c[0].#h = :h AND {_stored_type_is_same(incoming)}"
+
+
+def condition_values(incoming: OrderKey) -> dict[str, dict[str, str]]:
+    """The values :t, :h and :ct of the expressions above, for `incoming`."""
+    return {
+        ":t": {"S": incoming.updated_at},
+        ":h": {"S": incoming.content_hash},
+        ":ct": {"S": incoming.content_type},
+    }

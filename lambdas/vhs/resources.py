@@ -18,6 +18,13 @@ TABLE_PARTITION_KEY_TYPE = "S"
 TABLE_BILLING_MODE = "PAY_PER_REQUEST"
 # The change feed (a later issue) reads both images from the stream.
 TABLE_STREAM_VIEW_TYPE = "NEW_AND_OLD_IMAGES"
+# A sparse index of the items that hold a garbage-collector condemnation (item.py's `gcd`,
+# its deadline): only those items are in it, so the collector finds and clears expired
+# condemnations of ids that no longer have any object to list (a purged record, say) at the
+# cost of the condemned items alone. Keys only: the collector needs the id and the deadline.
+CONDEMNED_INDEX_NAME = "condemned"
+CONDEMNED_INDEX_KEY = "gcd"
+CONDEMNED_INDEX_KEY_TYPE = "N"
 
 
 def _require(shape: str, checks: Iterable[tuple[bool, str]]) -> None:
@@ -34,6 +41,9 @@ class TableShape:
     partition_key_type: str = TABLE_PARTITION_KEY_TYPE
     billing_mode: str = TABLE_BILLING_MODE
     stream_view_type: str = TABLE_STREAM_VIEW_TYPE
+    condemned_index: str = CONDEMNED_INDEX_NAME
+    condemned_index_key: str = CONDEMNED_INDEX_KEY
+    condemned_index_key_type: str = CONDEMNED_INDEX_KEY_TYPE
 
     def create_table_kwargs(self, table_name: str) -> dict[str, Any]:
         """Arguments for DynamoDB CreateTable (used by the local stack and the tests)."""
@@ -41,7 +51,18 @@ class TableShape:
             "TableName": table_name,
             "KeySchema": [{"AttributeName": self.partition_key, "KeyType": "HASH"}],
             "AttributeDefinitions": [
-                {"AttributeName": self.partition_key, "AttributeType": self.partition_key_type}
+                {"AttributeName": self.partition_key, "AttributeType": self.partition_key_type},
+                {
+                    "AttributeName": self.condemned_index_key,
+                    "AttributeType": self.condemned_index_key_type,
+                },
+            ],
+            "GlobalSecondaryIndexes": [
+                {
+                    "IndexName": self.condemned_index,
+                    "KeySchema": [{"AttributeName": self.condemned_index_key, "KeyType": "HASH"}],
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                }
             ],
             "BillingMode": self.billing_mode,
             "StreamSpecification": {

@@ -196,6 +196,12 @@ def test_the_role_grants_exactly_what_the_collector_calls(gc: dict[str, Any]) ->
             "Resource": [TABLE],
         },
         {
+            "Sid": "FindExpiredCondemnations",
+            "Effect": "Allow",
+            "Action": ["dynamodb:Scan"],
+            "Resource": [f"{TABLE}/index/{resources.TABLE.condemned_index}"],
+        },
+        {
             "Sid": "InvokeItselfToFanOutAndContinue",
             "Effect": "Allow",
             "Action": ["lambda:InvokeFunction"],
@@ -233,7 +239,13 @@ def test_delete_is_granted_only_to_the_collector_and_only_under_the_body_prefix(
                     actions = as_list(s["Action"])
                     for action in actions:
                         assert "*" not in action, action
-                        assert action not in ("dynamodb:Scan", "s3:DeleteObjectVersion"), action
+                        assert action != "s3:DeleteObjectVersion", action
+                    if "dynamodb:Scan" in actions:
+                        # Of the sparse index of condemned items only, never of the table.
+                        assert actions == ["dynamodb:Scan"]
+                        assert [render(r) for r in as_list(s["Resource"])] == [
+                            f"{TABLE}/index/{resources.TABLE.condemned_index}"
+                        ]
                     if "s3:DeleteObject" in actions:
                         assert s["Effect"] == "Allow"
                         deletes.append(

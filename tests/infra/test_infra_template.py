@@ -143,6 +143,9 @@ def test_table_settings_come_from_the_shared_shape(store: dict[str, Any]) -> Non
     shape = resources.TABLE.create_table_kwargs("ignored")
     assert props["KeySchema"] == shape["KeySchema"]
     assert props["AttributeDefinitions"] == shape["AttributeDefinitions"]
+    # The sparse index of condemned items (docs/gc.md), keys only.
+    assert props["GlobalSecondaryIndexes"] == shape["GlobalSecondaryIndexes"]
+    assert shape["GlobalSecondaryIndexes"][0]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
     assert props["BillingMode"] == shape["BillingMode"] == "PAY_PER_REQUEST"
     assert props["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
     assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}

@@ -1,11 +1,16 @@
 """An in-memory model of the store's ordering rules, written from the spec, not from vhs code.
 
-Every write carries an ordering key (updated_at, content hash), where a delete's hash is "~"
-and so sorts above every hex digest. Per id:
+Every write carries an ordering key (updated_at, content hash, content type), where a
+delete's hash is "~" and so sorts above every hex digest, and a delete's content type is
+"application/json" (the store keeps none for a delete, and reads none as that). A put's content
+type is the one it was given, else "application/json" for a JSON record and
+"application/octet-stream" for bytes. Strings compare by code point. Per id:
 
 * a key below the current one is stale; an equal key is unchanged;
-* a higher key with the same content only moves updated_at forward (unchanged, no version);
-* a higher key with other content is the next version (stored, or deleted for a delete).
+* a higher key with the same content (hash and content type) only moves updated_at forward
+  (unchanged, no version);
+* a higher key with other content (another hash, or another content type) is the next version
+  (stored, or deleted for a delete).
 
 So the current state of an id is always the write with the highest key, whatever the order of
 arrival. `ModelStore` applies writes one by one (to predict each outcome and version), and
@@ -22,6 +27,8 @@ from datetime import datetime
 from typing import Any
 
 TOMBSTONE = "~"
+JSON = "application/json"
+OCTETS = "application/octet-stream"
 
 
 def canonical_body(record: Any) -> bytes:
@@ -37,6 +44,7 @@ class Put:
     id: str
     record: Any = field(compare=False)
     at: datetime
+    content_type: str | None = None  # as passed to put(); see `type`
     body: bytes = field(init=False, repr=False)
     content_hash: str = field(init=False, repr=False)
 
@@ -46,12 +54,26 @@ class Put:
         object.__setattr__(self, "content_hash", hashlib.sha256(body).hexdigest())
 
     @property
+    def type(self) -> str:
+        """The content type the store reports for this put."""
+        if self.content_type is not None:
+            return self.content_type
+        return OCTETS if isinstance(self.record, bytes) else JSON
+
+    @property
+    def order_key(self) -> tuple[datetime, str, str]:
+        return (self.at, self.content_hash, self.type)
+
+    @property
     def key(self) -> tuple[datetime, str]:
+        """(updated_at, hash): the ordering key without its content type, the tie-break that
+        decides only between the same bytes at the same time."""
         return (self.at, self.content_hash)
 
     def __repr__(self) -> str:
         shown = self.record if not isinstance(self.record, bytes) else f"<{len(self.record)} B>"
-        return f"Put({self.id!r}, {shown!r}, {self.at:%H:%M:%S}, {self.content_hash[:8]})"
+        typed = f", {self.content_type!r}" if self.content_type is not None else ""
+        return f"Put({self.id!r}, {shown!r}, {self.at:%H:%M:%S}{typed}, {self.content_hash[:8]})"
 
 
 @dataclass(frozen=True)
@@ -60,6 +82,11 @@ class Delete:
     at: datetime
     content_hash: str = TOMBSTONE
     body: None = None
+    type: str = JSON  # in the ordering key; a delete has no content type to report
+
+    @property
+    def order_key(self) -> tuple[datetime, str, str]:
+        return (self.at, TOMBSTONE, JSON)
 
     @property
     def key(self) -> tuple[datetime, str]:
@@ -78,10 +105,20 @@ class Version:
     at: datetime
     content_hash: str
     body: bytes | None  # None for a delete
+    type: str  # JSON for a delete (see the module's docstring)
 
     @property
     def deleted(self) -> bool:
         return self.content_hash == TOMBSTONE
+
+    @property
+    def order_key(self) -> tuple[datetime, str, str]:
+        return (self.at, self.content_hash, self.type)
+
+    @property
+    def content_type(self) -> str | None:
+        """What the store reports: None for a delete."""
+        return None if self.deleted else self.type
 
 
 class ModelStore:
@@ -96,18 +133,19 @@ class ModelStore:
         versions = self.versions.setdefault(write.id, [])
         made = "deleted" if isinstance(write, Delete) else "stored"
         if not versions:
-            versions.append(Version(1, write.at, write.content_hash, write.body))
+            versions.append(Version(1, write.at, write.content_hash, write.body, write.type))
             return made, 1
         current = versions[-1]
-        if write.key < (current.at, current.content_hash):
+        if write.order_key < current.order_key:
             return "stale", current.number
-        if write.key == (current.at, current.content_hash):
+        if write.order_key == current.order_key:
             return "unchanged", current.number
-        if write.content_hash == current.content_hash:
+        if (write.content_hash, write.type) == (current.content_hash, current.type):
             versions[-1] = replace(current, at=write.at)
             return "unchanged", current.number
-        versions.append(Version(current.number + 1, write.at, write.content_hash, write.body))
-        return made, current.number + 1
+        number = current.number + 1
+        versions.append(Version(number, write.at, write.content_hash, write.body, write.type))
+        return made, number
 
     def current(self, id: str) -> Version | None:
         versions = self.versions.get(id)
@@ -120,4 +158,4 @@ class ModelStore:
 
 def winner(writes: Iterable[Write]) -> Write | None:
     """The write an id's state must end at: the one with the highest ordering key."""
-    return max(writes, key=lambda w: w.key, default=None)
+    return max(writes, key=lambda w: w.order_key, default=None)

@@ -186,6 +186,7 @@ class GarbageCollector:
         to start it from the beginning). At least one page is collected per call."""
         total = GcReport(dry_run=self.dry_run)
         remaining = list(shards)
+        finished: set[str] = set()
         worked = False
         while remaining:
             short_of_time = should_stop is not None and should_stop()
@@ -205,8 +206,41 @@ class GarbageCollector:
                 progress(shard, report)
             if start_after is not None:
                 break  # stopped inside the shard
-            remaining.pop(0)
+            finished.add(remaining.pop(0))
+        if finished and not self.dry_run:
+            self.clear_expired_condemnations(finished, total, should_stop=should_stop)
         return total, remaining, start_after
+
+    def clear_expired_condemnations(
+        self,
+        shards: set[str],
+        report: GcReport,
+        *,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
+        """Clear the expired condemnations of the ids in `shards`, found through the table's
+        sparse index of condemned items rather than through their objects: an id whose
+        condemned bodies were its last ones (a purged record, say) has no object left to be
+        listed by, and its condemnation would otherwise stay for ever. Stops early, leaving
+        the rest for the next run, when `should_stop()` says time is short."""
+        expired_before = self.clock() - self.marker_expiry
+        try:
+            for page in self.index.condemnations_before(expired_before):
+                for record_id, deadline in page:
+                    if keys.shard_of(record_id) not in shards:
+                        continue
+                    try:
+                        if self.index.clear_condemnation(record_id, deadline):
+                            report.markers_cleared += 1
+                    except (ClientError, BotoCoreError) as error:
+                        log.warning("could not clear the condemnation of %r: %s", record_id, error)
+                        report.failed += 1
+                if should_stop is not None and should_stop():
+                    return
+        except (ClientError, BotoCoreError) as error:
+            # The next run tries again; until then the collection itself is unaffected.
+            log.warning("could not read the condemned items: %s", error)
+            report.failed += 1
 
     def collect_shard(self, shard: str) -> GcReport:
         return self.collect(shard)[0]
