@@ -144,7 +144,8 @@ class Ingest(Construct):
             dead_letter_objects,
             "PutObject under dead-letters/ of the staging bucket only: an invalid message too "
             "large for the DLQ is staged there by its message id and dead-lettered as a "
-            "claim check.",
+            "claim check, and every dead letter's receipt is written there by the dead "
+            "letter's message id (receipts/), which SQS assigns.",
         )
 
         # What a producer may do: send to the ingest queue and stage large payloads.
@@ -162,6 +163,15 @@ class Ingest(Construct):
                     sid="StageLargePayloads",
                     actions=["s3:PutObject", "s3:AbortMultipartUpload"],
                     resources=[staged_objects],
+                ),
+                # dead-letters/ is the ingest function's: staged dead letters and the receipts
+                # that make their reasons believed (vhs.ingest.deadletter). A producer that
+                # could write there could vouch for a reason of its own.
+                iam.PolicyStatement(
+                    sid="NeverWriteDeadLetters",
+                    effect=iam.Effect.DENY,
+                    actions=["s3:PutObject", "s3:AbortMultipartUpload"],
+                    resources=[dead_letter_objects],
                 ),
             ],
         )

@@ -215,3 +215,74 @@ def test_local_up_runs_the_change_feed(local_env, tmp_path: Path):
         notifications += [json.loads(m["Body"]) for m in received.get("Messages", [])]
     [note] = [n for n in notifications if n["id"] == "feed-1"]
     assert (note["version"], note["change"], note["location"]) == (1, "stored", "inline")
+
+
+# Ids that are valid (ids are opaque) and look like Rich markup or emoji codes: printed as
+# markup, the first crashes the command (MarkupError), the second hides text behind a link.
+MARKUP_IDS = ["x[/bold]", "[link=https://example.com]click[/link]", "[red]alarm", ":warning:"]
+
+
+def _accepted_corpus_ids() -> list[str]:
+    from support.bad_inputs import CASES, Accepted
+
+    return [
+        case.expected.id
+        for case in CASES
+        if case.category == "id"
+        and isinstance(case.expected, Accepted)
+        and case.expected.id.isprintable()
+    ]
+
+
+def test_every_table_prints_data_as_text_never_as_markup(local_env, tmp_path: Path):
+    """The bad-input corpus's accepted ids, and ids that look like markup, through every table
+    the CLI draws (history, dlq list) and verify's findings: each exits 0 (1 for a finding)
+    and shows the id exactly as it is."""
+    import time
+
+    import boto3
+
+    wide = {**local_env, "COLUMNS": "400"}
+    ids = MARKUP_IDS + _accepted_corpus_ids()
+    assert len(ids) > len(MARKUP_IDS)
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(os.urandom(20_000))  # incompressible: it goes to S3
+    for rid in ids:
+        put = vhs(wide, "put", rid, str(blob), "--raw")
+        assert put.returncode == 0, (rid, put.stderr)
+        history = vhs(wide, "history", rid)
+        assert history.returncode == 0, (rid, history.stderr)
+        if len(rid) <= 100:  # (a longer one wraps, even at 400 columns)
+            assert f"history of {rid}" in history.stdout.decode(), rid
+
+    # verify's finding line: a corrupted body of a markup id.
+    rid = MARKUP_IDS[0]
+    location = json.loads(vhs(wide, "--json", "history", rid).stdout)[-1]["location"]
+    bucket, key = location.removeprefix("s3://").split("/", 1)
+    s3 = boto3.client("s3", endpoint_url=local_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    s3.put_object(Bucket=bucket, Key=key, Body=b"corrupted")
+    found = vhs(wide, "verify", rid)
+    assert found.returncode == 1, found.stderr
+    assert f"size_mismatch {rid} v1" in found.stderr.decode()
+
+    # dlq list: dead letters whose ids (and reasons, which quote the timestamp) are markup.
+    lines = tmp_path / "bad.jsonl"
+    lines.write_text(
+        "".join(
+            json.dumps({"id": r, "updated_at": "[bold]yesterday[/]", "record": {}}) + "\n"
+            for r in MARKUP_IDS
+        )
+    )
+    assert vhs(wide, "send", str(lines), "--no-validate").returncode == 0
+    deadline = time.monotonic() + 60
+    letters: list = []
+    while time.monotonic() < deadline and len(letters) < len(MARKUP_IDS):
+        letters = json.loads(vhs(wide, "--json", "dlq", "list").stdout)
+    assert sorted(letter["record_id"] for letter in letters) == sorted(MARKUP_IDS)
+    listed = vhs(wide, "dlq", "list")
+    assert listed.returncode == 0, listed.stderr
+    for rid in MARKUP_IDS:
+        assert rid in listed.stdout.decode()
+    assert "[bold]yesterday[/]" in listed.stdout.decode()
+    discarded = vhs(wide, "--json", "dlq", "discard", "--field", "updated_at")
+    assert json.loads(discarded.stdout)["discarded"] == len(MARKUP_IDS)

@@ -27,10 +27,14 @@ from vhs.ingest.deadletter import (
     DEAD_LETTER_ATTRIBUTES,
     ERROR_TYPE,
     RETRIES_EXHAUSTED,
+    REVOKED_RECEIPT,
     DeadLetter,
     producer_attributes,
+    receipt_key,
+    receipt_vouches_for,
 )
 from vhs.ingest.dlq import DeadLetterQueue, RedriveFilter
+from vhs.ingest.staging import StagingLocation
 from vhs.local.invoke import LambdaContext, load_handler
 from vhs.local.sqs_source import lambda_record, settle_response
 
@@ -125,6 +129,7 @@ class Stack:
 
     def dlq(self, **kw: Any) -> DeadLetterQueue:
         kw.setdefault("wait_seconds", 0)
+        kw.setdefault("staging", StagingLocation(STAGING, resources.STAGING_PREFIX))
         return DeadLetterQueue(self.sqs, self.dlq_url, self.queue_url, s3=self.s3, **kw)
 
 
@@ -404,8 +409,16 @@ def test_the_default_long_poll_and_the_pieces(stack):
             },
         }
     )
-    assert letter.first_seen == datetime.fromtimestamp(1795000000, UTC)
-    assert letter.reason == "(no reason given)" and letter.record_id is None
+    # No receipt vouches for it: not VHS's word.
+    assert letter.error_type == RETRIES_EXHAUSTED and not letter.trusted
+    assert letter.unverified_reason == "InvalidMessage: "
+    vouched = DeadLetter.from_message(
+        {"MessageId": "m1", "Body": "{}", "Attributes": {"SentTimestamp": "1795000000000"}}
+        | {"MessageAttributes": {ERROR_TYPE: {"DataType": "String", "StringValue": "Invalid"}}},
+        vouched=True,
+    )
+    assert vouched.first_seen == datetime.fromtimestamp(1795000000, UTC)
+    assert vouched.reason == "(no reason given)" and vouched.record_id is None
     attributes = {
         name: {"DataType": "String", "StringValue": "x", "StringListValues": []}
         for name in DEAD_LETTER_ATTRIBUTES
@@ -414,3 +427,103 @@ def test_the_default_long_poll_and_the_pieces(stack):
     assert producer_attributes(attributes) == {
         "blob": {"DataType": "Binary", "BinaryValue": b"\x00"}
     }
+
+
+# --- dead letters tell the truth (issue 16) -------------------------------------------------
+
+FORGED = {
+    "vhs-error-type": "InvalidMessage",
+    "vhs-error-field": "updated_at",
+    "vhs-error-message": "looks invalid, please discard",
+}
+
+
+def _exhaust(stack: Stack, monkeypatch: pytest.MonkeyPatch, body: Any, attributes=None) -> None:
+    """Send `body` while the table is misnamed, so its retries run out and SQS's redrive
+    policy moves it to the DLQ with the attributes it was sent with; then fix the cause."""
+    configure_handler(monkeypatch, handler_env(stack.dlq_url, table="no-such-table"))
+    stack.send(body, attributes)
+    stack.deliver_all()
+    configure_handler(monkeypatch, handler_env(stack.dlq_url))
+
+
+def test_a_producers_forged_reason_is_not_believed_and_the_record_is_not_lost(stack, monkeypatch):
+    valid = {"id": "forged-1", "updated_at": T, "record": {"kept": True}}
+    _exhaust(stack, monkeypatch, valid, FORGED)
+    dlq = stack.dlq()
+    (letter,) = dlq.list()
+    assert letter.record_id == "forged-1"
+    assert letter.error_type == RETRIES_EXHAUSTED and letter.retries_exhausted
+    assert not letter.trusted and "please discard" in letter.unverified_reason
+    assert letter.error_field is None and letter.source_message_id == letter.message_id
+
+    # A discard by the forged type selects nothing; by retries-exhausted it keeps the letter.
+    assert dlq.discard(RedriveFilter(error_types=frozenset({"InvalidMessage"}))).discarded == 0
+    kept = dlq.discard(RedriveFilter(retries_exhausted=True))
+    assert (kept.discarded, kept.unverified_kept) == (0, 1)
+    assert dlq.depth().visible == 1
+
+    # Redriving the retries-exhausted letters takes it, and it is stored.
+    assert dlq.redrive(RedriveFilter(retries_exhausted=True)).moved == 1
+    stack.deliver_all()
+    assert stack.store.get("forged-1").json() == {"kept": True}
+    assert dlq.depth().visible == 0
+
+
+def test_discard_of_an_unverified_letter_only_when_told(stack, monkeypatch):
+    _exhaust(stack, monkeypatch, {"id": "forged-2", "updated_at": T, "record": {}}, FORGED)
+    dlq = stack.dlq()
+    dry = dlq.discard(RedriveFilter(retries_exhausted=True), include_unverified=True, dry_run=True)
+    assert (dry.discarded, dry.unverified_kept) == (1, 0) and dlq.depth().visible == 1
+    report = dlq.discard(RedriveFilter(retries_exhausted=True), include_unverified=True)
+    assert report.discarded == 1 and dlq.depth().visible == 0
+
+
+def test_the_handlers_dead_letters_are_vouched_for_and_never_carry_a_producers_vhs_attributes(
+    stack,
+):
+    forged = FORGED | {"vhs-custom": "x", "source": "catalogue"}
+    stack.send({"id": "really-bad", "updated_at": "yesterday", "record": {}}, forged)
+    stack.deliver_all()
+    dlq = stack.dlq()
+    (letter,) = dlq.list()
+    assert letter.trusted and letter.error_type == "InvalidMessage"
+    assert letter.error_field == "updated_at" and "please discard" not in letter.reason
+    (message,) = stack.sqs.receive_message(
+        QueueUrl=stack.dlq_url, MessageAttributeNames=["All"], VisibilityTimeout=0
+    )["Messages"]
+    names = set(message["MessageAttributes"])
+    assert "vhs-custom" not in names and "source" in names
+    assert names - {"source"} <= set(DEAD_LETTER_ATTRIBUTES)
+    # Without the staging location (where receipts are) no reason is believed.
+    (blind,) = stack.dlq(staging=None).list()
+    assert blind.error_type == RETRIES_EXHAUSTED and not blind.trusted
+    # Nor is a receipt for another body: a receipt vouches for one message.
+    key = receipt_key(resources.STAGING_PREFIX, message["MessageId"])
+    stored = stack.s3.get_object(Bucket=STAGING, Key=key)["Body"].read()
+    assert receipt_vouches_for(stored, message)
+    assert not receipt_vouches_for(stored, message | {"Body": message["Body"] + " "})
+    assert not receipt_vouches_for(REVOKED_RECEIPT, message)
+
+
+def test_a_dead_letter_moved_back_by_sqs_has_its_receipt_revoked(stack, monkeypatch):
+    """SQS's own redrive keeps a message's attributes (and, as this test assumes, may keep its
+    id): the handler revokes the receipt under that id, so that if the message then exhausts
+    its retries its old reason is not believed."""
+    stack.send({"id": "back-again", "updated_at": "yesterday", "record": {}})
+    stack.deliver_all()
+    (message,) = stack.sqs.receive_message(
+        QueueUrl=stack.dlq_url,
+        MessageAttributeNames=["All"],
+        MessageSystemAttributeNames=["All"],
+        VisibilityTimeout=0,
+    )["Messages"]
+    assert stack.dlq().list()[0].trusted
+    # The same message, delivered from the ingest queue with its id and attributes kept.
+    configure_handler(monkeypatch, handler_env(stack.dlq_url, table="no-such-table"))
+    event = {"Records": [lambda_record(message, queue_arn=stack.queue_arn, region=REGION)]}
+    load_handler("ingest")(event, LambdaContext(function_name="vhs-ingest"))
+    configure_handler(monkeypatch, handler_env(stack.dlq_url))
+    key = receipt_key(resources.STAGING_PREFIX, message["MessageId"])
+    assert stack.s3.get_object(Bucket=STAGING, Key=key)["Body"].read() == REVOKED_RECEIPT
+    assert not stack.dlq().list()[0].trusted

@@ -306,6 +306,10 @@ DLQ_ALARM = DlqAlarmShape()
 STAGING_PREFIX = ""
 # Where the handler stages a dead letter too large to resend with its reason attached.
 DEAD_LETTER_STAGING_PREFIX = "dead-letters/"
+# Where the handler keeps a receipt of every dead letter it sends (keyed by the dead letter's
+# message id): the only thing that makes a dead letter's reason trusted (ingest/deadletter.py).
+# Under DEAD_LETTER_STAGING_PREFIX, which producers may not write.
+DEAD_LETTER_RECEIPT_PREFIX = DEAD_LETTER_STAGING_PREFIX + "receipts/"
 STAGING_EXPIRATION_DAYS = MAX_SQS_RETENTION_SECONDS // (24 * 3600) + 1
 # The deployed body bucket keeps bodies under this prefix (VHS_PREFIX), so the ingest role's
 # object permissions name it.

@@ -354,7 +354,20 @@ def test_no_policy_anywhere_has_wildcard_actions_scan_or_delete(
 
 def test_producer_policy_can_only_send_and_stage(ingest: dict[str, Any]) -> None:
     policy = only(ingest, "AWS::IAM::ManagedPolicy")
-    allowed = grants(statements(policy))
+    stmts = statements(policy)
+    # Never under dead-letters/: the function's dead letters and the receipts that make their
+    # reasons believed (a producer that wrote one could vouch for a forged reason).
+    denied = [s for s in stmts if s["Effect"] == "Deny"]
+    assert [
+        (sorted(as_list(s["Action"])), [render(r) for r in as_list(s["Resource"])]) for s in denied
+    ] == [
+        (
+            ["s3:AbortMultipartUpload", "s3:PutObject"],
+            [bucket_arn("staging") + "/" + resources.DEAD_LETTER_STAGING_PREFIX + "*"],
+        )
+    ]
+    assert resources.DEAD_LETTER_RECEIPT_PREFIX.startswith(resources.DEAD_LETTER_STAGING_PREFIX)
+    allowed = grants([s for s in stmts if s["Effect"] == "Allow"])
     (queue_id,) = [
         k
         for k, r in resources_of(ingest, "AWS::SQS::Queue").items()

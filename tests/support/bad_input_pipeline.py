@@ -47,6 +47,7 @@ from support.stacks import fresh_stack
 from vhs import RecordNotFound, VersionedHybridStore
 from vhs.ingest.deadletter import DeadLetter
 from vhs.ingest.dlq import DeadLetterQueue, QueueDepth, RedriveFilter, queue_depth
+from vhs.ingest.staging import StagingLocation
 from vhs.local.function_logs import function_output
 from vhs.local.invoke import load_handler
 from vhs.local.sqs_source import Invocation, SqsEventSource, lambda_record
@@ -197,7 +198,13 @@ def run_corpus(
     dlq_after: list[QueueDepth] = []
     rng = random.Random(20261101)
     # Read straight after a synchronous invocation: nothing is in flight, so no long poll.
-    dlq = DeadLetterQueue(sqs, stack.dlq_url, wait_seconds=0)
+    dlq = DeadLetterQueue(
+        sqs,
+        stack.dlq_url,
+        wait_seconds=0,
+        s3=s3,
+        staging=StagingLocation(stack.staging_bucket, STAGING_PREFIX),
+    )
     with ingest_function(stack, function_log) as handler:
         source = SqsEventSource(
             sqs, stack.queue_url, handler, queue_arn=stack.queue_arn, region=stack.region

@@ -112,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(dlq_sub, "discard", cmd_dlq_discard, "delete dead letters (e.g. already resent)")
     add_filters(p)
     p.add_argument("--all", action="store_true", help="every dead letter")
+    p.add_argument(
+        "--include-unverified",
+        action="store_true",
+        help="also letters whose claimed reason VHS did not write (kept by default)",
+    )
 
     p = _command(sub, "invoke", cmd_invoke, "run a handler on an event file, in this process")
     p.add_argument("function", choices=list(settings.FUNCTIONS))  # ingest, changes, gc

@@ -34,6 +34,12 @@ def _age(seconds: float) -> str:
     return f"{days}d{hours}h" if days else f"{hours}h{minutes:02d}m" if hours else f"{minutes}m"
 
 
+def _reason(letter: Any) -> str:
+    if letter.trusted:
+        return letter.reason
+    return f"{letter.reason}\n(it claims, unverified: {letter.unverified_reason})"
+
+
 def add_filters(p: argparse.ArgumentParser) -> None:
     """The options that select dead letters (redrive and discard)."""
     p.add_argument("--type", action="append", help="error type, e.g. InvalidMessage")
@@ -68,7 +74,7 @@ def cmd_dlq_list(args: argparse.Namespace) -> int:
             letter.record_id or ("(claim check)" if letter.claim_check else "?"),
             letter.error_type,
             letter.error_field or "",
-            letter.reason or "",
+            _reason(letter),
             _age(letter.age().total_seconds()),
             str(letter.receive_count),
         )
@@ -101,10 +107,21 @@ def cmd_dlq_discard(args: argparse.Namespace) -> int:
     if selection.selects_everything and not args.all:
         print("error: give a filter, or --all to discard every dead letter", file=sys.stderr)
         return 2
-    report = _dlq().discard(selection, everything=args.all, dry_run=args.dry_run)
+    report = _dlq().discard(
+        selection,
+        everything=args.all,
+        include_unverified=args.include_unverified,
+        dry_run=args.dry_run,
+    )
     if args.json:
         emit_json(report.as_dict())
     else:
         verb = "would discard" if args.dry_run else "discarded"
         print(f"{verb} {report.discarded}, skipped {report.skipped}, failed {report.failed}")
+        if report.unverified_kept:
+            print(
+                f"kept {report.unverified_kept} whose claimed reason VHS did not write "
+                "(see vhs dlq list; --include-unverified discards them too)",
+                file=sys.stderr,
+            )
     return 0 if not report.failed else 1

@@ -81,11 +81,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     def shown(finding: Any) -> None:
         if not args.json:
+            from rich.text import Text
+
             version = f"v{finding.version}" if finding.version is not None else "-"
             err.print(
-                f"[red]{finding.kind}[/] {finding.id} {version} {finding.location or ''} "
-                f"{finding.detail}",
-                highlight=False,
+                Text.assemble(
+                    (finding.kind, "red"),
+                    f" {finding.id} {version} {finding.location or ''} {finding.detail}",
+                )
             )
 
     with progress(console=err, disable=args.json, time_remaining=False) as bar:

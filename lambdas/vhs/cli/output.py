@@ -8,17 +8,22 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+# Everything the CLI draws holds data: record ids, reasons, keys and producers' text, any of
+# which may look like Rich markup ("x[/bold]" crashes a markup parser, "[link=...]" makes a
+# link) or emoji codes. So no console interprets strings: styles are given as Text styles.
+_PLAIN = {"markup": False, "emoji": False, "highlight": False}
+
 
 def console() -> Any:
     from rich.console import Console
 
-    return Console()
+    return Console(**_PLAIN)
 
 
 def console_err() -> Any:
     from rich.console import Console
 
-    return Console(stderr=True)
+    return Console(stderr=True, **_PLAIN)
 
 
 def emit_json(value: Any) -> None:

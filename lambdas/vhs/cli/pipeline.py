@@ -142,7 +142,10 @@ def cmd_send(args: argparse.Namespace) -> int:
                 bar.advance(task)
 
     with progress(console=console_err(), disable=args.json or not sys.stderr.isatty()) as bar:
-        task = bar.add_task(f"sending {path.name}", total=total)
+        from rich.markup import escape
+
+        # The description column reads markup: a file name is data.
+        task = bar.add_task(f"sending {escape(path.name)}", total=total)
         report = producer.send(messages(), progress=lambda n: bar.advance(task, n))
     failures = [reason for _, reason in bad_lines] + [
         f"message {index + 1}: {reason}" for index, reason in report.failed

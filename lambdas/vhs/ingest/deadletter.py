@@ -4,12 +4,27 @@ The ingest handler sends an invalid message to the DLQ with its reason in `vhs-e
 message attributes (type, field, message, the ingest queue's message id, when it was first
 seen). A message whose retries were exhausted is moved there by SQS's redrive policy and
 carries none: it reads as RETRIES_EXHAUSTED. `vhs dlq` reads both kinds (dlq.py).
+
+Message attributes are the producer's to write, and SQS moves a message to the DLQ with the
+attributes it was sent with: a producer could send `vhs-error-type: InvalidMessage` on a valid
+record, and if it then exhausted its retries, a tool that believed the attribute would skip it
+on redrive and discard it. So a reason is believed only with a **receipt**: after sending a
+dead letter, the handler writes one to the staging bucket under DEAD_LETTER_RECEIPT_PREFIX,
+keyed by the dead letter's own message id (which SQS assigns, so no producer knows it in
+advance), naming its reason and the sha256 of its body. Producers may not write there (the
+producer policy denies it). A message whose claimed reason has no matching receipt reads as
+RETRIES_EXHAUSTED, the claim shown as unverified, and `vhs dlq discard` leaves it alone unless
+told otherwise. A message that comes back to the ingest queue still carrying `vhs-*`
+attributes (SQS's own redrive keeps them) has its receipt revoked by the handler, so an old
+reason is never believed again if that message later exhausts its retries. The handler never
+copies a producer's `vhs-*` attributes onto a dead letter it writes.
 """
 
 from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import json
 import re
 import time
@@ -18,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import InvalidMessage
+from ..resources import DEAD_LETTER_RECEIPT_PREFIX
 from .staging import CLAIM_CHECK_ATTRIBUTES, is_claim_check
 
 # Message attributes on a dead letter.
@@ -28,6 +44,10 @@ SOURCE_MESSAGE_ID = "vhs-source-message-id"
 FIRST_SEEN = "vhs-first-seen"
 DEAD_LETTER_ATTRIBUTES = (ERROR_TYPE, ERROR_FIELD, ERROR_MESSAGE, SOURCE_MESSAGE_ID, FIRST_SEEN)
 RETRIES_EXHAUSTED = "RetriesExhausted"
+# Attribute names VHS writes. A producer's attributes with this prefix are never copied onto a
+# dead letter, and never believed.
+RESERVED_PREFIX = "vhs-"
+REVOKED_RECEIPT = b'{"revoked":true}'
 _SQS_ATTRIBUTE_LIMIT = 10
 _PREVIEW = 120
 
@@ -55,7 +75,7 @@ def dead_letter_attributes(record: dict[str, Any], error: InvalidMessage) -> dic
     original = record.get("messageAttributes") or {}
     ordered = sorted(original, key=lambda name: name not in CLAIM_CHECK_ATTRIBUTES)
     for name in ordered:
-        if name in attributes:  # a redriven dead letter still carries our vhs-error-* ones
+        if name.startswith(RESERVED_PREFIX):  # ours, from an earlier dead-lettering, or forged
             continue
         if len(attributes) >= _SQS_ATTRIBUTE_LIMIT:
             break
@@ -63,6 +83,42 @@ def dead_letter_attributes(record: dict[str, Any], error: InvalidMessage) -> dic
         if converted:
             attributes[name] = converted
     return attributes
+
+
+def carries_reserved_attributes(record: dict[str, Any]) -> bool:
+    """Whether a Lambda SQS record carries `vhs-*` attributes: a dead letter moved back by
+    SQS's own redrive (which keeps them), or a producer's forgery."""
+    return any(name.startswith(RESERVED_PREFIX) for name in record.get("messageAttributes") or {})
+
+
+def receipt_key(staging_prefix: str, dead_letter_message_id: str) -> str:
+    return f"{staging_prefix}{DEAD_LETTER_RECEIPT_PREFIX}{dead_letter_message_id}"
+
+
+def receipt(attributes: dict[str, Any], body: str) -> bytes:
+    """The receipt of a dead letter sent with `attributes` (SendMessage's shape) and `body`."""
+    return _receipt_document(
+        {name: _string(attributes, name) for name in DEAD_LETTER_ATTRIBUTES}, body
+    )
+
+
+def _receipt_document(reason: dict[str, str | None], body: str) -> bytes:
+    document = {"reason": reason, "body_sha256": hashlib.sha256(body.encode()).hexdigest()}
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+
+def receipt_vouches_for(stored: bytes | None, message: dict[str, Any]) -> bool:
+    """Whether `stored` (a receipt, or None when there is none) is the receipt of `message`
+    (a ReceiveMessage message): the same reason attributes and the same body. A revoked
+    receipt vouches for nothing."""
+    if stored is None:
+        return False
+    attributes = message.get("MessageAttributes") or {}
+    expected = _receipt_document(
+        {name: _string(attributes, name) for name in DEAD_LETTER_ATTRIBUTES},
+        message.get("Body", ""),
+    )
+    return stored == expected
 
 
 @functools.cache
@@ -109,6 +165,9 @@ class DeadLetter:
     source_message_id: str  # its message id on the ingest queue (for the function's log)
     size: int  # body bytes
     preview: str  # the body's start, for messages that are not what they should be
+    # A reason the message claims (its vhs-error-* attributes) that no receipt vouches for:
+    # not VHS's word, so the letter reads as RETRIES_EXHAUSTED.
+    unverified_reason: str | None = None
 
     @property
     def retries_exhausted(self) -> bool:
@@ -123,9 +182,17 @@ class DeadLetter:
         data["age_seconds"] = round(self.age(now).total_seconds(), 3)
         return data
 
+    @property
+    def trusted(self) -> bool:
+        """Whether what the letter says of itself is VHS's word (see the module's docstring)."""
+        return self.unverified_reason is None
+
     @classmethod
-    def from_message(cls, message: dict[str, Any], record_id: str | None = None) -> DeadLetter:
-        """From a ReceiveMessage message (received with every attribute)."""
+    def from_message(
+        cls, message: dict[str, Any], record_id: str | None = None, *, vouched: bool = False
+    ) -> DeadLetter:
+        """From a ReceiveMessage message (received with every attribute). Its `vhs-error-*`
+        reason is believed only if `vouched` (its receipt matched, `receipt_vouches_for`)."""
         attributes = message.get("MessageAttributes") or {}
         system = message.get("Attributes") or {}
         body = message.get("Body", "")
@@ -135,6 +202,11 @@ class DeadLetter:
         if record_id is None and isinstance(parsed, dict) and isinstance(parsed.get("id"), str):
             record_id = parsed["id"]
         error_type = _string(attributes, ERROR_TYPE)
+        unverified = None
+        if error_type and not vouched:
+            claimed = _string(attributes, ERROR_MESSAGE) or ""
+            unverified = f"{error_type}: {claimed}"[: _PREVIEW * 4]
+            error_type = None
         if error_type:
             reason = _string(attributes, ERROR_MESSAGE) or "(no reason given)"
             error_field = _string(attributes, ERROR_FIELD)
@@ -154,11 +226,14 @@ class DeadLetter:
             error_type=error_type,
             error_field=error_field,
             reason=reason,
-            first_seen=_first_seen(attributes, system),
+            # Unvouched, none of the vhs-* attributes is believed: the times are SQS's.
+            first_seen=_first_seen(attributes if vouched else {}, system),
             receive_count=count,
-            source_message_id=_string(attributes, SOURCE_MESSAGE_ID) or message["MessageId"],
+            source_message_id=(_string(attributes, SOURCE_MESSAGE_ID) if vouched else None)
+            or message["MessageId"],
             size=len(body.encode()),
             preview=body[:_PREVIEW],
+            unverified_reason=unverified,
         )
 
 
@@ -167,7 +242,7 @@ def producer_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
     `vhs-error-*` attributes that the ingest handler added when it dead-lettered it."""
     kept: dict[str, Any] = {}
     for name, value in attributes.items():
-        if name in DEAD_LETTER_ATTRIBUTES:
+        if name.startswith(RESERVED_PREFIX):
             continue
         converted: dict[str, Any] = {"DataType": value["DataType"]}
         if value.get("StringValue") is not None:

@@ -9,6 +9,12 @@ Two kinds of message end up in the DLQ (docs/ingest.md):
   `maxReceiveCount` receives. They carry no `vhs-error-*` attributes; their message id is the
   one they had on the ingest queue, so the function's log finds their errors.
 
+A reason is believed only when the handler's receipt for that dead letter vouches for it
+(deadletter.py): a message that claims a reason without one (a producer's forged attributes)
+reads as retries-exhausted, its claim shown as unverified, and `discard` leaves it alone
+unless `include_unverified`. Receipts are read from the staging location (VHS_STAGING_BUCKET);
+without one, no reason is believed.
+
 `DeadLetterQueue.list()` peeks: it receives every message with a visibility timeout long
 enough for one pass, de-duplicates by message id, and at the end makes every message it
 received visible again (ChangeMessageVisibility to 0). Nothing is deleted. Each receive adds
@@ -40,8 +46,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import settings
 from ..errors import ConfigurationError
-from .deadletter import DeadLetter, parse_or_none, producer_attributes
-from .staging import is_claim_check
+from .deadletter import (
+    ERROR_TYPE,
+    DeadLetter,
+    parse_or_none,
+    producer_attributes,
+    receipt_key,
+    receipt_vouches_for,
+)
+from .staging import StagingLocation, is_claim_check
 
 # Long enough for one pass over a large DLQ; a message whose timeout runs out mid-pass comes
 # back and is recognised by its message id.
@@ -109,6 +122,7 @@ class DiscardReport:
     dry_run: bool = False
     discarded: int = 0  # deleted from the DLQ (dry run: would be)
     skipped: int = 0  # not selected: left in the DLQ
+    unverified_kept: int = 0  # selected, but its claimed reason is unverified: left in the DLQ
     failed: int = 0  # the delete failed: still in the DLQ
     discarded_ids: list[str] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)  # {message_id, stage, error}
@@ -176,6 +190,7 @@ class DeadLetterQueue:
     queue_url: str | None = None
     _: KW_ONLY
     s3: Any = None
+    staging: StagingLocation | None = None  # where the handler's receipts are
     visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT
     wait_seconds: int = DEFAULT_WAIT_SECONDS
 
@@ -193,7 +208,13 @@ class DeadLetterQueue:
             settings.DLQ_URL, hint="the Ingest stack's DeadLetterQueueUrl"
         )
         queue_url = settings.get(settings.QUEUE_URL) or None
-        return cls(aws_client("sqs"), dlq_url, queue_url, s3=aws_client("s3"))
+        staging_bucket = settings.get(settings.STAGING_BUCKET)
+        staging = (
+            StagingLocation(staging_bucket, settings.get(settings.STAGING_PREFIX))
+            if staging_bucket
+            else None
+        )
+        return cls(aws_client("sqs"), dlq_url, queue_url, s3=aws_client("s3"), staging=staging)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -252,16 +273,26 @@ class DeadLetterQueue:
         selection: RedriveFilter,
         *,
         everything: bool = False,
+        include_unverified: bool = False,
         dry_run: bool = False,
         progress: Callable[[DiscardReport], None] | None = None,
     ) -> DiscardReport:
         """Delete the selected dead letters for good: messages that can never be stored and
         that nobody will send again corrected, or that the producer has already resent
-        corrected. A selection of everything is refused unless `everything`. Keep a copy
+        corrected. A selection of everything is refused unless `everything`. A letter whose
+        claimed reason no receipt vouches for is kept (`unverified_kept`) unless
+        `include_unverified`: it may be a valid record behind a forged reason. Keep a copy
         first (`list()`, `vhs dlq list --json`): nothing else does."""
         if selection.selects_everything and not everything:
             raise ValueError("refusing to discard every dead letter without everything=True")
         report = DiscardReport(dry_run=dry_run)
+
+        def protected(letter: DeadLetter) -> bool:
+            if letter.trusted or include_unverified:
+                return False
+            report.unverified_kept += 1
+            return True
+
         return self._sweep(
             selection,
             report,
@@ -269,6 +300,7 @@ class DeadLetterQueue:
             lambda: report.discarded,
             dry_run=dry_run,
             progress=progress,
+            protected=protected,
         )
 
     def _sweep(
@@ -280,10 +312,12 @@ class DeadLetterQueue:
         *,
         dry_run: bool,
         progress: Callable[[_ReportT], None] | None,
+        protected: Callable[[DeadLetter], bool] | None = None,
     ) -> _ReportT:
         """One pass over the DLQ: `act` on each message `selection` picks (in a dry run,
         only count it as done) until `acted_on()` reaches its `max_messages`; count the
-        others as skipped. `progress` gets the report after each message."""
+        others as skipped, and leave alone a selected one that `protected` (which counts
+        it) keeps. `progress` gets the report after each message."""
         resolve = selection.id_prefix is not None
         with _Pass(self) as sweep:
             for message in sweep.messages(None):
@@ -291,6 +325,8 @@ class DeadLetterQueue:
                 full = selection.max_messages is not None and acted_on() >= selection.max_messages
                 if full or not selection.matches(letter):
                     report.skipped += 1
+                elif protected is not None and protected(letter):
+                    pass
                 elif dry_run:
                     report.done(letter.message_id)
                 else:
@@ -378,7 +414,20 @@ class DeadLetterQueue:
         record_id = None
         if resolve and self.s3 is not None:
             record_id = self._resolve(message)
-        return DeadLetter.from_message(message, record_id)
+        vouched = receipt_vouches_for(self._receipt(message), message)
+        return DeadLetter.from_message(message, record_id, vouched=vouched)
+
+    def _receipt(self, message: dict[str, Any]) -> bytes | None:
+        """The handler's receipt for this dead letter, if it claims a reason and has one."""
+        if ERROR_TYPE not in (message.get("MessageAttributes") or {}):
+            return None  # claims nothing: retries exhausted, no receipt to read
+        if self.staging is None or self.s3 is None:
+            return None
+        key = receipt_key(self.staging.prefix, message["MessageId"])
+        try:
+            return self.s3.get_object(Bucket=self.staging.bucket, Key=key)["Body"].read()
+        except (ClientError, BotoCoreError):
+            return None  # none (a forged reason), or unreadable: the reason is not believed
 
     def _resolve(self, message: dict[str, Any]) -> str | None:
         """The record id in a claim check's payload, if it is small enough to read."""

@@ -16,11 +16,12 @@ from the queue), or in the dead-letter queue.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import settings
 from ..aws import aws_client, is_object_missing
@@ -36,6 +37,8 @@ from .staging import (
     claim_check_attributes,
     claim_check_body,
 )
+
+logger = logging.getLogger(__name__)
 
 # SQS's largest message (body and attributes). A dead letter that would not fit is staged in
 # S3 and sent as a claim check instead, so nothing is cut.
@@ -102,6 +105,8 @@ class Ingestor:
     def handle(self, record: dict[str, Any]) -> IngestResult:
         """Store one SQS record (Lambda event shape). Raises InvalidMessage for a message that
         can never be stored; any other exception means "retry"."""
+        if record.get("messageAttributes"):
+            self._revoke_receipt_if_redriven(record)
         message = read_message(record, staging=self.staging, fetch=self._fetch, limits=self.limits)
         return self.write(message, record["messageId"])
 
@@ -170,7 +175,7 @@ class Ingestor:
         """Send an invalid message to the DLQ with its reason. Raises if that fails, so the
         message is retried rather than lost."""
         # Imported here: most invocations dead-letter nothing, and every cold start would pay.
-        from .deadletter import dead_letter_attributes
+        from .deadletter import dead_letter_attributes, receipt
 
         attributes = dead_letter_attributes(record, error)
         body = record.get("body", "")
@@ -180,7 +185,33 @@ class Ingestor:
         if size > MAX_MESSAGE_BYTES:
             body = self._stage_dead_letter(record, body)
             attributes.update(claim_check_attributes(len(record.get("body", "").encode())))
-        self.sqs.send_message(QueueUrl=self.dlq_url, MessageBody=body, MessageAttributes=attributes)
+        sent = self.sqs.send_message(
+            QueueUrl=self.dlq_url, MessageBody=body, MessageAttributes=attributes
+        )
+        self._write_receipt(sent["MessageId"], receipt(attributes, body))
+
+    def _write_receipt(self, dead_letter_message_id: str, document: bytes) -> None:
+        """The receipt that makes a dead letter's reason believed (deadletter.py). Its loss
+        loses nothing: the letter then reads as retries-exhausted, which is never discarded
+        by mistake. So a failure is logged, not raised (raising would send it twice)."""
+        if self.staging is None:
+            return
+        from .deadletter import receipt_key
+
+        key = receipt_key(self.staging.prefix, dead_letter_message_id)
+        try:
+            self.s3.put_object(Bucket=self.staging.bucket, Key=key, Body=document)
+        except (ClientError, BotoCoreError) as error:
+            logger.warning("could not write the receipt of dead letter %s: %s", key, error)
+
+    def _revoke_receipt_if_redriven(self, record: dict[str, Any]) -> None:
+        """A message back from the DLQ with its `vhs-*` attributes (SQS's own redrive keeps
+        them and may keep its message id): revoke any receipt under its id, so that its old
+        reason is not believed if it is dead-lettered again by SQS."""
+        from .deadletter import REVOKED_RECEIPT, carries_reserved_attributes
+
+        if carries_reserved_attributes(record):
+            self._write_receipt(record["messageId"], REVOKED_RECEIPT)
 
     def _stage_dead_letter(self, record: dict[str, Any], body: str) -> str:
         if self.staging is None:
