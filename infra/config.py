@@ -132,6 +132,14 @@ class VhsConfig:
             and _matches(_BODY_PREFIX, self.body_prefix),
             f"bodyPrefix {self.body_prefix!r}: use S3-safe path segments",
         )
+        # The collector's role may delete under the body prefix: an empty one would let it
+        # delete anywhere in the bucket, whatever else the bucket holds.
+        yield (
+            self.body_prefix != "",
+            'bodyPrefix "": the garbage collector would be allowed to delete anywhere in the '
+            "bucket; give the bodies a prefix of their own (the default is "
+            f"{resources.DEPLOYED_BODY_PREFIX!r})",
+        )
         yield (
             self.log_level in _LOG_LEVELS,
             f"logLevel {self.log_level!r}: one of {', '.join(_LOG_LEVELS)}",

@@ -82,16 +82,23 @@ class Ingest(Construct):
             statements=[
                 # PutObject covers CreateMultipartUpload, UploadPart and
                 # CompleteMultipartUpload; a failed multipart upload is aborted.
+                # Ingest writes bodies and never reads them (no GetObject).
                 allow(
-                    "ReadAndWriteBodies",
-                    ["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload"],
+                    "WriteBodies",
+                    ["s3:PutObject", "s3:AbortMultipartUpload"],
                     [body_objects],
                 ),
                 allow("ReadStagedPayloads", ["s3:GetObject"], [staged_objects]),
+                # Without ListBucket, S3 answers 403 for a missing object, which reads as a
+                # failure to retry; with it, 404: an expired or absent payload is
+                # dead-lettered at once as MissingStagedObject. Keys only, no contents.
+                allow("TellMissingPayloads", ["s3:ListBucket"], [staging.bucket_arn]),
                 allow("StageOversizedDeadLetters", ["s3:PutObject"], [dead_letter_objects]),
+                # UpdateItem writes; GetItem reads an item when a refused condition returns
+                # none (a purge of an id with no item). No BatchGetItem, no Query, no Scan.
                 allow(
                     "ReadAndWriteIndex",
-                    ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
+                    ["dynamodb:GetItem", "dynamodb:UpdateItem"],
                     [table.table_arn],
                 ),
                 allow(
@@ -129,7 +136,7 @@ class Ingest(Construct):
             body_objects,
             "Object-level access under the store's body prefix only: body keys are "
             "content-addressed ({prefix}/{shard}/{id}/{sha256}) and cannot be listed in "
-            "advance. The actions are PutObject, GetObject and AbortMultipartUpload; no "
+            "advance. The actions are PutObject and AbortMultipartUpload; no GetObject, no "
             "DeleteObject, no List.",
         )
         nag.acknowledge_wildcard(

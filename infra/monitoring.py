@@ -164,6 +164,8 @@ class Monitoring(Construct):
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
                 actions=list(TOPIC_KEY_ACTIONS),
                 resources=["*"],  # in a key policy, "*" is this key
+                # Only for this account's alarms: the service principal is every account's.
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
             )
         )
         self.topic = sns.Topic(

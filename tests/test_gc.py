@@ -259,6 +259,26 @@ def test_expired_condemnations_of_ids_without_objects_are_cleared_shard_by_shard
     assert store.get(first_rid).json() == {"n": 1}
 
 
+def test_a_damaged_items_bodies_are_never_collected(backend):
+    """Its references cannot be read, so none of its objects may go: they are counted as
+    unrecognised (vhs verify reports the item) and left, the orphan among them too."""
+    store = s3_store(backend, retention=Retention(versions=0))
+    rid = backend.id("damaged")
+    store.put(rid, large(31), updated_at=at(0))
+    store.put(rid, large(32), updated_at=at(1))  # large(31) is an orphan now
+    before = {k for k in objects(backend) if k.startswith(store.body_key(rid, ""))}
+    assert len(before) == 2
+    backend.dynamodb.update_item(
+        TableName=backend.table_name,
+        Key={"id": {"S": rid}},
+        UpdateExpression="SET c = :broken",
+        ExpressionAttributeValues={":broken": {"S": "not a list of entries"}},
+    )
+    report = GarbageCollector(store, clock=later(2)).run([shard_of(rid)])
+    assert (report.deleted, report.orphaned, report.unrecognised) == (0, 0, 2)
+    assert before <= set(objects(backend))
+
+
 def test_concurrent_writers_never_lose_a_body(server):
     """Writers keep re-using a few bodies (so they dedupe onto keys the collector is judging)
     while the collector runs with no grace period at all. Afterwards every retained pointer

@@ -13,6 +13,7 @@ from test_gc import crash_between_phases, objects
 from test_store_contract import large
 
 from vhs import Retention
+from vhs.errors import InvalidInput
 from vhs.keys import all_shards, shard_of
 from vhs.local.invoke import LambdaContext, invoke, load_handler
 from vhs.local.stack import environment
@@ -81,6 +82,35 @@ def test_fan_out_splits_the_shards_over_invocations(gc_env, invocations):
     groups = [invocation["shards"] for invocation in invocations]
     assert sorted(s for group in groups for s in group) == all_shards()
     assert all(invocation["dry_run"] for invocation in invocations)
+
+
+def test_fan_out_never_makes_more_invocations_than_shards(gc_env, invocations):
+    """Extra groups would be empty, and an invocation with no shards must never collect
+    every shard again."""
+    result = load_handler("gc")({"parallel": 8, "shards": ["00", "01", "02"]}, LambdaContext())
+    assert result == {"fanned_out": 3}
+    assert sorted(s for i in invocations for s in i["shards"]) == ["00", "01", "02"]
+    nothing = load_handler("gc")({"shards": []}, LambdaContext(timeout_seconds=900))
+    assert nothing["shards"] == 0 and nothing["listed"] == 0
+
+
+@pytest.mark.parametrize(
+    ("event", "field"),
+    [
+        ({"parallel": 257}, "parallel"),
+        ({"parallel": 0}, "parallel"),
+        ({"parallel": "4"}, "parallel"),
+        ({"parallel": True}, "parallel"),
+        ({"shards": "00"}, "shards"),
+        ({"shards": ["0g"]}, "shards"),
+        ({"shards": ["00", 1]}, "shards"),
+    ],
+)
+def test_a_bad_event_is_refused_naming_its_field(gc_env, invocations, event, field):
+    with pytest.raises(InvalidInput) as raised:
+        load_handler("gc")(event, LambdaContext())
+    assert raised.value.field == field
+    assert invocations == []
 
 
 def test_dry_run_deletes_nothing(gc_env, invocations):

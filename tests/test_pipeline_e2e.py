@@ -268,7 +268,9 @@ def test_500_messages_end_to_end(moto_server: str, tmp_path: Path):
         attributes = {k: v["StringValue"] for k, v in message["MessageAttributes"].items()}
         assert attributes[ERROR_FIELD] == fields[normalise(message["Body"])], attributes
         assert attributes[ERROR_TYPE] in {"InvalidMessage", "MissingStagedObject"}
-        assert attributes[ERROR_MESSAGE] and attributes[FIRST_SEEN]
+        # A reason of its own ("-" is what an empty one is sent as), and when it was seen.
+        assert len(attributes[ERROR_MESSAGE]) > 5 and attributes[ERROR_MESSAGE] != "-"
+        assert datetime.fromisoformat(attributes[FIRST_SEEN]).year >= 2026
 
     # Every message is accounted for once: stored + deleted + stale + unchanged + dead = sent.
     outcome_of: dict[str, str] = {}

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import io
 import json
+import zlib
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -240,10 +241,13 @@ def test_versions_are_numbered_without_gaps_or_reuse(backend):
 
 
 def test_the_final_state_does_not_depend_on_arrival_order(backend):
+    """Every order ends at the write the ordering rules name (the independent model's winner:
+    the highest (updated_at, hash, content type)), not merely at the same state."""
+    from support.model import Delete, Put, winner
+
     store = backend.store()
     writes = [({"v": n}, at(n % 4)) for n in range(6)] + [(None, at(2))]
     orders = [writes, list(reversed(writes)), writes[3:] + writes[:3]]
-    finals = []
     for n, order in enumerate(orders):
         rid = backend.id(f"arrival-{n}")
         for record, when in order + order[:2]:  # with duplicates
@@ -251,9 +255,13 @@ def test_the_final_state_does_not_depend_on_arrival_order(backend):
                 store.delete(rid, deleted_at=when)
             else:
                 store.put(rid, record, updated_at=when)
+        best = winner(
+            Delete(rid, when) if record is None else Put(rid, record, when)
+            for record, when in writes
+        )
+        assert isinstance(best, Put)  # at(3) puts beat the delete at at(2)
         current = store.get(rid)
-        finals.append((current.body, current.updated_at))
-    assert finals[0] == finals[1] == finals[2]
+        assert (current.body, current.updated_at) == (best.body, best.at), order
 
 
 # --- 3. Content-addressed keys --------------------------------------------------------------
@@ -276,6 +284,32 @@ def test_s3_keys_are_prefix_shard_id_sha256_with_metadata_and_checksum(backend):
     assert head["Metadata"]["vhs-updated-at"] == "2026-01-01T00:00:00.000000Z"
     assert head["ChecksumSHA256"] == base64.b64encode(bytes.fromhex(sha)).decode()
     assert head["ContentType"] == "application/marc"
+
+
+def test_an_upload_carries_the_checksum_of_the_content_hashed_not_of_what_is_sent(backend):
+    """S3 refuses an upload whose bytes do not match the ChecksumSHA256 it is sent with. The
+    store sends the sha256 it hashed (the body's name), so bytes that changed between the hash
+    and the upload are refused by S3; a checksum botocore computed from the bytes sent would
+    accept them. (moto does not check checksums, so the request itself is checked here.)"""
+    store = backend.store()
+    events = store.bodies.s3.meta.events
+    sent: list[str] = []
+
+    def swap_bytes(params, **_):  # the body changes after it was hashed
+        params["Body"] = b"x" * len(params["Body"])
+
+    def capture(request, **_):
+        sent.append(request.headers.get("x-amz-checksum-sha256", b""))
+
+    events.register("before-parameter-build.s3.PutObject", swap_bytes, unique_id="t-swap")
+    events.register("before-send.s3.PutObject", capture, unique_id="t-capture")
+    try:
+        result = store.put(backend.id("checksummed"), large(41), updated_at=at(0))
+    finally:
+        events.unregister("before-parameter-build.s3.PutObject", unique_id="t-swap")
+        events.unregister("before-send.s3.PutObject", unique_id="t-capture")
+    expected = base64.b64encode(bytes.fromhex(result.content_hash)).decode()
+    assert [h.decode() if isinstance(h, bytes) else h for h in sent] == [expected]
 
 
 def test_same_content_for_two_versions_shares_one_object(backend):
@@ -314,8 +348,10 @@ def test_every_valid_id_gives_a_valid_key_that_round_trips(backend, rid):
     assert store.get(full).body == large(6, 1000)
     key = store.body_key(full, result.content_hash)
     assert len(key.encode()) <= 1024
-    segment = key.split("/")[2]
-    assert ".." not in segment.split("/") and segment not in {".", ".."}
+    # Exactly prefix/shard/id/sha256: the encoded id is one segment, never "." or "..".
+    parts = key.split("/")
+    assert len(parts) == 4 and parts[2] == encode_id(full), key
+    assert parts[2] not in {".", ".."}
 
 
 def test_distinct_ids_never_share_a_key_segment():
@@ -333,6 +369,50 @@ def test_a_corrupted_s3_body_raises_instead_of_returning_wrong_data(backend):
     backend.s3.put_object(Bucket=backend.bucket_name, Key=key, Body=b"not the body")
     with pytest.raises(BodyHashMismatch):
         store.get(rid)
+
+
+def _set_inline_body(backend, rid, stored: bytes) -> None:
+    backend.dynamodb.update_item(
+        TableName=backend.table_name,
+        Key={"id": {"S": rid}},
+        UpdateExpression="SET c[0].b = :b",
+        ExpressionAttributeValues={":b": {"B": stored}},
+    )
+
+
+def test_a_corrupted_inline_body_raises_instead_of_returning_wrong_data(backend):
+    store = backend.store()
+    rid = backend.id("corrupt-inline")
+    record = {"title": "Moby-Dick", "words": ["whale"] * 50}  # compressible: stored zlib'd
+    store.put(rid, record, updated_at=at(0))
+    other = json.dumps({"title": "Moby-Dock", "words": ["whale"] * 50}, separators=(",", ":"))
+    _set_inline_body(backend, rid, zlib.compress(other.encode()))  # same size, other bytes
+    with pytest.raises(BodyHashMismatch):
+        store.get(rid)
+    _set_inline_body(backend, rid, b"not zlib at all")
+    with pytest.raises(BodyHashMismatch):
+        store.get(rid)
+
+
+def test_an_inline_body_never_inflates_past_its_recorded_size(backend):
+    """A damaged or hostile item's zlib body that inflates to 64 MiB: the read stops at the
+    entry's recorded size (and refuses it), so it never holds the 64 MiB."""
+    import tracemalloc
+
+    store = backend.store()
+    rid = backend.id("zlib-bomb")
+    store.put(rid, {"words": ["whale"] * 50}, updated_at=at(0))
+    bomb = zlib.compress(b"\0" * (64 * 2**20), 9)
+    assert len(bomb) < 100_000
+    _set_inline_body(backend, rid, bomb)
+    tracemalloc.start()
+    try:
+        with pytest.raises(BodyHashMismatch):
+            store.get(rid)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20
 
 
 def test_a_missing_s3_body_raises_dangling_pointer(backend):

@@ -16,6 +16,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from handlers.observability import instrumented, logger_and_metrics
 from vhs import settings
 from vhs.aws import aws_client
+from vhs.errors import InvalidInput
 from vhs.keys import all_shards
 from vhs.maintenance.gc import DEFAULT_GRACE, GarbageCollector, parse_duration
 from vhs.settings import GC_FUNCTION
@@ -43,14 +44,34 @@ def _continue(context: Any, event: dict[str, Any]) -> None:
     )
 
 
+def _shards(event: dict[str, Any]) -> list[str]:
+    """The event's shards (every shard when it names none), each once, in order."""
+    if "shards" not in event:
+        return all_shards()
+    shards, known = event["shards"], set(all_shards())
+    if not isinstance(shards, list) or not all(isinstance(s, str) and s in known for s in shards):
+        raise InvalidInput("shards", "must be a list of shard names, two lowercase hex digits")
+    return list(dict.fromkeys(shards))
+
+
+def _parallel(event: dict[str, Any]) -> int:
+    parallel = event.get("parallel", 1)
+    limit = len(all_shards())
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= limit:
+        raise InvalidInput("parallel", f"must be a whole number from 1 to {limit}")
+    return parallel
+
+
 @instrumented(logger, metrics)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     event = event if isinstance(event, dict) else {}
-    shards = list(event.get("shards") or all_shards())
+    shards = _shards(event)
     dry_run = bool(event.get("dry_run", False))
-    parallel = int(event.get("parallel", 1))
-    if parallel > 1:
-        groups = [shards[n::parallel] for n in range(parallel)]
+    parallel = _parallel(event)
+    if parallel > 1 and len(shards) > 1:
+        # No more groups than shards: an empty group would be an invocation with nothing to
+        # do (and, read as "every shard", a whole collection again).
+        groups = [shards[n::parallel] for n in range(min(parallel, len(shards)))]
         for group in groups:
             _continue(context, {"shards": group, "dry_run": dry_run})
         metrics.add_metric(name="gc_invocations_started", unit=MetricUnit.Count, value=len(groups))

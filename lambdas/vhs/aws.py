@@ -54,5 +54,15 @@ def is_object_missing(error: BaseException) -> bool:
     return error_code(error) in OBJECT_MISSING_CODES
 
 
+def is_key_denied(error: BaseException) -> bool:
+    """S3 refused an object because of its KMS key (SSE-KMS under a key the caller may not
+    use): permanent for that object, unlike a missing IAM permission, which a deploy fixes."""
+    if not isinstance(error, ClientError):
+        return False
+    code = error_code(error)
+    message = str(error.response.get("Error", {}).get("Message", "")).lower()
+    return code.startswith("KMS.") or (code == "AccessDenied" and "kms" in message)
+
+
 def is_condition_failed(error: BaseException) -> bool:
     return error_code(error) in CONDITION_FAILED_CODES

@@ -130,9 +130,14 @@ def compress(data: bytes) -> tuple[bytes, str | None]:
     return data, None
 
 
-def decompress(data: bytes, codec: str | None) -> bytes:
+def decompress(data: bytes, codec: str | None, size: int) -> bytes:
+    """The body `data` stores, inflated to at most `size` + 1 bytes (`size`: the entry's
+    recorded size). A damaged or hostile item cannot make a reader inflate a zlib bomb: past
+    its recorded size the output stops, and the caller's hash check then refuses it. Raises
+    zlib.error or ValueError for data that does not decode."""
     if codec is None:
         return data
     if codec == ZLIB:
-        return zlib.decompress(data)
+        inflater = zlib.decompressobj()
+        return inflater.decompress(data, max(size, 0) + 1)
     raise ValueError(f"unknown body codec {codec!r}")

@@ -90,3 +90,8 @@ class InvalidMessage(InvalidInput):
 
 class MissingStagedObject(InvalidMessage):
     """A claim check or record_location that points at an object that does not exist."""
+
+
+class UnreadableStagedObject(InvalidMessage):
+    """A claim check or record_location that points at an object the function may never read:
+    encrypted under a KMS key it has no use of (the producer's own key, say)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+import zlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -308,12 +309,14 @@ class VersionedHybridStore:
 
     def _record(self, id: str, version: int, entry: Entry) -> Record:
         if entry.inline is not None:
-            body = decompress(entry.inline, entry.codec)
+            location = f"dynamodb://{self.table_name}/{id}"
+            try:
+                body = decompress(entry.inline, entry.codec, entry.size)
+            except (zlib.error, ValueError):
+                raise BodyHashMismatch(location, entry.content_hash, "(undecodable)") from None
             actual = sha256_hex(body)
             if actual != entry.content_hash:
-                raise BodyHashMismatch(
-                    f"dynamodb://{self.table_name}/{id}", entry.content_hash, actual
-                )
+                raise BodyHashMismatch(location, entry.content_hash, actual)
         else:
             body = self.bodies.get(
                 keys.body_key(self.prefix, id, entry.content_hash), entry.content_hash

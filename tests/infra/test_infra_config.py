@@ -97,6 +97,7 @@ def test_retention_after_delete_flows_from_context_to_the_store() -> None:
         ({"ingestEventSource": "maybe"}, "true or false"),
         ({"logLevel": "LOUD"}, "logLevel"),
         ({"bodyPrefix": "/bodies/"}, "bodyPrefix"),
+        ({"bodyPrefix": ""}, "delete anywhere in the bucket"),
         ({"powertoolsLayerArn": "layer"}, "powertoolsLayerArn"),
     ],
 )
@@ -196,8 +197,9 @@ def test_the_handler_stages_dead_letters_where_the_ingest_role_may_write() -> No
         def put_object(self, **kwargs: object) -> None:
             self.calls.append(kwargs)
 
-        def send_message(self, **kwargs: object) -> None:
+        def send_message(self, **kwargs: object) -> dict[str, str]:
             self.calls.append(kwargs)
+            return {"MessageId": "dead-1"}
 
     s3, sqs = Recorder(), Recorder()
     ingestor = Ingestor(
@@ -209,5 +211,8 @@ def test_the_handler_stages_dead_letters_where_the_ingest_role_may_write() -> No
     )
     record = {"messageId": "m-1", "body": "x" * (MAX_MESSAGE_BYTES + 1)}
     ingestor.dead_letter(record, InvalidMessage("body", "too large"))
-    (put,) = s3.calls
-    assert str(put["Key"]).startswith(resources.STAGING_PREFIX + DEAD_LETTER_STAGING_PREFIX)
+    # The staged dead letter, then its receipt: both where the role may write.
+    staged, receipt = s3.calls
+    for put in (staged, receipt):
+        assert str(put["Key"]).startswith(resources.STAGING_PREFIX + DEAD_LETTER_STAGING_PREFIX)
+    assert str(receipt["Key"]).endswith("/dead-1")

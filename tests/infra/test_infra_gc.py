@@ -254,16 +254,17 @@ def test_delete_is_granted_only_to_the_collector_and_only_under_the_body_prefix(
     assert deletes == [("Vhs-prod-Maintenance", [f"{BODIES}/{resources.DEPLOYED_BODY_PREFIX}/*"])]
 
 
-def test_without_a_body_prefix_the_collector_lists_and_deletes_in_the_whole_bucket(
-    tmp_path: Path,
-) -> None:
-    template = construct_template(VhsConfig(stage="prod", body_prefix=""), tmp_path)
+def test_the_collector_can_never_act_on_the_whole_bucket(tmp_path: Path) -> None:
+    """An empty body prefix would let the collector list and delete anywhere in the bucket:
+    it is refused. A nested prefix scopes every permission to it."""
+    with pytest.raises(ConfigError, match="bodyPrefix"):
+        VhsConfig(stage="prod", body_prefix="")
+    template = construct_template(VhsConfig(stage="prod", body_prefix="a/b"), tmp_path)
     by_sid = {s.get("Sid"): s for s in statements(only(template, "AWS::IAM::Policy"))}
-    assert "Condition" not in by_sid["ListBodyShards"]
-    assert render(by_sid["ListBodyShards"]["Resource"]).endswith(":s3:::bodies-bucket")
-    assert render(by_sid["DeleteOrphanedBodies"]["Resource"]).endswith(":s3:::bodies-bucket/*")
+    assert render(by_sid["DeleteOrphanedBodies"]["Resource"]).endswith(":s3:::bodies-bucket/a/b/*")
+    assert by_sid["ListBodyShards"]["Condition"]["StringLike"]["s3:prefix"] == "a/b/*"
     env = only(template, "AWS::Lambda::Function")["Properties"]["Environment"]["Variables"]
-    assert "VHS_PREFIX" not in env
+    assert env["VHS_PREFIX"] == "a/b"
 
 
 # --- the schedule -------------------------------------------------------------------------------

@@ -320,10 +320,10 @@ def test_ingest_role_grants_exactly_the_actions_the_handler_calls(
     (log_group_id,) = resources_of(ingest, "AWS::Logs::LogGroup")
     assert allowed == {
         "s3:PutObject": {f"{bodies}/{BODY_PREFIX}/*", f"{staging}/dead-letters/*"},
-        "s3:GetObject": {f"{bodies}/{BODY_PREFIX}/*", f"{staging}/*"},
+        "s3:GetObject": {f"{staging}/*"},  # claim checks; bodies are written, never read
+        "s3:ListBucket": {staging},  # so that a missing payload is a 404, not a 403
         "s3:AbortMultipartUpload": {f"{bodies}/{BODY_PREFIX}/*"},
         "dynamodb:GetItem": {table},
-        "dynamodb:BatchGetItem": {table},
         "dynamodb:UpdateItem": {table},
         "sqs:SendMessage": {f"${{{dlq_id}.Arn}}"},
         "sqs:ReceiveMessage": {f"${{{queue_id}.Arn}}"},
@@ -462,6 +462,14 @@ def test_alarm_topic_is_encrypted_tls_only_and_open_to_cloudwatch(
     template.has_resource_properties(
         "AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": [key_id, "Arn"]}}
     )
+    # CloudWatch may use the key for this account's alarms only.
+    key_statements = ingest["Resources"][key_id]["Properties"]["KeyPolicy"]["Statement"]
+    (cloudwatch,) = [
+        s for s in key_statements if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+    ]
+    assert cloudwatch["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    }
     template.has_resource_properties(
         "AWS::SNS::TopicPolicy",
         {

@@ -385,14 +385,17 @@ def _templates_of(synthesized: Synthesized) -> dict[str, Template]:
 
 
 @pytest.fixture(scope="module")
-def unprefixed_app(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return synthesize(tmp_path_factory.mktemp("cdk.out"), context={"stage": "qa", "bodyPrefix": ""})
+def nested_prefix_app(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """Another configuration: another stage and a body prefix of two segments (an empty one
+    is refused at synth: the collector could delete anywhere in the bucket)."""
+    context = {"stage": "qa", "bodyPrefix": "catalogue/bodies"}
+    return synthesize(tmp_path_factory.mktemp("cdk.out"), context=context)
 
 
 @pytest.fixture(scope="module")
-def templates(default_app: Synthesized, unprefixed_app: Synthesized) -> dict[str, Template]:
+def templates(default_app: Synthesized, nested_prefix_app: Synthesized) -> dict[str, Template]:
     """Every stack of both configurations, by stack name (the stages differ)."""
-    found = {**_templates_of(default_app), **_templates_of(unprefixed_app)}
+    found = {**_templates_of(default_app), **_templates_of(nested_prefix_app)}
     assert len(found) == 8, sorted(found)  # four stacks a configuration
     return found
 

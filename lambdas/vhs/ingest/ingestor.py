@@ -24,9 +24,9 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import settings
-from ..aws import aws_client, is_object_missing
+from ..aws import aws_client, is_key_denied, is_object_missing
 from ..codec import encode_record
-from ..errors import BodyTooLarge, InvalidMessage, MissingStagedObject
+from ..errors import BodyTooLarge, InvalidMessage, MissingStagedObject, UnreadableStagedObject
 from ..model import DeleteResult, PutResult
 from ..resources import DEAD_LETTER_STAGING_PREFIX, MAX_SQS_MESSAGE_BYTES
 from ..store import VersionedHybridStore
@@ -146,9 +146,15 @@ class Ingestor:
         try:
             return self.s3.get_object(Bucket=location.bucket, Key=location.key)
         except ClientError as error:
+            # The role may list the staging bucket, so a missing object is a 404, not a 403.
             if is_object_missing(error):
                 raise MissingStagedObject(field, f"{location} does not exist") from None
-            raise
+            if is_key_denied(error):
+                message = error.response.get("Error", {}).get("Message", "")
+                raise UnreadableStagedObject(
+                    field, f"{location} cannot be read with the function's access: {message}"
+                ) from None
+            raise  # anything else (a missing permission, throttling): retried
 
     def _fetch(self, location: S3Location, field: str) -> bytes:
         response = self._get_object(location, field)

@@ -222,7 +222,7 @@ class Verifier:
             self._found(Finding(kind, id, version, location, detail, (version,)))
 
         try:
-            body = decompress(inline, entry.codec)
+            body = decompress(inline, entry.codec, entry.size)
         except (zlib.error, ValueError) as error:
             found(
                 FindingKind.HASH_MISMATCH,
