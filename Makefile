@@ -87,6 +87,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py --write docs/benchmarks.md
 	$(BIN)/python benchmarks/pipeline.py --write docs/benchmarks.md
 	$(BIN)/python benchmarks/gc.py --write docs/benchmarks.md
+	$(BIN)/python benchmarks/ingest_budget.py
 
 ## local: start the local stack and keep it running (Ctrl-C stops it)
 local: $(STAMP)

@@ -87,11 +87,15 @@ def _ingest_one(worker: Ingestor, record: dict[str, Any]) -> IngestResult | Base
 @instrumented(logger, metrics, capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     worker = ingestor()
-    # A write whose body the garbage collector condemned waits the condemnation out, but never
-    # past this invocation's time: it fails instead, and SQS delivers it again.
-    worker.store.wait_budget = lambda: (
-        context.get_remaining_time_in_millis() / 1000 - WAIT_MARGIN_SECONDS
-    )
+
+    def time_left() -> float:
+        return context.get_remaining_time_in_millis() / 1000 - WAIT_MARGIN_SECONDS
+
+    # A write whose body the garbage collector condemned waits the condemnation out, and a
+    # message waits for the memory or /tmp the batch's others hold, but never past this
+    # invocation's time: it fails instead, and SQS delivers it again.
+    worker.store.wait_budget = time_left
+    worker.budgets.remaining = time_left
     records = event.get("Records") or []
     with ThreadPoolExecutor(max(1, min(CONCURRENCY, len(records)))) as pool:
         results = list(pool.map(lambda r: _ingest_one(worker, r), records))

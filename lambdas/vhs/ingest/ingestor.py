@@ -16,8 +16,10 @@ from the queue), or in the dead-letter queue.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +32,14 @@ from ..errors import BodyTooLarge, InvalidMessage, MissingStagedObject, Unreadab
 from ..model import DeleteResult, PutResult
 from ..resources import DEAD_LETTER_STAGING_PREFIX, MAX_SQS_MESSAGE_BYTES
 from ..store import VersionedHybridStore
+from .budget import (
+    SPOOL_IN_MEMORY,
+    Budgets,
+    Cost,
+    OverBudget,
+    claim_check_cost,
+    staged_body_cost,
+)
 from .contract import IngestMessage, MessageLimits, as_message_error, read_message
 from .staging import (
     S3Location,
@@ -44,7 +54,6 @@ logger = logging.getLogger(__name__)
 # S3 and sent as a claim check instead, so nothing is cut.
 MAX_MESSAGE_BYTES = MAX_SQS_MESSAGE_BYTES
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
-_SPOOL_IN_MEMORY = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,7 @@ class Ingestor:
         staging: StagingLocation | None,
         s3_client: Any = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        budgets: Budgets | None = None,
     ) -> None:
         self.store = store
         self.sqs = sqs_client
@@ -73,6 +83,9 @@ class Ingestor:
         self.dlq_url = dlq_url
         self.staging = staging
         self.max_payload_bytes = max_payload_bytes
+        # What the messages being stored at once may hold (budget.py); this instance's.
+        self.budgets = budgets or Budgets.of_this_function()
+        self._message = threading.local()  # the reservations of the message this thread stores
 
     @property
     def limits(self) -> MessageLimits:
@@ -107,8 +120,25 @@ class Ingestor:
         can never be stored; any other exception means "retry"."""
         if record.get("messageAttributes"):
             self._revoke_receipt_if_redriven(record)
-        message = read_message(record, staging=self.staging, fetch=self._fetch, limits=self.limits)
-        return self.write(message, record["messageId"])
+        # What reading the message reserves (a payload, a staged body) is held until it is
+        # stored, and given back however it ends.
+        with contextlib.ExitStack() as held:
+            self._message.held = held
+            message = read_message(
+                record, staging=self.staging, fetch=self._fetch, limits=self.limits
+            )
+            return self.write(message, record["messageId"])
+
+    def _reserve(self, cost: Cost, field: str) -> None:
+        """Hold `cost` until this thread's message is stored. A cost that could never be met
+        (over the whole budget, or longer than the timeout) is an InvalidMessage."""
+        too_slow = self.budgets.check_time(cost)
+        if too_slow:
+            raise InvalidMessage(field, f"too large for this function: {too_slow}")
+        try:
+            self._message.held.enter_context(self.budgets.hold(cost))
+        except OverBudget as error:
+            raise InvalidMessage(field, f"too large for this function: {error}") from None
 
     def write(self, message: IngestMessage, message_id: str) -> IngestResult:
         """Write a message read by `read_message`: nothing in it is validated again."""
@@ -127,7 +157,7 @@ class Ingestor:
         if message.location is None:
             raise InvalidMessage(message.field("record"), f"no payload for a {message.kind!r}")
         field = message.field("record_location")
-        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY) as spool:
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
             content_type = self._download(message.location, field, spool)
             size = spool.tell()
             # The staged body is seen only now, so only now can it be checked.
@@ -159,18 +189,26 @@ class Ingestor:
     def _fetch(self, location: S3Location, field: str) -> bytes:
         response = self._get_object(location, field)
         size, limit = response.get("ContentLength", 0), self.max_payload_bytes
-        if size > limit:
+        try:
+            if size > limit:
+                raise InvalidMessage("payload", f"is {size} bytes, over the limit of {limit} bytes")
+            self._reserve(claim_check_cost(size), "payload")
+        except BaseException:
             response["Body"].close()
-            raise InvalidMessage("payload", f"is {size} bytes, over the limit of {limit} bytes")
+            raise
         return response["Body"].read()
 
     def _download(self, location: S3Location, field: str, spool: Any) -> str | None:
         response = self._get_object(location, field)
         size, limit = response.get("ContentLength", 0), self.store.max_body_size
-        if size > limit:
-            # Refused before the download, which would only fill /tmp to be refused after.
+        try:
+            if size > limit:
+                # Refused before the download, which would only fill /tmp to be refused after.
+                raise InvalidMessage(field, BodyTooLarge(size, limit).reason)
+            self._reserve(staged_body_cost(size), field)
+        except BaseException:
             response["Body"].close()
-            raise InvalidMessage(field, BodyTooLarge(size, limit).reason)
+            raise
         for chunk in response["Body"].iter_chunks(8 * 1024 * 1024):
             spool.write(chunk)
         return response.get("ContentType")
