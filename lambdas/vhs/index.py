@@ -174,22 +174,15 @@ class DynamoIndex:
         condemned items are read, so this costs nothing on a table without condemnations.
         The index is eventually consistent: clear each with `clear_condemnation`, whose
         condition rereads the item."""
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": TABLE.condemned_index,
-            "FilterExpression": "#gd < :before",
-            "ExpressionAttributeNames": {"#gd": CONDEMNED_UNTIL},
-            "ExpressionAttributeValues": {":before": {"N": repr(expired_before)}},
-        }
-        while True:
-            response = self.dynamodb.scan(**request)
-            yield [
-                (raw[ID]["S"], float(raw[CONDEMNED_UNTIL]["N"]))
-                for raw in response.get("Items", [])
-            ]
-            if not response.get("LastEvaluatedKey"):
-                return
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        pages = self.dynamodb.get_paginator("scan").paginate(
+            TableName=self.table,
+            IndexName=TABLE.condemned_index,
+            FilterExpression="#gd < :before",
+            ExpressionAttributeNames={"#gd": CONDEMNED_UNTIL},
+            ExpressionAttributeValues={":before": {"N": repr(expired_before)}},
+        )
+        for page in pages:
+            yield [(raw[ID]["S"], float(raw[CONDEMNED_UNTIL]["N"])) for raw in page["Items"]]
 
     def clear_condemnation(self, id: str, deadline: float) -> bool:
         """Remove a condemnation, if it is still the one the collector saw."""

@@ -208,13 +208,13 @@ class DeadLetterQueue:
             settings.DLQ_URL, hint="the Ingest stack's DeadLetterQueueUrl"
         )
         queue_url = settings.get(settings.QUEUE_URL) or None
-        staging_bucket = settings.get(settings.STAGING_BUCKET)
-        staging = (
-            StagingLocation(staging_bucket, settings.get(settings.STAGING_PREFIX))
-            if staging_bucket
-            else None
+        return cls(
+            aws_client("sqs"),
+            dlq_url,
+            queue_url,
+            s3=aws_client("s3"),
+            staging=StagingLocation.from_env(),
         )
-        return cls(aws_client("sqs"), dlq_url, queue_url, s3=aws_client("s3"), staging=staging)
 
     # --- reading ---------------------------------------------------------------------------
 

@@ -97,17 +97,11 @@ class Ingestor:
         (dlq_url,) = settings.require(
             settings.DLQ_URL, hint="invalid messages are dead-lettered there"
         )
-        staging_bucket = settings.get(settings.STAGING_BUCKET)
-        staging = (
-            StagingLocation(staging_bucket, settings.get(settings.STAGING_PREFIX))
-            if staging_bucket
-            else None
-        )
         return cls(
             VersionedHybridStore.from_env(),
             sqs_client=aws_client("sqs"),
             dlq_url=dlq_url,
-            staging=staging,
+            staging=StagingLocation.from_env(),
             max_payload_bytes=settings.whole_number(
                 settings.MAX_PAYLOAD_BYTES, DEFAULT_MAX_PAYLOAD_BYTES
             ),

@@ -45,6 +45,14 @@ class StagingLocation:
     bucket: str
     prefix: str = ""
 
+    @classmethod
+    def from_env(cls) -> StagingLocation | None:
+        """From VHS_STAGING_BUCKET and VHS_STAGING_PREFIX; None when no bucket is set."""
+        from .. import settings
+
+        bucket = settings.get(settings.STAGING_BUCKET)
+        return cls(bucket, settings.get(settings.STAGING_PREFIX)) if bucket else None
+
     def check(self, location: S3Location, field: str, bucket_field: str = "") -> S3Location:
         if location.bucket != self.bucket or not location.key.startswith(self.prefix):
             raise InvalidMessage(
