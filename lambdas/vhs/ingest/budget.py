@@ -148,7 +148,7 @@ class Budgets:
         free_tmp = shutil.disk_usage(tempfile.gettempdir()).free
         return cls(
             memory=Budget("memory", max(0, memory_mb * MIB - RUNTIME_RESERVE_BYTES)),
-            tmp=Budget("/tmp", int(free_tmp * TMP_MARGIN)),
+            tmp=Budget("ephemeral storage (/tmp)", int(free_tmp * TMP_MARGIN)),
         )
 
     def check_time(self, cost: Cost) -> str | None:
