@@ -164,7 +164,9 @@ def collector_process(
         collector = GarbageCollector(store, grace=timedelta(0), lease=LEASE)
         passes = deleted = skipped = 0
         start.wait(CHILD_DEADLINE)
-        while not stop.is_set():
+        # Also bounded in time: a collector whose test process died must not run for ever.
+        deadline = time.monotonic() + CHILD_DEADLINE
+        while not stop.is_set() and time.monotonic() < deadline:
             report = collector.run(shards=shards)
             passes += 1
             deleted += report.deleted
