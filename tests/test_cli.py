@@ -160,17 +160,26 @@ def test_verify_passes_then_finds_a_corrupted_body(local_env, tmp_path: Path):
     assert json.loads(found.stdout)["by_kind"]["size_mismatch"] == 1
 
 
-def test_dlq_list_and_discard_a_poison_message(local_env, tmp_path: Path):
+def wait_for_dead_letters(env: dict[str, str], count: int) -> list[dict]:
+    """`vhs dlq list --json` once `count` letters are there, each with its receipt: the handler
+    sends a letter, then writes the receipt named by the letter's message id, so for a moment
+    a letter reads as unverified (and `discard` keeps it)."""
     import time
 
+    deadline = time.monotonic() + 60
+    letters: list = []
+    while time.monotonic() < deadline:
+        letters = json.loads(vhs(env, "--json", "dlq", "list").stdout)
+        if len(letters) >= count and all(not letter["unverified_reason"] for letter in letters):
+            break
+    return letters
+
+
+def test_dlq_list_and_discard_a_poison_message(local_env, tmp_path: Path):
     poison = tmp_path / "poison.jsonl"
     poison.write_text('{"id": "p1", "updated_at": "2026-01-01T00:00:00", "record": 1}\n')
     assert vhs(local_env, "send", str(poison), "--no-validate").returncode == 0
-    deadline = time.monotonic() + 60
-    letters: list = []
-    while time.monotonic() < deadline and not letters:  # the local pipeline dead-letters it
-        letters = json.loads(vhs(local_env, "--json", "dlq", "list").stdout)
-    [letter] = letters
+    [letter] = wait_for_dead_letters(local_env, 1)  # the local pipeline dead-letters it
     assert (letter["record_id"], letter["error_field"]) == ("p1", "updated_at")
     discarded = vhs(local_env, "--json", "dlq", "discard", "--field", "updated_at")
     assert json.loads(discarded.stdout)["discarded"] == 1
@@ -238,7 +247,6 @@ def test_every_table_prints_data_as_text_never_as_markup(local_env, tmp_path: Pa
     """The bad-input corpus's accepted ids, and ids that look like markup, through every table
     the CLI draws (history, dlq list) and verify's findings: each exits 0 (1 for a finding)
     and shows the id exactly as it is."""
-    import time
 
     import boto3
 
@@ -274,10 +282,7 @@ def test_every_table_prints_data_as_text_never_as_markup(local_env, tmp_path: Pa
         )
     )
     assert vhs(wide, "send", str(lines), "--no-validate").returncode == 0
-    deadline = time.monotonic() + 60
-    letters: list = []
-    while time.monotonic() < deadline and len(letters) < len(MARKUP_IDS):
-        letters = json.loads(vhs(wide, "--json", "dlq", "list").stdout)
+    letters = wait_for_dead_letters(wide, len(MARKUP_IDS))
     assert sorted(letter["record_id"] for letter in letters) == sorted(MARKUP_IDS)
     listed = vhs(wide, "dlq", "list")
     assert listed.returncode == 0, listed.stderr

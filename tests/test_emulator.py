@@ -340,6 +340,38 @@ def test_settle_response_follows_lambdas_rules():
         assert failed == ids and error
 
 
+class ScriptedDepths:
+    """An SQS client whose queue reports the given (visible, in flight, delayed) counts, one
+    GetQueueAttributes after another: the reads a real queue gives only by chance."""
+
+    def __init__(self, *depths: tuple[int, int, int]) -> None:
+        self.depths = list(depths)
+        self.reads = 0
+
+    def get_queue_attributes(self, QueueUrl: str, AttributeNames: list[str]) -> dict[str, Any]:
+        if "QueueArn" in AttributeNames:
+            arn = "arn:aws:sqs:us-east-1:123456789012:q"
+            return {"Attributes": {"QueueArn": arn, "VisibilityTimeout": "30"}}
+        self.reads += 1
+        visible, in_flight, delayed = self.depths.pop(0)
+        return {
+            "Attributes": {
+                "ApproximateNumberOfMessages": str(visible),
+                "ApproximateNumberOfMessagesNotVisible": str(in_flight),
+                "ApproximateNumberOfMessagesDelayed": str(delayed),
+            }
+        }
+
+
+def test_idle_is_two_empty_reads_in_a_row_not_one():
+    # The second read is a message caught between in flight and visible (moto reads the
+    # visible count first): it must not end the wait while the message is still to be retried.
+    sqs = ScriptedDepths((0, 1, 0), (0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 0), (0, 0, 0))
+    source = SqsEventSource(sqs, "https://queue", lambda event, context: None, poll_wait_seconds=0)
+    source.run_until_idle(10, poll_interval=0)
+    assert (sqs.reads, sqs.depths) == (6, [])
+
+
 def test_after_max_receive_count_the_message_moves_to_the_dlq(stack, sqs):
     def decide(event: dict[str, Any], n: int) -> dict[str, Any]:
         return {
