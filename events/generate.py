@@ -96,13 +96,14 @@ E["sqs-poison"] = event(
     rec(4, msg(id="b3000003", updated_at="2026-11-01T09:00:00Z", record={}, deleted=True)),
     rec(5, msg(id="", updated_at="2026-11-01T09:00:00Z", record={})),
 )
+EXAMPLE_CLAIM_CHECK_KEY = "incoming/claim-checks/example.json"
 E["sqs-claim-check"] = event(
     rec(
         1,
         json.dumps(
             [
                 "software.amazon.payloadoffloading.PayloadS3Pointer",
-                {"s3BucketName": "vhs-local-staging", "s3Key": "claim-checks/example.json"},
+                {"s3BucketName": "vhs-local-staging", "s3Key": EXAMPLE_CLAIM_CHECK_KEY},
             ]
         ),
         {"ExtendedPayloadSize": "1048577"},
@@ -114,7 +115,7 @@ E["sqs-claim-check-legacy"] = event(
         json.dumps(
             [
                 "com.amazon.sqs.javamessaging.MessageS3Pointer",
-                {"s3BucketName": "vhs-local-staging", "s3Key": "claim-checks/example.json"},
+                {"s3BucketName": "vhs-local-staging", "s3Key": EXAMPLE_CLAIM_CHECK_KEY},
             ]
         ),
         {"SQSLargePayloadSize": "1048577"},
@@ -126,7 +127,7 @@ E["sqs-record-location"] = event(
         msg(
             id="scan-0001.tiff",
             updated_at="2026-11-01T09:00:00Z",
-            record_location="s3://vhs-local-staging/bodies/scan-0001.tiff",
+            record_location="s3://vhs-local-staging/incoming/scan-0001.tiff",
             content_type="image/tiff",
         ),
     )

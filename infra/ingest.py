@@ -70,9 +70,8 @@ class Ingest(Construct):
 
         body_objects = object_arn(bucket, store.prefix)
         staged_objects = object_arn(staging, resources.STAGING_PREFIX)
-        dead_letter_objects = object_arn(
-            staging, resources.STAGING_PREFIX + DEAD_LETTER_STAGING_PREFIX
-        )
+        # Beside the producers' prefix, not under it: ingest never reads there.
+        dead_letter_objects = object_arn(staging, DEAD_LETTER_STAGING_PREFIX)
         self.function = VhsFunction(
             self,
             config=config,
@@ -142,9 +141,10 @@ class Ingest(Construct):
         nag.acknowledge_wildcard(
             self.role,
             staged_objects,
-            "GetObject on the staging bucket: producers stage claim-check payloads under "
-            "keys they choose (SQS Extended Client UUIDs), and the handler reads only keys "
-            "that a message points to inside this bucket.",
+            "GetObject under the producers' prefix of the staging bucket (incoming/): "
+            "producers stage claim-check payloads under keys they choose (SQS Extended Client "
+            "UUIDs), and the handler reads only keys that a message points to there; never "
+            "dead-letters/, the function's own.",
         )
         nag.acknowledge_wildcard(
             self.role,
@@ -155,11 +155,26 @@ class Ingest(Construct):
             "letter's message id (receipts/), which SQS assigns.",
         )
 
-        # What a producer may do: send to the ingest queue and stage large payloads.
-        self.producer_policy = iam.ManagedPolicy(
+        self._staging, self._dead_letter_objects = staging, dead_letter_objects
+        self._stage = config.stage
+        # What every producer may do: send to the ingest queue and stage large payloads
+        # anywhere under the producers' prefix (`producer_policy_for` gives one its own).
+        self.producer_policy = self._producer_policy("ProducerPolicy", resources.STAGING_PREFIX)
+
+    def producer_policy_for(self, name: str) -> iam.ManagedPolicy:
+        """A producer policy that stages under `incoming/<name>/` only, so that producers
+        cannot overwrite each other's payloads (attach it instead of `producer_policy`, and
+        set the producer's VHS_STAGING_PREFIX to the same prefix)."""
+        if not name or not all(c.isalnum() or c in "-_." for c in name):
+            raise ValueError(f"producer name {name!r}: letters, digits, '-', '_' and '.' only")
+        return self._producer_policy(f"ProducerPolicy-{name}", f"{resources.STAGING_PREFIX}{name}/")
+
+    def _producer_policy(self, id: str, prefix: str) -> iam.ManagedPolicy:
+        staged_objects = object_arn(self._staging, prefix)
+        policy = iam.ManagedPolicy(
             self,
-            "ProducerPolicy",
-            description=f"Send records to VHS {config.stage}: attach to producer roles",
+            id,
+            description=f"Send records to VHS {self._stage}: attach to producer roles",
             statements=[
                 iam.PolicyStatement(
                     sid="SendToIngestQueue",
@@ -173,19 +188,21 @@ class Ingest(Construct):
                 ),
                 # dead-letters/ is the ingest function's: staged dead letters and the receipts
                 # that make their reasons believed (vhs.ingest.deadletter). A producer that
-                # could write there could vouch for a reason of its own.
+                # could write there could vouch for a reason of its own. Outside the prefix
+                # above already; denied too, so no other grant a producer holds can allow it.
                 iam.PolicyStatement(
                     sid="NeverWriteDeadLetters",
                     effect=iam.Effect.DENY,
                     actions=["s3:PutObject", "s3:AbortMultipartUpload"],
-                    resources=[dead_letter_objects],
+                    resources=[self._dead_letter_objects],
                 ),
             ],
         )
         nag.acknowledge_wildcard(
-            self.producer_policy,
+            policy,
             staged_objects,
-            "Producers put claim-check payloads in the staging bucket under keys they choose "
-            "(SQS Extended Client UUIDs); PutObject and AbortMultipartUpload only, and staged "
-            "objects expire by lifecycle.",
+            f"Producers put claim-check payloads under the staging bucket's {prefix} under "
+            "keys they choose (SQS Extended Client UUIDs); PutObject and "
+            "AbortMultipartUpload only, and staged objects expire by lifecycle.",
         )
+        return policy

@@ -130,7 +130,7 @@ class Store(Construct):
             # The rule `vhs local up` applies too (resources.staging_expiry_rule).
             expiry=s3.LifecycleRule(
                 id=resources.STAGING_EXPIRY_RULE_ID,
-                prefix=resources.STAGING_PREFIX or None,
+                # The whole bucket: producers' payloads and the handler's dead letters.
                 expiration=cdk.Duration.days(resources.INGEST.staging_expiry_days),
             ),
         )

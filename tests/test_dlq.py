@@ -30,7 +30,6 @@ from vhs.ingest.deadletter import (
     REVOKED_RECEIPT,
     DeadLetter,
     producer_attributes,
-    receipt_key,
     receipt_vouches_for,
 )
 from vhs.ingest.dlq import DeadLetterQueue, RedriveFilter
@@ -194,8 +193,15 @@ def dead(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Stack:
     for body, attributes, _ in INVALID:
         stack.send(body, attributes)
     payload = {"id": "claimed-1", "updated_at": "not a time", "record": {}}
-    stack.s3.put_object(Bucket=STAGING, Key="claim-checks/c1.json", Body=json.dumps(payload))
-    pointer = [POINTER_CLASS, {"s3BucketName": STAGING, "s3Key": "claim-checks/c1.json"}]
+    stack.s3.put_object(
+        Bucket=STAGING,
+        Key=resources.STAGING_PREFIX + "claim-checks/c1.json",
+        Body=json.dumps(payload),
+    )
+    pointer = [
+        POINTER_CLASS,
+        {"s3BucketName": STAGING, "s3Key": resources.STAGING_PREFIX + "claim-checks/c1.json"},
+    ]
     stack.sqs.send_message(
         QueueUrl=stack.queue_url,
         MessageBody=json.dumps(pointer),
@@ -499,7 +505,7 @@ def test_the_handlers_dead_letters_are_vouched_for_and_never_carry_a_producers_v
     (blind,) = stack.dlq(staging=None).list()
     assert blind.error_type == RETRIES_EXHAUSTED and not blind.trusted
     # Nor is a receipt for another body: a receipt vouches for one message.
-    key = receipt_key(resources.STAGING_PREFIX, message["MessageId"])
+    key = StagingLocation(STAGING, resources.STAGING_PREFIX).receipt_key(message["MessageId"])
     stored = stack.s3.get_object(Bucket=STAGING, Key=key)["Body"].read()
     assert receipt_vouches_for(stored, message)
     assert not receipt_vouches_for(stored, message | {"Body": message["Body"] + " "})
@@ -524,6 +530,75 @@ def test_a_dead_letter_moved_back_by_sqs_has_its_receipt_revoked(stack, monkeypa
     event = {"Records": [lambda_record(message, queue_arn=stack.queue_arn, region=REGION)]}
     load_handler("ingest")(event, LambdaContext(function_name="vhs-ingest"))
     configure_handler(monkeypatch, handler_env(stack.dlq_url))
-    key = receipt_key(resources.STAGING_PREFIX, message["MessageId"])
+    key = StagingLocation(STAGING, resources.STAGING_PREFIX).receipt_key(message["MessageId"])
     assert stack.s3.get_object(Bucket=STAGING, Key=key)["Body"].read() == REVOKED_RECEIPT
     assert not stack.dlq().list()[0].trusted
+
+
+def test_a_staged_dead_letter_is_redriven_with_the_producers_body_and_never_read_by_ingest(
+    stack, monkeypatch
+):
+    """An invalid message too large to dead-letter with its reason is staged under the
+    handler's dead-letters/, outside the producers' prefix. Ingest never reads there, so
+    redrive sends the producer's original body back, inline, without the claim-check flag."""
+    from vhs.ingest.ingestor import MAX_MESSAGE_BYTES
+
+    pad = "x" * (MAX_MESSAGE_BYTES - 300)
+    body = json.dumps({"id": "huge-1", "updated_at": "yesterday", "record": {"pad": pad}})
+    stack.send(body, {"source": "catalogue"})
+    stack.deliver_all()
+    (letter,) = stack.dlq().list()
+    assert letter.claim_check and letter.trusted and letter.error_field == "updated_at"
+    (message,) = stack.sqs.receive_message(QueueUrl=stack.dlq_url, VisibilityTimeout=0)["Messages"]
+    pointer = json.loads(message["Body"])[1]
+    assert pointer["s3Key"].startswith(resources.DEAD_LETTER_STAGING_PREFIX)
+    assert not pointer["s3Key"].startswith(resources.STAGING_PREFIX)
+
+    # A producer that points at it (or at a receipt) is refused: ingest never reads there.
+    for key in (pointer["s3Key"], f"{resources.DEAD_LETTER_RECEIPT_PREFIX}{letter.message_id}"):
+        stack.send([POINTER_CLASS, {"s3BucketName": STAGING, "s3Key": key}])
+    stack.deliver_all()
+    forged = [d for d in stack.dlq().list() if d.message_id != letter.message_id]
+    assert [(d.error_field, "the ingest function's dead-letters/" in d.reason) for d in forged] == [
+        ("body.s3Key", True)
+    ] * 2
+    stack.dlq().discard(RedriveFilter(error_fields=frozenset({"body.s3Key"})))
+
+    report = stack.dlq().redrive(RedriveFilter(id_prefix="huge-"))
+    assert (report.moved, report.failed) == (1, 0)
+    (back,) = stack.sqs.receive_message(
+        QueueUrl=stack.queue_url, MessageAttributeNames=["All"], VisibilityTimeout=0
+    )["Messages"]
+    assert back["Body"] == body  # the producer's bytes, not a pointer
+    assert set(back["MessageAttributes"]) == {"source"}
+    # Back in ingest it is judged on its own body again: dead-lettered with its reason.
+    stack.deliver_all()
+    (again,) = stack.dlq().list()
+    assert (again.error_type, again.error_field, again.trusted) == (
+        "InvalidMessage",
+        "updated_at",
+        True,
+    )
+
+
+def test_resolving_a_claim_check_reads_only_inside_the_staging_location(stack):
+    """`vhs dlq list --resolve` and `--id-prefix` read a claim check's payload to find its
+    record id, with the operator's credentials: only inside the staging location, never
+    where a producer's pointer says."""
+    payload = json.dumps({"id": "secret-1", "updated_at": "x", "record": {}})
+    stack.s3.put_object(Bucket=BUCKET, Key="elsewhere.json", Body=payload)
+    inside = f"{resources.STAGING_PREFIX}inside.json"
+    stack.s3.put_object(Bucket=STAGING, Key=inside, Body=payload.replace("secret", "staged"))
+    for bucket, key in ((BUCKET, "elsewhere.json"), (STAGING, inside)):
+        stack.sqs.send_message(
+            QueueUrl=stack.dlq_url,
+            MessageBody=json.dumps([POINTER_CLASS, {"s3BucketName": bucket, "s3Key": key}]),
+        )
+    reads: list[str] = []
+    stack.s3.meta.events.register(
+        "before-call.s3.*", lambda params, **_: reads.append(params["url_path"]), unique_id="r"
+    )
+    letters = stack.dlq().list(resolve_claim_checks=True)
+    assert sorted(str(letter.record_id) for letter in letters) == ["None", "staged-1"]
+    assert not any("elsewhere" in path for path in reads)
+    assert stack.dlq().redrive(RedriveFilter(id_prefix="secret-"), dry_run=True).moved == 0

@@ -12,6 +12,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from botocore.exceptions import ClientError
 from test_store_contract import at, large
 
 from vhs import Retention, VersionedHybridStore, resources
@@ -182,6 +183,42 @@ def test_long_ids_are_found_through_object_metadata(backend):
     report = GarbageCollector(store, clock=later(2)).run()
     assert report.deleted == 1 and report.unrecognised == 0
     assert store.get(rid).body == large(8)
+
+
+def test_a_cut_key_body_that_vanishes_before_its_head_is_gone_not_a_failure(backend):
+    """The collector reads a cut id from the object's metadata (HeadObject). On AWS a HEAD of
+    a key deleted since the listing answers 403, not 404, because the collector's role may
+    list only under the body prefix: a listing of the key tells gone from denied."""
+    store = s3_store(backend, retention=Retention(versions=0))
+    rid = backend.id("gone") + CUT_ID
+    store.put(rid, large(20), updated_at=at(0))
+    store.put(rid, large(21), updated_at=at(1))
+    (orphan,) = set(objects(backend)) - referenced_keys(store, [rid])
+    vanish = {"on": True}
+
+    def forbidden(params: dict, **_: object) -> None:
+        if not params["url_path"].endswith(orphan.rsplit("/", 1)[1]):
+            return  # the current body: read as usual
+        if vanish["on"]:
+            backend.s3.delete_object(Bucket=backend.bucket_name, Key=orphan)
+        raise ClientError({"Error": {"Code": "403", "Message": "Forbidden"}}, "HeadObject")
+
+    backend.s3.meta.events.register("before-call.s3.HeadObject", forbidden, unique_id="t-403")
+    try:
+        report = GarbageCollector(store, clock=later(2)).run([shard_of(rid)])
+        assert (report.failed_shards, report.failed, report.deleted) == ([], 0, 0)
+        assert report.ok
+        assert orphan not in objects(backend)
+        # A 403 on a key that is still there is a denial: the shard fails, the body is kept.
+        store.put(rid, large(22), updated_at=at(2))
+        (orphan,) = set(objects(backend)) - referenced_keys(store, [rid])
+        vanish["on"] = False
+        report = GarbageCollector(store, clock=later(2)).run([shard_of(rid)])
+        assert (report.failed_shards, report.deleted) == ([shard_of(rid)], 0)
+    finally:
+        backend.s3.meta.events.unregister("before-call.s3.HeadObject", unique_id="t-403")
+    assert store.get(rid).body == large(22)
+    assert GarbageCollector(store, clock=later(2)).run([shard_of(rid)]).deleted == 1
 
 
 def test_a_changed_item_is_not_condemned(backend):

@@ -13,6 +13,7 @@ from test_ingest_handler import (
     ERROR_FIELD,
     ERROR_MESSAGE,
     STAGING,
+    P,
     failures,
     handler_module,
     message_event,
@@ -81,6 +82,7 @@ def test_costs_follow_what_storing_holds():
 
 
 def _stage(created, key: str, payload: dict) -> list:
+    key = P + key
     created.s3.put_object(Bucket=STAGING, Key=key, Body=json.dumps(payload).encode())
     return [POINTER, {"s3BucketName": STAGING, "s3Key": key}]
 
@@ -103,8 +105,8 @@ def test_a_payload_over_the_whole_budget_is_dead_lettered_and_its_neighbours_sto
 def test_a_body_that_could_never_move_within_the_timeout_is_dead_lettered(stack):  # noqa: F811
     worker = handler_module().ingestor()
     worker.budgets.timeout_seconds = 0.0001
-    stack.s3.put_object(Bucket=STAGING, Key="bodies/b.bin", Body=b"x" * 10_000)
-    message = {"id": "slow", "updated_at": T, "record_location": f"s3://{STAGING}/bodies/b.bin"}
+    stack.s3.put_object(Bucket=STAGING, Key=f"{P}b.bin", Body=b"x" * 10_000)
+    message = {"id": "slow", "updated_at": T, "record_location": f"s3://{STAGING}/{P}b.bin"}
     assert failures(run(message_event(message))) == set()
     [letter] = stack.dead_letters()
     assert letter["MessageAttributes"][ERROR_FIELD]["StringValue"] == "record_location"

@@ -39,6 +39,7 @@ from vhs.local.invoke import LambdaContext, load_handler
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 BUCKET = "vhs-local-bodies"
 STAGING = "vhs-local-staging"  # the fixtures' staging bucket
+P = resources.STAGING_PREFIX  # where producers stage
 REGION = "us-east-1"
 
 
@@ -203,14 +204,16 @@ def test_fixture_poison_goes_to_the_dlq_with_reasons_and_is_acknowledged(stack):
 def test_fixture_claim_checks_are_resolved(stack, name):
     big = {"title": "A Very Long Record", "notes": ["n" * 100] * 12_000}
     payload = {"id": "claim-1", "updated_at": "2026-11-01T09:00:00Z", "record": big}
-    stage(stack, "claim-checks/example.json", json.dumps(payload).encode())
+    stage(
+        stack, resources.STAGING_PREFIX + "claim-checks/example.json", json.dumps(payload).encode()
+    )
     assert failures(run(load(name))) == set()
     assert stack.store.get("claim-1").json() == big
 
 
 def test_fixture_record_location(stack):
     body = bytes(random.Random(1).getrandbits(8) for _ in range(200_000))
-    stage(stack, "bodies/scan-0001.tiff", body, "image/tiff")
+    stage(stack, P + "scan-0001.tiff", body, "image/tiff")
     assert failures(run(load("sqs-record-location"))) == set()
     record = stack.store.get("scan-0001.tiff")
     assert record.body == body and record.content_type == "image/tiff"
@@ -270,7 +273,7 @@ def test_every_fixture_is_covered():
             {
                 "id": "x",
                 "updated_at": "2026-01-01T00:00:00Z",
-                "record_location": f"s3://{STAGING}/missing",
+                "record_location": f"s3://{STAGING}/{resources.STAGING_PREFIX}missing",
             },
             "record_location",
         ),
@@ -298,7 +301,7 @@ def test_claim_checks_outside_staging_or_missing_are_dead_lettered(stack):
     ]
     missing = [
         "software.amazon.payloadoffloading.PayloadS3Pointer",
-        {"s3BucketName": STAGING, "s3Key": "nope.json"},
+        {"s3BucketName": STAGING, "s3Key": resources.STAGING_PREFIX + "nope.json"},
     ]
     flagged_only = {"id": "x", "updated_at": "2026-01-01T00:00:00Z", "record": 1}
     event = message_event(foreign, missing, flagged_only)
@@ -322,12 +325,12 @@ def test_claim_checks_outside_staging_or_missing_are_dead_lettered(stack):
 def test_an_invalid_payload_behind_a_claim_check_names_the_payload_field(stack):
     stage(
         stack,
-        "claim-checks/bad.json",
+        P + "claim-checks/bad.json",
         json.dumps({"id": "x", "updated_at": "nope", "record": 1}).encode(),
     )
     pointer = [
         "software.amazon.payloadoffloading.PayloadS3Pointer",
-        {"s3BucketName": STAGING, "s3Key": "claim-checks/bad.json"},
+        {"s3BucketName": STAGING, "s3Key": P + "claim-checks/bad.json"},
     ]
     run(message_event(pointer))
     [letter] = stack.dead_letters()
@@ -368,12 +371,13 @@ def test_a_staged_object_the_function_may_never_read_is_dead_lettered_with_its_r
     (UnreadableStagedObject, dead-lettered at once); any other 403 (a permission a deploy
     will fix) is retried, and does not fail the messages beside it."""
     s3 = handler_module().ingestor().s3
-    for key in ("claim-checks/kms.json", "claim-checks/denied.json", "claim-checks/ok.json"):
-        body = {"id": key.split("/")[1][:-5], "updated_at": "2026-01-01T00:00:00Z", "record": 1}
+    KEYS = [f"{P}claim-checks/{name}.json" for name in ("kms", "denied", "ok")]
+    for key in KEYS:
+        body = {"id": key.split("/")[-1][:-5], "updated_at": "2026-01-01T00:00:00Z", "record": 1}
         stack.s3.put_object(Bucket=STAGING, Key=key, Body=json.dumps(body))
     denials = {
-        "claim-checks/kms.json": "User is not authorized to perform kms:Decrypt on the key",
-        "claim-checks/denied.json": "Access Denied",
+        P + "claim-checks/kms.json": "User is not authorized to perform kms:Decrypt on the key",
+        P + "claim-checks/denied.json": "Access Denied",
     }
 
     def deny(params: dict[str, Any], **_: Any) -> None:
@@ -390,7 +394,7 @@ def test_a_staged_object_the_function_may_never_read_is_dead_lettered_with_its_r
                 "software.amazon.payloadoffloading.PayloadS3Pointer",
                 {"s3BucketName": STAGING, "s3Key": key},
             ]
-            for key in ("claim-checks/kms.json", "claim-checks/denied.json", "claim-checks/ok.json")
+            for key in KEYS
         ]
         response = run(message_event(*pointers))
     finally:

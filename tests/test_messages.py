@@ -8,6 +8,7 @@ import json
 import jsonschema
 import pytest
 
+from vhs import resources
 from vhs.ingest.contract import InvalidMessage, schema_path, validate_message
 from vhs.ingest.staging import S3Location, StagingLocation, claim_check_pointer
 
@@ -161,3 +162,19 @@ def test_staging_location_refuses_other_buckets_and_prefixes():
     for outside in (S3Location("other", "in/x"), S3Location("stage", "out/x")):
         with pytest.raises(InvalidMessage, match="outside the staging location"):
             staging.check(outside, "record_location")
+
+
+def test_the_handlers_own_dead_letters_are_outside_every_staging_location():
+    """dead-letters/ (staged dead letters, receipts) is the ingest function's, beside the
+    producers' prefix: no staging location contains it, even one over the whole bucket."""
+    for prefix in ("", resources.STAGING_PREFIX):
+        staging = StagingLocation("stage", prefix)
+        for key in ("dead-letters/m-1", "dead-letters/receipts/m-1"):
+            with pytest.raises(InvalidMessage, match="the ingest function's dead-letters/"):
+                staging.check(S3Location("stage", key), "body.s3Key")
+        assert staging.contains(S3Location("stage", resources.STAGING_PREFIX + "x"))
+        assert staging.dead_letter_key("m-1") == "dead-letters/m-1"
+        assert not staging.contains(S3Location("stage", staging.receipt_key("m-1")))
+    assert not resources.STAGING_PREFIX.startswith(resources.DEAD_LETTER_STAGING_PREFIX)
+    with pytest.raises(ValueError, match="the ingest function's"):
+        StagingLocation("stage", "dead-letters/producers/")

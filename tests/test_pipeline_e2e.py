@@ -108,7 +108,10 @@ class Workload:
         missing = json.dumps(
             [
                 "software.amazon.payloadoffloading.PayloadS3Pointer",
-                {"s3BucketName": staging_bucket, "s3Key": f"claim-checks/{uuid.uuid4()}.json"},
+                {
+                    "s3BucketName": staging_bucket,
+                    "s3Key": f"{resources.STAGING_PREFIX}claim-checks/{uuid.uuid4()}.json",
+                },
             ]
         )
         kinds: list[tuple[Any, str]] = [

@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 # S3 answers a missing object with NoSuchKey (GET), 404 or NotFound (HEAD, no body to carry a
 # code), and a missing bucket with NoSuchBucket.
 OBJECT_MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+FORBIDDEN_CODES = frozenset({"AccessDenied", "403", "Forbidden"})
 CONDITION_FAILED_CODES = frozenset({"ConditionalCheckFailedException"})
 
 
@@ -52,6 +53,11 @@ def error_code(error: BaseException) -> str:
 
 def is_object_missing(error: BaseException) -> bool:
     return error_code(error) in OBJECT_MISSING_CODES
+
+
+def is_forbidden(error: BaseException) -> bool:
+    """403: no permission, or (for a HEAD without s3:ListBucket) no such object."""
+    return error_code(error) in FORBIDDEN_CODES
 
 
 def is_key_denied(error: BaseException) -> bool:

@@ -300,11 +300,15 @@ DLQ_ALARM = DlqAlarmShape()
 
 # --- Staging: claim-check payloads and staged bodies -------------------------------------------
 # Producers put large payloads in a staging bucket and send a pointer (the SQS Extended Client
-# format). The extended clients write object keys at the bucket root, so staging is a bucket of
-# its own rather than a prefix. Staged objects outlive every message that can point at them:
-# a message lives at most the DLQ retention (14 days from its first enqueue).
-STAGING_PREFIX = ""
-# Where the handler stages a dead letter too large to resend with its reason attached.
+# format). The bucket is the pipeline's own. Producers write under STAGING_PREFIX only (each
+# may be given a prefix of its own below it), and ingest reads only there; the handler's own
+# objects live beside it under DEAD_LETTER_STAGING_PREFIX, where producers may neither write
+# nor point. (The Java Extended Client writes under a prefix with withS3KeyPrefix.) Staged
+# objects outlive every message that can point at them: a message lives at most the DLQ
+# retention (14 days from its first enqueue).
+STAGING_PREFIX = "incoming/"
+# Where the handler stages a dead letter too large to resend with its reason attached (at the
+# staging bucket's root, outside STAGING_PREFIX).
 DEAD_LETTER_STAGING_PREFIX = "dead-letters/"
 # Where the handler keeps a receipt of every dead letter it sends (keyed by the dead letter's
 # message id): the only thing that makes a dead letter's reason trusted (ingest/deadletter.py).
@@ -327,7 +331,7 @@ def staging_expiry_rule() -> dict[str, Any]:
     return {
         "ID": STAGING_EXPIRY_RULE_ID,
         "Status": "Enabled",
-        "Filter": {"Prefix": STAGING_PREFIX},
+        "Filter": {"Prefix": ""},  # the whole bucket: staged payloads and dead letters
         "Expiration": {"Days": INGEST.staging_expiry_days},
     }
 

@@ -25,7 +25,7 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     ),
     (
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::"
-        "vhs-prod-staging-<AWS::AccountId>-<AWS::Region>/*]",
+        "vhs-prod-staging-<AWS::AccountId>-<AWS::Region>/incoming/*]",
         "Vhs-prod-Ingest/Ingest/Role/DefaultPolicy/Resource",
     ),
     (
@@ -35,7 +35,7 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     ),
     (
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::"
-        "vhs-prod-staging-<AWS::AccountId>-<AWS::Region>/*]",
+        "vhs-prod-staging-<AWS::AccountId>-<AWS::Region>/incoming/*]",
         "Vhs-prod-Ingest/Ingest/ProducerPolicy/Resource",
     ),
     # The change feed (infra/changes.py): X-Ray, as for ingest; and its DLQ is the stream

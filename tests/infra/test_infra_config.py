@@ -214,5 +214,6 @@ def test_the_handler_stages_dead_letters_where_the_ingest_role_may_write() -> No
     # The staged dead letter, then its receipt: both where the role may write.
     staged, receipt = s3.calls
     for put in (staged, receipt):
-        assert str(put["Key"]).startswith(resources.STAGING_PREFIX + DEAD_LETTER_STAGING_PREFIX)
+        assert str(put["Key"]).startswith(DEAD_LETTER_STAGING_PREFIX)
+        assert not str(put["Key"]).startswith(resources.STAGING_PREFIX)  # ingest never reads
     assert str(receipt["Key"]).endswith("/dead-1")

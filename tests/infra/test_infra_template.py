@@ -245,7 +245,7 @@ def test_function_environment(ingest: dict[str, Any]) -> None:
     assert render(env["VHS_STAGING_BUCKET"]) == (
         "vhs-prod-staging-${AWS::AccountId}-${AWS::Region}"
     )
-    assert "VHS_STAGING_PREFIX" not in env  # the staging bucket is all staging
+    assert env["VHS_STAGING_PREFIX"] == resources.STAGING_PREFIX  # ingest reads only there
     assert env["VHS_PREFIX"] == BODY_PREFIX
     assert env["VHS_DLQ_URL"] == {"Ref": dlq_id}
     assert env["POWERTOOLS_SERVICE_NAME"] == "vhs-ingest"
@@ -320,7 +320,8 @@ def test_ingest_role_grants_exactly_the_actions_the_handler_calls(
     (log_group_id,) = resources_of(ingest, "AWS::Logs::LogGroup")
     assert allowed == {
         "s3:PutObject": {f"{bodies}/{BODY_PREFIX}/*", f"{staging}/dead-letters/*"},
-        "s3:GetObject": {f"{staging}/*"},  # claim checks; bodies are written, never read
+        # Producers' payloads only (never dead-letters/); bodies are written, never read.
+        "s3:GetObject": {f"{staging}/{resources.STAGING_PREFIX}*"},
         "s3:ListBucket": {staging},  # so that a missing payload is a 404, not a 403
         "s3:AbortMultipartUpload": {f"{bodies}/{BODY_PREFIX}/*"},
         "dynamodb:GetItem": {table},
@@ -373,7 +374,7 @@ def test_producer_policy_can_only_send_and_stage(ingest: dict[str, Any]) -> None
         for k, r in resources_of(ingest, "AWS::SQS::Queue").items()
         if "RedrivePolicy" in r["Properties"]
     ]
-    staging = bucket_arn("staging") + "/*"
+    staging = bucket_arn("staging") + "/" + resources.STAGING_PREFIX + "*"
     assert allowed == {
         "sqs:SendMessage": {f"${{{queue_id}.Arn}}"},
         "s3:PutObject": {staging},

@@ -24,9 +24,10 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_sqs as sqs
-from infra_support import Synthesized, as_list, render, resources_of, synthesize
+from infra_support import Synthesized, as_list, render, resources_of, statements, synthesize
 
 from infra import nag
+from vhs import resources
 
 Template = dict[str, Any]
 Rule = Callable[[Template], list[str]]
@@ -367,6 +368,85 @@ def public_access(template: Template) -> list[str]:
     return findings
 
 
+# --- VHS's own boundaries (docs/reliability.md, "Trust boundaries") --------------------------
+
+
+def _object_key_pattern(arn: str) -> str | None:
+    """The key part of an S3 object ARN (`bucket/<this>`), or None for another ARN."""
+    _, _, rest = arn.partition(":s3:::")
+    bucket, slash, key = rest.partition("/")
+    return key if bucket and slash else None
+
+
+def scans_beyond_the_condemned_index(template: Template) -> list[str]:
+    """No role may Scan a table: the collector may Scan the sparse `condemned` index only
+    (condemned bodies of purged records), never the records themselves."""
+    index = f"/index/{resources.CONDEMNED_INDEX_NAME}"
+    return [
+        f"Scan of {resource}: {statement}"
+        for statement in statements_of(template)
+        if statement.allows and "dynamodb:Scan" in statement.actions
+        for resource in map(render, as_list(statement.body.get("Resource", [])))
+        if not resource.endswith(index)
+    ]
+
+
+def deletes_outside_a_body_prefix(template: Template) -> list[str]:
+    """Object deletes name a bucket and a non-empty key prefix (the bodies'): the collector
+    can never delete across a whole bucket, whatever else the bucket holds."""
+    findings = []
+    for statement in statements_of(template):
+        deletes = [a for a in statement.actions if a.startswith("s3:DeleteObject")]
+        if not statement.allows or not deletes:
+            continue
+        for resource in map(render, as_list(statement.body.get("Resource", []))):
+            key = _object_key_pattern(resource)
+            if key is None or not key.rstrip("*").strip("/") or "*" in key.rstrip("*"):
+                findings.append(f"{deletes} on {resource}, not under a prefix: {statement}")
+    return findings
+
+
+def producers_write_outside_their_prefix(template: Template) -> list[str]:
+    """A producer policy (a managed policy that sends to a queue) writes objects only under
+    the producers' staging prefix, and denies writes to the ingest function's dead-letters/
+    (staged dead letters and the receipts that make their reasons believed)."""
+    findings = []
+    for logical_id, policy in resources_of(template, "AWS::IAM::ManagedPolicy").items():
+        stmts = [Statement(logical_id, "PolicyDocument", s) for s in statements(policy)]
+        if not any(s.allows and "sqs:SendMessage" in s.actions for s in stmts):
+            continue
+        for statement in stmts:
+            if not statement.allows or not any(a.startswith("s3:Put") for a in statement.actions):
+                continue
+            for resource in map(render, as_list(statement.body.get("Resource", []))):
+                key = _object_key_pattern(resource) or ""
+                if not key.startswith(resources.STAGING_PREFIX):
+                    findings.append(f"producer writes {resource}: {statement}")
+        denied = {
+            _object_key_pattern(render(r))
+            for s in stmts
+            if not s.allows and "s3:PutObject" in s.actions
+            for r in as_list(s.body.get("Resource", []))
+        }
+        if f"{resources.DEAD_LETTER_STAGING_PREFIX}*" not in denied:
+            findings.append(f"producer policy {logical_id}: no deny of dead-letters/")
+    return findings
+
+
+def service_grants_without_a_source(template: Template) -> list[str]:
+    """An Allow to an AWS service principal in a resource or key policy carries a source
+    condition (aws:SourceAccount or aws:SourceArn): the confused-deputy guard."""
+    return [
+        f"service grant without a source: {statement}"
+        for statement in statements_of(template)
+        if statement.allows
+        and statement.document != "AssumeRolePolicyDocument"
+        and isinstance(statement.body.get("Principal"), dict)
+        and "Service" in statement.body["Principal"]
+        and not _confined(statement.body)
+    ]
+
+
 RULES: tuple[Rule, ...] = (
     wildcard_actions,
     unscoped_resources,
@@ -374,6 +454,10 @@ RULES: tuple[Rule, ...] = (
     missing_tls_deny,
     unencrypted_at_rest,
     public_access,
+    scans_beyond_the_condemned_index,
+    deletes_outside_a_body_prefix,
+    producers_write_outside_their_prefix,
+    service_grants_without_a_source,
 )
 
 
@@ -712,3 +796,139 @@ def test_public_access_is_caught(
     logical_id = edit(template)
     (finding,) = public_access(template)
     assert logical_id in finding
+
+
+# --- VHS's own boundaries, each caught in a doctored template --------------------------------
+
+
+def _statement_with(template: Template, action: str) -> dict[str, Any]:
+    return next(s.body for s in statements_of(template) if s.allows and action in s.actions)
+
+
+def _scan_the_table(template: Template) -> str:
+    scan = _statement_with(template, "dynamodb:Scan")
+    scan["Resource"] = render(scan["Resource"]).removesuffix("/index/condemned")
+    return "Scan of"
+
+
+def _delete_across_the_bucket(template: Template) -> str:
+    delete = _statement_with(template, "s3:DeleteObject")
+    delete["Resource"] = render(delete["Resource"]).replace("/bodies/*", "/*")
+    return "not under a prefix"
+
+
+def _delete_with_a_wildcard_prefix(template: Template) -> str:
+    delete = _statement_with(template, "s3:DeleteObject")
+    delete["Resource"] = render(delete["Resource"]).replace("/bodies/*", "/*/x/*")
+    return "not under a prefix"
+
+
+def _producer_writes_the_whole_bucket(template: Template) -> str:
+    _, policy = _first(template, "AWS::IAM::ManagedPolicy")
+    stage = next(
+        s for s in statements(policy) if s["Effect"] == "Allow" and "s3:PutObject" in s["Action"]
+    )
+    stage["Resource"] = render(stage["Resource"]).replace(f"/{resources.STAGING_PREFIX}*", "/*")
+    return "producer writes"
+
+
+def _producer_without_the_deny(template: Template) -> str:
+    _, policy = _first(template, "AWS::IAM::ManagedPolicy")
+    document = policy["Properties"]["PolicyDocument"]
+    document["Statement"] = [s for s in document["Statement"] if s["Effect"] == "Allow"]
+    return "no deny of dead-letters/"
+
+
+def _key_grant_without_a_source(template: Template) -> str:
+    key = _statement_with(template, "kms:Decrypt")
+    del key["Condition"]
+    return "service grant without a source"
+
+
+def _log_delivery_without_a_source(template: Template) -> str:
+    logs = next(
+        s.body
+        for s in statements_of(template)
+        if s.allows and s.body.get("Principal") == {"Service": "logging.s3.amazonaws.com"}
+    )
+    del logs["Condition"]
+    return "service grant without a source"
+
+
+@pytest.mark.parametrize(
+    ("kind", "rule", "edit"),
+    [
+        ("Maintenance", scans_beyond_the_condemned_index, _scan_the_table),
+        ("Maintenance", deletes_outside_a_body_prefix, _delete_across_the_bucket),
+        ("Maintenance", deletes_outside_a_body_prefix, _delete_with_a_wildcard_prefix),
+        ("Ingest", producers_write_outside_their_prefix, _producer_writes_the_whole_bucket),
+        ("Ingest", producers_write_outside_their_prefix, _producer_without_the_deny),
+        ("Ingest", service_grants_without_a_source, _key_grant_without_a_source),
+        ("Store", service_grants_without_a_source, _log_delivery_without_a_source),
+    ],
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_vhs_boundaries_are_caught(
+    templates: dict[str, Template], kind: str, rule: Rule, edit: Callable[[Template], str]
+) -> None:
+    template = _stack_template(templates, kind)
+    assert rule(template) == []
+    expected = edit(template)
+    (finding,) = rule(template)
+    assert expected in finding
+
+
+def test_a_producer_of_its_own_stages_under_its_own_prefix_only(tmp_path: Path) -> None:
+    """`producer_policy_for(name)`: a producer that cannot overwrite another's payloads."""
+    from aws_cdk.assertions import Template as CdkTemplate
+    from infra_support import cdk_json_context
+
+    from infra.stacks import build
+
+    stacks = build(cdk.App(outdir=str(tmp_path), context=cdk_json_context()), nag=False)
+    stacks.ingest.ingest.producer_policy_for("catalogue")
+    for bad in ("", "a/b", "../x"):
+        with pytest.raises(ValueError, match="producer name"):
+            stacks.ingest.ingest.producer_policy_for(bad)
+    template = CdkTemplate.from_stack(stacks.ingest).to_json()
+    staged = {
+        render(resource)
+        for policy in resources_of(template, "AWS::IAM::ManagedPolicy").values()
+        for s in statements(policy)
+        if s["Effect"] == "Allow" and "s3:PutObject" in as_list(s["Action"])
+        for resource in as_list(s["Resource"])
+    }
+    assert {_object_key_pattern(arn) for arn in staged} == {
+        f"{resources.STAGING_PREFIX}*",
+        f"{resources.STAGING_PREFIX}catalogue/*",
+    }
+    assert producers_write_outside_their_prefix(template) == []
+
+
+def test_every_trust_boundary_names_tests_that_exist() -> None:
+    """docs/reliability.md's trust-boundaries table: each row's tests, rules and doctored
+    templates are real, so a renamed or deleted test cannot leave a row unpinned."""
+    root = Path(__file__).parents[2]
+    text = (root / "docs" / "reliability.md").read_text()
+    section = text.split("## Trust boundaries", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) >= 9  # the header and a row for each boundary
+    rule_names = {rule.__name__ for rule in RULES}
+    for row in rows[1:]:
+        pinned = row.rstrip(" |").rsplit(" | ", 1)[1]
+        path = None
+        tokens = re.findall(r"`([^`]+)`", pinned)
+        assert tokens, row
+        for token in tokens:
+            name, _, edits = token.partition("[")
+            for edit in re.findall(r"_\w+", edits):
+                assert callable(globals().get(edit)), edit
+            if "::" in name:
+                file, test = name.split("::")
+                path = file or path
+                assert path, token
+                assert re.search(rf"^def {test}\(", (root / path).read_text(), re.M), token
+            elif name.startswith(("test_", "_")):  # a test here, or a doctored template
+                assert callable(globals().get(name)), token
+            elif name:  # (empty: `[_edit]` alone, checked above)
+                assert name in rule_names, token

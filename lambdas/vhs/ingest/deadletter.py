@@ -33,7 +33,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import InvalidMessage
-from ..resources import DEAD_LETTER_RECEIPT_PREFIX
 from .staging import CLAIM_CHECK_ATTRIBUTES, is_claim_check
 
 # Message attributes on a dead letter.
@@ -89,10 +88,6 @@ def carries_reserved_attributes(record: dict[str, Any]) -> bool:
     """Whether a Lambda SQS record carries `vhs-*` attributes: a dead letter moved back by
     SQS's own redrive (which keeps them), or a producer's forgery."""
     return any(name.startswith(RESERVED_PREFIX) for name in record.get("messageAttributes") or {})
-
-
-def receipt_key(staging_prefix: str, dead_letter_message_id: str) -> str:
-    return f"{staging_prefix}{DEAD_LETTER_RECEIPT_PREFIX}{dead_letter_message_id}"
 
 
 def receipt(attributes: dict[str, Any], body: str) -> bytes:
@@ -235,6 +230,19 @@ class DeadLetter:
             preview=body[:_PREVIEW],
             unverified_reason=unverified,
         )
+
+
+def message_size(body: str | bytes, attributes: dict[str, Any]) -> int:
+    """What counts towards SQS's message size limit: the body, and each attribute's name,
+    type and value. `attributes` in SendMessage's shape."""
+    data = body.encode() if isinstance(body, str) else body
+    return len(data) + sum(
+        len(name.encode())
+        + len(value["DataType"].encode())
+        + len(value.get("StringValue", "").encode())
+        + len(value.get("BinaryValue", b""))
+        for name, value in attributes.items()
+    )
 
 
 def producer_attributes(attributes: dict[str, Any]) -> dict[str, Any]:

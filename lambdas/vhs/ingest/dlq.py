@@ -51,10 +51,14 @@ from .deadletter import (
     DeadLetter,
     parse_or_none,
     producer_attributes,
-    receipt_key,
     receipt_vouches_for,
 )
-from .staging import StagingLocation, is_claim_check
+from .staging import (
+    CLAIM_CHECK_ATTRIBUTES,
+    S3Location,
+    StagingLocation,
+    is_claim_check,
+)
 
 # Long enough for one pass over a large DLQ; a message whose timeout runs out mid-pass comes
 # back and is recognised by its message id.
@@ -349,10 +353,9 @@ class DeadLetterQueue:
     def _move(self, message: dict[str, Any], moving: _Pass, report: RedriveReport) -> None:
         message_id = message["MessageId"]
         try:
+            body, attributes = self._unstaged(message)
             self.sqs.send_message(
-                QueueUrl=self.queue_url,
-                MessageBody=message["Body"],
-                MessageAttributes=producer_attributes(message.get("MessageAttributes") or {}),
+                QueueUrl=self.queue_url, MessageBody=body, MessageAttributes=attributes
             )
         except (ClientError, BotoCoreError) as error:
             report.failed += 1
@@ -365,6 +368,36 @@ class DeadLetterQueue:
         except (ClientError, BotoCoreError) as error:
             report.duplicated += 1
             report.errors.append({"message_id": message_id, "stage": "delete", "error": str(error)})
+
+    def _unstaged(self, message: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The body and attributes to send back: the producer's. A dead letter the handler
+        staged (too large for the DLQ with its reason attached) points into the handler's own
+        dead-letters/, where ingest never reads: its payload, the producer's original body,
+        goes back inline (it came in one message, and goes back with fewer attributes)."""
+        attributes = producer_attributes(message.get("MessageAttributes") or {})
+        location = self._pointer(message)
+        if (
+            location is None
+            or self.staging is None
+            or self.s3 is None
+            or not self.staging.holds_staged_dead_letter(location)
+        ):
+            return message["Body"], attributes
+        payload = self.s3.get_object(Bucket=location.bucket, Key=location.key)["Body"].read()
+        for name in CLAIM_CHECK_ATTRIBUTES:  # the handler's flag, not the producer's
+            attributes.pop(name, None)
+        return payload.decode(), attributes
+
+    @staticmethod
+    def _pointer(message: dict[str, Any]) -> S3Location | None:
+        """Where a claim check's payload is, if the message is a well-formed claim check."""
+        parsed = parse_or_none(message.get("Body", ""))
+        if not is_claim_check(parsed) or not isinstance(parsed[1], dict):
+            return None
+        bucket, key = parsed[1].get("s3BucketName"), parsed[1].get("s3Key")
+        if not isinstance(bucket, str) or not isinstance(key, str):
+            return None
+        return S3Location(bucket, key)
 
     def _may_move(self, use_move_task: bool | None) -> bool:
         if use_move_task is not None:
@@ -423,26 +456,27 @@ class DeadLetterQueue:
             return None  # claims nothing: retries exhausted, no receipt to read
         if self.staging is None or self.s3 is None:
             return None
-        key = receipt_key(self.staging.prefix, message["MessageId"])
+        key = self.staging.receipt_key(message["MessageId"])
         try:
             return self.s3.get_object(Bucket=self.staging.bucket, Key=key)["Body"].read()
         except (ClientError, BotoCoreError):
             return None  # none (a forged reason), or unreadable: the reason is not believed
 
     def _resolve(self, message: dict[str, Any]) -> str | None:
-        """The record id in a claim check's payload, if it is small enough to read."""
-        parsed = parse_or_none(message.get("Body", ""))
-        if not is_claim_check(parsed):
+        """The record id in a claim check's payload, if it is small enough to read. Only
+        payloads inside the staging location are read (producers' objects and the handler's
+        staged dead letters): a pointer elsewhere is a producer's to write, and the operator's
+        credentials must not fetch whatever it names."""
+        location = self._pointer(message)
+        if location is None or self.staging is None or self.s3 is None:
             return None
-        pointer = parsed[1] if isinstance(parsed[1], dict) else {}
-        bucket, key = pointer.get("s3BucketName"), pointer.get("s3Key")
-        if not isinstance(bucket, str) or not isinstance(key, str):
+        if not (self.staging.contains(location) or self.staging.holds_staged_dead_letter(location)):
             return None
         try:
-            head = self.s3.head_object(Bucket=bucket, Key=key)
+            head = self.s3.head_object(Bucket=location.bucket, Key=location.key)
             if head.get("ContentLength", 0) > RESOLVE_LIMIT:
                 return None
-            payload = self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+            payload = self.s3.get_object(Bucket=location.bucket, Key=location.key)["Body"].read()
         except (ClientError, BotoCoreError):
             return None  # missing (expired?) or not readable: the reason says what is wrong
         document = parse_or_none(payload)

@@ -30,7 +30,7 @@ from ..aws import aws_client, is_key_denied, is_object_missing
 from ..codec import encode_record
 from ..errors import BodyTooLarge, InvalidMessage, MissingStagedObject, UnreadableStagedObject
 from ..model import DeleteResult, PutResult
-from ..resources import DEAD_LETTER_STAGING_PREFIX, MAX_SQS_MESSAGE_BYTES
+from ..resources import MAX_SQS_MESSAGE_BYTES
 from ..store import VersionedHybridStore
 from .budget import (
     SPOOL_IN_MEMORY,
@@ -213,14 +213,11 @@ class Ingestor:
         """Send an invalid message to the DLQ with its reason. Raises if that fails, so the
         message is retried rather than lost."""
         # Imported here: most invocations dead-letter nothing, and every cold start would pay.
-        from .deadletter import dead_letter_attributes, receipt
+        from .deadletter import dead_letter_attributes, message_size, receipt
 
         attributes = dead_letter_attributes(record, error)
         body = record.get("body", "")
-        size = len(body.encode()) + sum(
-            len(name) + len(value["StringValue"].encode()) for name, value in attributes.items()
-        )
-        if size > MAX_MESSAGE_BYTES:
+        if message_size(body, attributes) > MAX_MESSAGE_BYTES:
             body = self._stage_dead_letter(record, body)
             attributes.update(claim_check_attributes(len(record.get("body", "").encode())))
         sent = self.sqs.send_message(
@@ -234,9 +231,7 @@ class Ingestor:
         by mistake. So a failure is logged, not raised (raising would send it twice)."""
         if self.staging is None:
             return
-        from .deadletter import receipt_key
-
-        key = receipt_key(self.staging.prefix, dead_letter_message_id)
+        key = self.staging.receipt_key(dead_letter_message_id)
         try:
             self.s3.put_object(Bucket=self.staging.bucket, Key=key, Body=document)
         except (ClientError, BotoCoreError) as error:
@@ -254,6 +249,6 @@ class Ingestor:
     def _stage_dead_letter(self, record: dict[str, Any], body: str) -> str:
         if self.staging is None:
             raise InvalidMessage("body", "too large to dead-letter and no staging location")
-        key = f"{self.staging.prefix}{DEAD_LETTER_STAGING_PREFIX}{record['messageId']}"
+        key = self.staging.dead_letter_key(record["messageId"])
         self.s3.put_object(Bucket=self.staging.bucket, Key=key, Body=body.encode())
         return claim_check_body(S3Location(self.staging.bucket, key))

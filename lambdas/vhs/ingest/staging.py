@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidMessage
+from ..resources import DEAD_LETTER_RECEIPT_PREFIX, DEAD_LETTER_STAGING_PREFIX
 from .strict_json import json_type
 
 MAX_S3_KEY_BYTES = 1024
@@ -40,10 +41,18 @@ class S3Location:
 class StagingLocation:
     """Where staged bodies and claim-check payloads may live: a bucket, or a prefix of one.
     Pointers anywhere else are refused, so a message cannot make the handler read foreign
-    data with its own permissions."""
+    data with its own permissions, nor its own dead letters and receipts, which live in the
+    same bucket under DEAD_LETTER_STAGING_PREFIX (`dead_letter_key`, `receipt_key`)."""
 
     bucket: str
     prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if self.prefix.startswith(DEAD_LETTER_STAGING_PREFIX):
+            raise ValueError(
+                f"staging prefix {self.prefix!r} is inside {DEAD_LETTER_STAGING_PREFIX}, "
+                "which is the ingest function's"
+            )
 
     @classmethod
     def from_env(cls) -> StagingLocation | None:
@@ -53,13 +62,41 @@ class StagingLocation:
         bucket = settings.get(settings.STAGING_BUCKET)
         return cls(bucket, settings.get(settings.STAGING_PREFIX)) if bucket else None
 
+    def contains(self, location: S3Location) -> bool:
+        """Whether `location` is one a message may point at (producers' staged objects)."""
+        return (
+            location.bucket == self.bucket
+            and location.key.startswith(self.prefix)
+            and not location.key.startswith(DEAD_LETTER_STAGING_PREFIX)
+        )
+
     def check(self, location: S3Location, field: str, bucket_field: str = "") -> S3Location:
-        if location.bucket != self.bucket or not location.key.startswith(self.prefix):
+        if not self.contains(location):
             raise InvalidMessage(
                 bucket_field if bucket_field and location.bucket != self.bucket else field,
-                f"{location} is outside the staging location s3://{self.bucket}/{self.prefix}",
+                f"{location} is outside the staging location s3://{self.bucket}/{self.prefix}"
+                + (
+                    f" (the ingest function's {DEAD_LETTER_STAGING_PREFIX})"
+                    if location.key.startswith(DEAD_LETTER_STAGING_PREFIX)
+                    else ""
+                ),
             )
         return location
+
+    def dead_letter_key(self, message_id: str) -> str:
+        """Where the handler stages a dead letter too large for the DLQ with its reason."""
+        return f"{DEAD_LETTER_STAGING_PREFIX}{message_id}"
+
+    def receipt_key(self, dead_letter_message_id: str) -> str:
+        """Where the handler keeps the receipt of a dead letter it sent (deadletter.py)."""
+        return f"{DEAD_LETTER_RECEIPT_PREFIX}{dead_letter_message_id}"
+
+    def holds_staged_dead_letter(self, location: S3Location) -> bool:
+        return (
+            location.bucket == self.bucket
+            and location.key.startswith(DEAD_LETTER_STAGING_PREFIX)
+            and not location.key.startswith(DEAD_LETTER_RECEIPT_PREFIX)
+        )
 
 
 def require_staged(

@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from .. import resources
 from ..ingest.producer import Producer
 from ..ingest.staging import S3Location, claim_check_body
 from ..settings import STAGING_PREFIX
@@ -60,7 +61,7 @@ def waves(staging_bucket: str) -> list[tuple[str, list[dict[str, Any]], list[str
     moby = {"title": "Moby-Dick", "creator": "Melville, Herman"}
     middlemarch = {"title": "Middlemarch", "creator": "Eliot, George"}
     missing_claim_check = claim_check_body(
-        S3Location(staging_bucket, "claim-checks/never-uploaded.json")
+        S3Location(staging_bucket, f"{resources.STAGING_PREFIX}claim-checks/never-uploaded.json")
     )
     return [
         (

@@ -43,7 +43,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import keys
-from ..aws import is_object_missing
+from ..aws import is_forbidden, is_object_missing
 from ..item import (
     MAX_CONDEMNED,
     Condemnation,
@@ -404,11 +404,18 @@ class GarbageCollector:
         try:
             head = self.s3.head_object(Bucket=self.bucket, Key=key)
         except ClientError as error:
-            if is_object_missing(error):
+            if is_object_missing(error) or (is_forbidden(error) and not self._listed(key)):
                 return None  # gone since the listing: nothing to collect
             raise
         encoded = keys.id_in_metadata(head.get("Metadata"))
         return keys.decode_metadata_id(encoded) if encoded else None
+
+    def _listed(self, key: str) -> bool:
+        """Whether `key` is still in the bucket. S3 answers a HEAD of a missing key with 403,
+        not 404, unless the caller may list the whole bucket, and the collector's role may
+        list only under the body prefix: a listing tells a vanished body from a denial."""
+        found = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=key, MaxKeys=1)
+        return any(item["Key"] == key for item in found.get("Contents", []))
 
     def _id_of_cut_key(self, key: str, body: keys.BodyKey) -> str | None:
         """The id of a key whose id is cut, or None unless that id's body_key is exactly `key`
