@@ -185,7 +185,7 @@ def run_vhs(
                     )
                 report = producer.send(records[start : start + 10])
                 if not report.ok:
-                    raise RuntimeError(f"send failed: {report.failed[:3]}")
+                    raise RuntimeError(f"send failed: {(report.refused + report.not_sent)[:3]}")
             pipeline.drain(timeout=600)
             measured = meter.stop("VHS pipeline", len(records), started)
             if pipeline.source.stats.item_failures:

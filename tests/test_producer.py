@@ -106,8 +106,8 @@ def test_invalid_messages_are_reported_with_their_field_and_not_sent(queue):
         ]
     )
     assert report.sent == 1
-    [(index, reason)] = report.failed
-    assert index == 1 and reason.startswith("id:")
+    [refusal] = report.refused
+    assert (refusal.line, refusal.field) == (2, "id") and not report.not_sent
     assert len(receive_all(sqs, url)) == 1
 
 
@@ -148,3 +148,73 @@ def test_failed_batch_entries_are_retried(queue):
     assert failed_once and report.ok and report.sent == 3
     # The first attempt really sent it; the retry sends it again: at least once, never lost.
     assert {json.loads(m["Body"])["id"] for m in receive_all(sqs, url)} == {"r0", "r1", "r2"}
+
+
+T = "2026-01-01T00:00:00Z"
+# Lines the handler refuses although json.loads takes them (and json.dumps would change them).
+TRICKY = {
+    "duplicate key": (b'{"id":"d","updated_at":"%s","record":{"a":1,"a":2}}', "record"),
+    "lone surrogate": (b'{"id":"s","updated_at":"%s","record":"\\ud800"}', "record"),
+    "NaN": (b'{"id":"n","updated_at":"%s","record":NaN}', "record"),
+    "1e400": (b'{"id":"i","updated_at":"%s","record":1e400}', "record"),
+    "not UTF-8": (b'{"id":"u","updated_at":"%s","record":"\xff"}', "body"),
+}
+
+
+def lines(*texts: bytes) -> list[tuple[int, bytes]]:
+    return [(n, text.replace(b"%s", T.encode())) for n, text in enumerate(texts, start=1)]
+
+
+def test_a_line_the_handler_would_refuse_is_refused_with_its_field_and_the_rest_go(queue):
+    sqs, _s3, url = queue
+    good = b'{"id":"ok","updated_at":"%s","record":{"a":1}}'
+    sent = lines(good, *(text for text, _ in TRICKY.values()), good)
+    report = Producer(url, sqs_client=sqs).send_lines(sent)
+    assert [(r.line, r.field) for r in report.refused] == [
+        (n, field) for n, (_, field) in enumerate(TRICKY.values(), start=2)
+    ]
+    assert "duplicate key 'a'" in report.refused[0].reason
+    assert (report.sent, report.not_sent) == (2, [])
+    assert [m["Body"].encode() for m in receive_all(sqs, url)] == [sent[0][1], sent[-1][1]]
+
+
+def test_without_validation_every_line_goes_byte_for_byte(queue):
+    """--no-validate sends each line as it is: nothing parsed, nothing re-serialised. A line
+    SQS cannot carry (not UTF-8) goes as a claim check whose payload is the line's bytes."""
+    sqs, s3, url = queue
+    sent = lines(*(text for text, _ in TRICKY.values()), b'{"id":"x"}\t ')
+    producer = Producer(
+        url, sqs_client=sqs, s3_client=s3, staging_bucket="staging-bucket", validate=False
+    )
+    report = producer.send_lines(sent)
+    assert report.ok and (report.sent, report.claim_checks) == (len(sent), 1)
+    received = []
+    for message in receive_all(sqs, url):
+        body = json.loads(message["Body"]) if message["Body"].startswith("[") else None
+        pointer = claim_check_pointer(body, message.get("MessageAttributes", {}))
+        if pointer is None:
+            received.append(message["Body"].encode())
+        else:
+            received.append(s3.get_object(Bucket=pointer.bucket, Key=pointer.key)["Body"].read())
+    assert sorted(received) == sorted(text for _, text in sent)
+
+
+def test_a_line_that_cannot_be_staged_is_reported_and_the_rest_still_go(queue):
+    sqs, _s3, url = queue
+    sent = lines(b'{"id":"u","record":"\xff"}', b'{"id":"ok"}')
+    report = Producer(url, sqs_client=sqs, validate=False).send_lines(sent)
+    [unsent] = report.not_sent
+    assert unsent.line == 1 and "no staging bucket" in unsent.reason
+    assert report.sent == 1 and [m["Body"] for m in receive_all(sqs, url)] == ['{"id":"ok"}']
+
+
+def test_a_message_that_is_not_json_text_is_refused_not_a_crash(queue):
+    sqs, _s3, url = queue
+    messages = [
+        {"id": "s", "updated_at": T, "record": "\ud800"},
+        {"id": "ok", "updated_at": T, "record": 1},
+    ]
+    for validate in (True, False):
+        report = Producer(url, sqs_client=sqs, validate=validate).send(messages)
+        assert [(r.line, r.field) for r in report.refused] == [(1, "body")]
+        assert report.sent == 1

@@ -31,7 +31,7 @@ from vhs.ingest.staging import CLAIM_CHECK_ATTRIBUTES
 
 STAGING = "STAGING-BUCKET-TOKEN"
 BODIES = "BODIES-BUCKET-TOKEN"
-# The test stack's staging prefix (deployed stacks use none), so that escaping it can be tried.
+# The test stack's staging prefix (deployed stacks use incoming/), so that escaping it can be tried.
 STAGING_PREFIX = "staging/"
 # Small limits, configured for these runs, so that "over the maximum size" is cheap to send.
 MAX_BODY_BYTES = 64 * 1024  # the store's max_body_size

@@ -87,7 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "send", cmd_send, "send a JSON Lines file of messages to the ingest queue")
     p.add_argument("file", help="one message per line (see docs/ingest.md)")
-    p.add_argument("--no-validate", action="store_true", help="send lines as they are")
+    p.add_argument(
+        "--no-validate",
+        action="store_true",
+        help="send every line's bytes unchanged, unjudged (the handler dead-letters bad ones)",
+    )
 
     p = _command(sub, "gc", cmd_gc, "delete S3 bodies that no retained version references")
     p.add_argument("--dry-run", action="store_true", help="report only; delete nothing")

@@ -9,6 +9,8 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -123,40 +125,49 @@ def _local_change_feed(stack: Any) -> Any:
         }
 
 
+def jsonl_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(number, line) for each line of a JSON Lines file that is not blank: its bytes as they
+    are, without the line terminator (LF or CRLF)."""
+    with path.open("rb") as lines:
+        for number, line in enumerate(lines, start=1):
+            line = line.removesuffix(b"\n").removesuffix(b"\r")
+            if line.strip():
+                yield number, line
+
+
 def cmd_send(args: argparse.Namespace) -> int:
     from ..ingest.producer import Producer
 
     path = Path(args.file)
-    total = sum(1 for line in path.open("rb") if line.strip())
+    total = sum(1 for _ in jsonl_lines(path))
     producer = Producer.from_env(validate=not args.no_validate)
-    bad_lines: list[tuple[int, str]] = []
-
-    def messages() -> Any:
-        for number, line in enumerate(path.open("rb"), start=1):
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except ValueError as error:
-                bad_lines.append((number, f"line {number}: not JSON: {error}"))
-                bar.advance(task)
-
     with progress(console=console_err(), disable=args.json or not sys.stderr.isatty()) as bar:
         from rich.markup import escape
 
         # The description column reads markup: a file name is data.
         task = bar.add_task(f"sending {escape(path.name)}", total=total)
-        report = producer.send(messages(), progress=lambda n: bar.advance(task, n))
-    failures = [reason for _, reason in bad_lines] + [
-        f"message {index + 1}: {reason}" for index, reason in report.failed
-    ]
+        report = producer.send_lines(jsonl_lines(path), progress=lambda n: bar.advance(task, n))
     if args.json:
-        emit_json({"sent": report.sent, "claim_checks": report.claim_checks, "failed": failures})
+        emit_json(
+            {
+                "lines": total,
+                "sent": report.sent,
+                "claim_checks": report.claim_checks,
+                "refused": [asdict(refusal) for refusal in report.refused],
+                "not_sent": [asdict(unsent) for unsent in report.not_sent],
+            }
+        )
     else:
-        print(f"sent {report.sent} of {total} messages ({report.claim_checks} by claim check)")
-        for reason in failures:
-            print(f"  not sent: {reason}", file=sys.stderr)
-    return 0 if not failures else 1
+        print(
+            f"sent {report.sent} of {total} lines ({report.claim_checks} by claim check), "
+            f"refused {len(report.refused)}, not sent {len(report.not_sent)}"
+        )
+        for refusal in report.refused:
+            reason = f"{refusal.field}: {refusal.reason}"
+            print(f"  refused: line {refusal.line}: {reason}", file=sys.stderr)
+        for unsent in report.not_sent:
+            print(f"  not sent: line {unsent.line}: {unsent.reason}", file=sys.stderr)
+    return 0 if report.ok else 1
 
 
 def cmd_invoke(args: argparse.Namespace) -> int:

@@ -1,48 +1,81 @@
 """The producer side: put records on the ingest queue.
 
+A line of a JSON Lines file is sent as it is: its bytes, unchanged. With validation on (the
+default), a line is first judged exactly as the ingest handler will judge it, by the
+handler's own parser and validator (`contract.read_message`, duplicate keys, NaN and lone
+surrogates included), and a line the handler would dead-letter is refused here instead, with
+its field and reason. With validation off the handler judges it.
+
 Messages go in batches of up to 10 (SendMessageBatch), never over SQS's 1 MiB per request.
-A message too large for the queue is offloaded to the staging location and sent as a claim
-check in the AWS SQS Extended Client's own format, so the same consumer path serves messages
-from this producer and from the Java and Python Extended Clients. Entries that a batch
-reports as failed are retried with backoff; a message that still cannot be sent is reported,
-never dropped silently.
+A message too large for the queue, or with bytes SQS cannot carry (not UTF-8, or characters
+outside SQS's set), is offloaded to the staging location and sent as a claim check in the AWS
+SQS Extended Client's own format, so the same consumer path serves messages from this
+producer and from the Java and Python Extended Clients, and the handler reads the bytes as
+they were. Entries that a batch reports as failed are retried with backoff; a message that
+still cannot be sent is reported, never dropped silently, and the rest still go.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from .. import settings
-from ..errors import ConfigurationError, InvalidInput
+from ..aws import is_object_missing
+from ..codec import MAX_BODY_SIZE
+from ..errors import InvalidMessage, MissingStagedObject
 from ..resources import INGEST, STAGING_PREFIX
-from .contract import validate_message
-from .staging import S3Location, claim_check_attributes, claim_check_body
+from .contract import MessageLimits, read_message
+from .staging import S3Location, StagingLocation, claim_check_attributes, claim_check_body
+from .strict_json import parse_json_body
 
 MAX_BATCH_ENTRIES = 10
 # Room for message attributes and the batch request's own framing.
 _ATTRIBUTE_ALLOWANCE = 1024
 _RETRY_ATTEMPTS = 6
+# What an SQS message body may hold (SendMessage refuses anything else).
+_NOT_SQS_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A line the ingest handler would dead-letter: refused, with the handler's reason."""
+
+    line: int  # the line's number in its file (send_lines), or 1-based position (send)
+    field: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class NotSent:
+    """A line that could not be sent (SQS or S3 would not take it, or nothing to stage it)."""
+
+    line: int
+    reason: str
 
 
 @dataclass
 class SendReport:
     sent: int = 0
     claim_checks: int = 0
-    failed: list[tuple[int, str]] = field(default_factory=list)  # (index, reason)
+    refused: list[Refusal] = field(default_factory=list)
+    not_sent: list[NotSent] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.refused and not self.not_sent
 
 
 @dataclass(frozen=True)
 class _Outgoing:
-    index: int
+    line: int
     body: str
     attributes: dict[str, Any]
 
@@ -58,14 +91,19 @@ class Producer:
         staging_prefix: str = STAGING_PREFIX,
         max_message_bytes: int = INGEST.max_message_bytes,
         validate: bool = True,
+        limits: MessageLimits | None = None,
     ) -> None:
+        """`limits`: the store's (max_future, max_body_size), as the handler's store has
+        them; by default the store's defaults."""
         self.queue_url = queue_url
         self.sqs = sqs_client
         self.s3 = s3_client
         self.staging_bucket = staging_bucket
         self.staging_prefix = staging_prefix
+        self.staging = StagingLocation(staging_bucket, staging_prefix) if staging_bucket else None
         self.max_body_bytes = max_message_bytes - _ATTRIBUTE_ALLOWANCE
         self.validate = validate
+        self.limits = limits or _store_limits()
 
     @classmethod
     def from_env(cls, **options: Any) -> Producer:
@@ -89,12 +127,52 @@ class Producer:
         *,
         progress: Callable[[int], None] | None = None,
     ) -> SendReport:
-        """Send every message; `progress(n)` is called as n more messages are accounted for.
-        Invalid messages (when validating) are reported with their field, not sent."""
+        """Send every message (as compact JSON); `progress(n)` is called as n more messages
+        are accounted for. Messages the handler would refuse (when validating) are reported
+        in `refused`, with their 1-based position as the line, and not sent."""
         report = SendReport()
+        return self._send(self._serialised(messages, report, progress), report, progress)
+
+    def send_lines(
+        self,
+        lines: Iterable[tuple[int, bytes]],
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> SendReport:
+        """Send each (line number, line) as it is: the line's bytes, without its terminator,
+        unchanged. Lines the handler would refuse (when validating) are reported in
+        `refused` with their number, and not sent."""
+        return self._send(lines, SendReport(), progress)
+
+    def _serialised(
+        self,
+        messages: Iterable[dict[str, Any]],
+        report: SendReport,
+        progress: Callable[[int], None] | None,
+    ) -> Iterator[tuple[int, bytes]]:
+        for number, message in enumerate(messages, start=1):
+            try:
+                text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+                yield number, text.encode()
+            except (TypeError, ValueError) as error:  # UnicodeEncodeError is a ValueError
+                report.refused.append(Refusal(number, "body", f"not JSON text: {error}"))
+                if progress:
+                    progress(1)
+
+    def _send(
+        self,
+        lines: Iterable[tuple[int, bytes]],
+        report: SendReport,
+        progress: Callable[[int], None] | None,
+    ) -> SendReport:
         batch: list[_Outgoing] = []
         batch_bytes = 0
-        for outgoing in self._prepare(messages, report, progress):
+        for number, data in lines:
+            outgoing = self._prepare(number, data, report)
+            if outgoing is None:
+                if progress:
+                    progress(1)
+                continue
             size = len(outgoing.body.encode()) + _ATTRIBUTE_ALLOWANCE
             if batch and (
                 len(batch) == MAX_BATCH_ENTRIES or batch_bytes + size > INGEST.max_message_bytes
@@ -107,35 +185,64 @@ class Producer:
             self._send_batch(batch, report, progress)
         return report
 
-    def _prepare(
-        self,
-        messages: Iterable[dict[str, Any]],
-        report: SendReport,
-        progress: Callable[[int], None] | None,
-    ) -> Iterator[_Outgoing]:
-        for index, message in enumerate(messages):
-            if self.validate:
-                try:
-                    validate_message(message)
-                except InvalidInput as error:
-                    report.failed.append((index, str(error)))
-                    if progress:
-                        progress(1)
-                    continue
-            body = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-            attributes: dict[str, Any] = {}
-            if len(body.encode()) > self.max_body_bytes:
-                body, attributes = self._claim_check(body)
-                report.claim_checks += 1
-            yield _Outgoing(index, body, attributes)
+    def _prepare(self, number: int, data: bytes, report: SendReport) -> _Outgoing | None:
+        """The message for one line, or None if it was refused or could not be staged."""
+        if self.validate:
+            refused = self.refusal(data)
+            if refused is not None:
+                report.refused.append(Refusal(number, refused.field, refused.reason))
+                return None
+        try:
+            text: str | None = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None and len(data) <= self.max_body_bytes and not _NOT_SQS_TEXT.search(text):
+            return _Outgoing(number, text, {})
+        try:
+            body, attributes = self._claim_check(data)
+        except (ClientError, BotoCoreError, _CannotStage) as error:
+            report.not_sent.append(NotSent(number, f"could not be staged: {error}"))
+            return None
+        report.claim_checks += 1
+        return _Outgoing(number, body, attributes)
 
-    def _claim_check(self, body: str) -> tuple[str, dict[str, Any]]:
+    def refusal(self, data: bytes) -> InvalidMessage | None:
+        """Why the ingest handler would dead-letter a message with this body, or None: the
+        handler's own reading (contract.read_message), with this producer's staging
+        location and limits. A claim-check pointer's payload is read to be judged too; a
+        `record_location` is judged as a pointer, and whether its object exists is known
+        only when it is stored (it may be uploaded after the message is sent)."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            try:
+                parse_json_body(data)  # names the byte, as the handler does for a payload
+            except InvalidMessage as error:
+                return error
+            return InvalidMessage("body", "not UTF-8")
+        record = {"body": text, "messageAttributes": {}}
+        try:
+            read_message(record, staging=self.staging, fetch=self._fetch, limits=self.limits)
+        except InvalidMessage as error:
+            return error
+        return None
+
+    def _fetch(self, location: S3Location, field: str) -> bytes:
+        if self.s3 is None:
+            raise InvalidMessage(field, "no S3 client to read the claim check's payload")
+        try:
+            return self.s3.get_object(Bucket=location.bucket, Key=location.key)["Body"].read()
+        except ClientError as error:
+            if is_object_missing(error):
+                raise MissingStagedObject(field, f"{location} does not exist") from None
+            raise
+
+    def _claim_check(self, payload: bytes) -> tuple[str, dict[str, Any]]:
         if not (self.s3 and self.staging_bucket):
-            raise ConfigurationError(
-                "a message is over the queue's size limit and no staging bucket is set "
-                "(VHS_STAGING_BUCKET) for its claim check"
+            raise _CannotStage(
+                "over the queue's size limit, or bytes SQS cannot carry, and no staging "
+                "bucket is set (VHS_STAGING_BUCKET) for its claim check"
             )
-        payload = body.encode()
         key = f"{self.staging_prefix}claim-checks/{uuid.uuid4()}.json"
         self.s3.put_object(
             Bucket=self.staging_bucket, Key=key, Body=payload, ContentType="application/json"
@@ -168,7 +275,8 @@ class Producer:
             for failure in response.get("Failed", []):
                 outgoing = pending[failure["Id"]]
                 if failure.get("SenderFault"):
-                    report.failed.append((outgoing.index, failure.get("Message", failure["Code"])))
+                    reason = failure.get("Message", failure["Code"])
+                    report.not_sent.append(NotSent(outgoing.line, reason))
                     if progress:
                         progress(1)
                 else:
@@ -178,6 +286,17 @@ class Producer:
             pending = retry
             time.sleep(min(2.0, 0.05 * 2**attempt))  # back off before retrying server faults
         for outgoing in pending.values():
-            report.failed.append((outgoing.index, "SQS kept failing this entry"))
+            report.not_sent.append(NotSent(outgoing.line, "SQS kept failing this entry"))
             if progress:
                 progress(1)
+
+
+class _CannotStage(Exception):
+    pass
+
+
+def _store_limits() -> MessageLimits:
+    """The limits of the store the handler writes with, by default."""
+    from ..store import DEFAULT_MAX_FUTURE
+
+    return MessageLimits(max_future=DEFAULT_MAX_FUTURE, max_body_size=MAX_BODY_SIZE)
