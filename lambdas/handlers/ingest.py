@@ -84,6 +84,55 @@ def _ingest_one(worker: Ingestor, record: dict[str, Any]) -> IngestResult | Base
         return error
 
 
+def ingest_batch(
+    worker: Ingestor, records: list[dict[str, Any]]
+) -> list[IngestResult | BaseException]:
+    """Every record's result, in order: messages for one id coalesced to their winner
+    (vhs.ingest.coalesce), the writers stored concurrently, and the others' outcomes read
+    off their winner's. Losers whose winner was not written (dead-lettered, or failed and to
+    be retried) are coalesced again among themselves, as if it had never been sent."""
+    from vhs.ingest.coalesce import losers, outcome_after, read_candidate
+
+    candidates = {
+        n: c
+        for n, record in enumerate(records)
+        if (c := read_candidate(n, record, worker.limits)) is not None
+    }
+    results: list[IngestResult | BaseException | None] = [None] * len(records)
+    pending = list(range(len(records)))
+    coalesced = 0
+    while pending:
+        beaten = losers(candidates[n] for n in pending if n in candidates)
+        writers = [n for n in pending if n not in beaten]
+        with ThreadPoolExecutor(max(1, min(CONCURRENCY, len(writers)))) as pool:
+            written = pool.map(lambda n: _ingest_one(worker, records[n]), writers)
+            for n, result in zip(writers, written, strict=True):
+                results[n] = result
+        pending = []
+        for n, winner in beaten.items():
+            won = results[winner]
+            if isinstance(won, BaseException) or won is None or won.outcome == "invalid":
+                # Not written (it is retried, or dead-lettered): its losers do not fail with
+                # it, but are coalesced again among themselves.
+                pending.append(n)
+                continue
+            loser, message_id = candidates[n], records[n]["messageId"]
+            outcome = outcome_after(candidates[winner].key, won.outcome, loser)
+            results[n] = IngestResult(message_id, loser.record_id, outcome, won.version)
+            coalesced += 1
+            logger.info(
+                outcome,
+                extra={
+                    "message_id": message_id,
+                    "record_id": loser.record_id,
+                    "coalesced_into": records[winner]["messageId"],
+                },
+            )
+        pending.sort()
+    metrics.add_metric(name="coalesced", unit=MetricUnit.Count, value=coalesced)
+    return [r for r in results if r is not None]
+
+
 @instrumented(logger, metrics, capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     worker = ingestor()
@@ -97,8 +146,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     worker.store.wait_budget = time_left
     worker.budgets.remaining = time_left
     records = event.get("Records") or []
-    with ThreadPoolExecutor(max(1, min(CONCURRENCY, len(records)))) as pool:
-        results = list(pool.map(lambda r: _ingest_one(worker, r), records))
+    results = ingest_batch(worker, records)
     by_message = {r.get("messageId"): result for r, result in zip(records, results, strict=True)}
 
     counts: Counter[str] = Counter()

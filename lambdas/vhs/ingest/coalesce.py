@@ -1,0 +1,101 @@
+"""Coalescing one batch: messages for the same id are reduced to their winner before anything
+is written, so a hot id costs one conditional write per batch, not one per message.
+
+The store orders writes by their key (ordering.py), and the outcome an id ends in never
+depends on arrival order. So the messages of one batch may be taken in any order, and the
+order "winner first" is one of them: the winner is written, and every other message for its
+id is then exactly what the store would call it against the state the winner left, without
+being sent:
+
+* lower than the winner: **stale** (the winner, or something newer, is current);
+* the winner's own key (a duplicate): **unchanged**, or **stale** if the winner was stale.
+
+A message is a loser only when another message of the batch beats it for certain: a later
+`updated_at`, or the same one and a higher key that is known. A staged body's hash is known
+only once it is downloaded, so such a message loses only to a later `updated_at` (and then is
+never downloaded), and otherwise is written as usual. Claim checks are not looked into (their
+id is inside the payload), and purges are always written (a purge drops earlier versions,
+which a duplicate delete does not).
+
+If the winner is not written (it is dead-lettered, or fails and is retried), its losers do not
+share its fate: they are coalesced again among themselves, as if it had never been sent.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidMessage
+from ..ordering import TOMBSTONE_HASH, OrderKey, Outcome
+from .contract import IngestMessage, validate_message
+from .staging import is_claim_check
+from .strict_json import parse_json_body
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What is known of one message before anything is written."""
+
+    index: int  # its position in the batch
+    record_id: str
+    stamp: str  # updated_at in the stored form
+    key: OrderKey | None  # None when its content hash is known only after a download
+    purge: bool = False
+
+    def beaten_by(self, other: Candidate) -> bool:
+        """Whether `other` is certainly higher, or the same key sent earlier in the batch."""
+        if other.stamp != self.stamp:
+            return other.stamp > self.stamp
+        if self.key is None or other.key is None:
+            return False
+        return other.key > self.key or (other.key == self.key and other.index < self.index)
+
+
+def candidate(index: int, message: IngestMessage) -> Candidate:
+    if message.kind == "deleted":
+        key: OrderKey | None = OrderKey.of(message.stamp, TOMBSTONE_HASH, None)
+    elif message.encoded is not None:
+        key = OrderKey.of(message.stamp, message.encoded.sha256, message.encoded.content_type)
+    else:
+        key = None  # a staged body: hashed when it is downloaded
+    return Candidate(index, message.id, message.stamp, key, message.purge)
+
+
+def read_candidate(index: int, record: dict[str, Any], limits: Any) -> Candidate | None:
+    """The candidate of a Lambda SQS record, or None for a message that is not coalesced:
+    one that is invalid (the usual path dead-letters it) or a claim check."""
+    try:
+        body = parse_json_body(record.get("body", ""))
+        if is_claim_check(body) or (record.get("messageAttributes") or {}):
+            return None
+        return candidate(index, validate_message(body, limits=limits))
+    except InvalidMessage:
+        return None
+
+
+def losers(candidates: Iterable[Candidate]) -> dict[int, int]:
+    """{loser's index: the index of a message that beats it and is itself written}."""
+    by_id: dict[str, list[Candidate]] = defaultdict(list)
+    for c in candidates:
+        by_id[c.record_id].append(c)
+    beaten: dict[int, int] = {}
+    for group in by_id.values():
+        if len(group) < 2:
+            continue
+        writers = [c for c in group if c.purge or not any(c.beaten_by(o) for o in group)]
+        for c in group:
+            if c in writers:
+                continue
+            winner = next(w for w in writers if c.beaten_by(w))
+            beaten[c.index] = winner.index
+    return beaten
+
+
+def outcome_after(winner: OrderKey | None, winner_outcome: str, loser: Candidate) -> Outcome:
+    """What the store would call `loser`, written right after its winner."""
+    if loser.key is not None and loser.key == winner and winner_outcome != Outcome.STALE:
+        return Outcome.UNCHANGED
+    return Outcome.STALE
