@@ -93,10 +93,10 @@ def run(bodies: list[dict[str, Any]], batch: int, coalesced: bool) -> dict[str, 
                 else:
                     with ThreadPoolExecutor(16) as pool:
                         results = list(pool.map(lambda r: module._ingest_one(worker, r), records))
+                module.metrics.clear_metrics()  # counted here, not flushed as EMF lines
                 for result in results:
                     outcome = getattr(result, "outcome", "error")
                     outcomes[outcome] = outcomes.get(outcome, 0) + 1
-        module.metrics.clear_metrics()  # counted here, not flushed (no invocation ends)
         writes = bill.requests.get("UpdateItem", 0)
         return {
             "batch": batch,

@@ -426,6 +426,34 @@ def test_a_missing_s3_body_raises_dangling_pointer(backend):
         store.get(rid)
 
 
+def test_a_large_put_that_cannot_win_uploads_nothing_once_the_current_entry_is_known(backend):
+    """A duplicate or stale large put of an id this store has written is refused or changes
+    nothing, so its body is not uploaded; one that may win (the same content at a later time,
+    or another store that has seen nothing) uploads as before."""
+    store = backend.store()
+    rid = backend.id("known")
+    meter = RequestMeter(backend.s3, backend.dynamodb)
+    assert store.put(rid, large(1), updated_at=at(5)).outcome == "stored"
+    for body, minutes, outcome in ((large(1), 5, "unchanged"), (large(2), 4, "stale")):
+        with meter.measure() as counts:
+            result = store.put(rid, body, updated_at=at(minutes))
+        assert (result.outcome, result.version) == (outcome, 1)
+        assert counts["PutObject"] == counts["CreateMultipartUpload"] == 0, counts
+        assert counts["UpdateItem"] == 1
+    # The same content later moves updated_at forward; it uploads, since the version it
+    # names may have been written by a store whose body was collected since.
+    with meter.measure() as counts:
+        assert store.put(rid, large(1), updated_at=at(6)).outcome == "unchanged"
+    assert counts["PutObject"] == 1
+    stranger = backend.store()
+    with meter.measure() as counts:
+        assert stranger.put(rid, large(3), updated_at=at(1)).outcome == "stale"
+    assert counts["PutObject"] == 1
+    # What the known store skipped never mattered: the record reads as written.
+    assert store.get(rid).body == large(1)
+    assert [v.version for v in store.history(rid)] == [1]
+
+
 # --- 4. Inline small bodies -----------------------------------------------------------------
 
 

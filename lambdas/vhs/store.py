@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 import time
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,7 +36,7 @@ from .errors import (
 )
 from .index import BodyCondemned, DynamoIndex
 from .model import DeleteResult, Entry, Item, PutResult, Record, VersionInfo, entry_time
-from .ordering import TOMBSTONE_HASH, Outcome, parse_timestamp
+from .ordering import TOMBSTONE_HASH, OrderKey, Outcome, parse_timestamp
 from .retention import Retention
 from .settings import StoreSettings
 
@@ -56,6 +58,35 @@ _ITEM_BUDGET = 350 * 1024
 _ENTRY_OVERHEAD = 256
 # Bodies up to this multiple of the threshold are worth trying to compress into it.
 _COMPRESSIBLE_RATIO = 16
+
+
+class KnownCurrent:
+    """The highest current ordering key this process has seen for each of the ids it wrote
+    most recently. An id's current key never goes down (a write is admitted only above it, a
+    touch moves it forward, and purges, trims and the collector keep it), so a key seen is a
+    lower bound of the key now: a write at or below it can only be stale or unchanged, and its
+    body need not be uploaded. Bounded: the least recently written ids are forgotten."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self.capacity = capacity
+        self._keys: OrderedDict[str, OrderKey] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def saw(self, item: Item | None) -> None:
+        if item is None:
+            return
+        key = item.current.order_key
+        with self._lock:
+            known = self._keys.pop(item.id, None)
+            self._keys[item.id] = key if known is None or key > known else known
+            while len(self._keys) > self.capacity:
+                self._keys.popitem(last=False)
+
+    def at_least(self, id: str, key: OrderKey) -> bool:
+        """Whether `id`'s current key is surely at least `key`."""
+        with self._lock:
+            known = self._keys.get(id)
+        return known is not None and key <= known
 
 
 class VersionedHybridStore:
@@ -111,6 +142,7 @@ class VersionedHybridStore:
             s3_client, bucket_name, multipart_threshold=multipart_threshold, clock=clock
         )
         self.index = DynamoIndex(dynamodb_client, table_name, consistent_reads=consistent_reads)
+        self.known = KnownCurrent()
 
     @classmethod
     def from_env(cls, **options: Any) -> VersionedHybridStore:
@@ -179,9 +211,12 @@ class VersionedHybridStore:
             codec=codec,
         )
         keep_history = self.retention.versions > 0
+        # A body that cannot win (a duplicate or stale put of an id whose current entry this
+        # store has seen) is not uploaded: the write can only be refused or change nothing.
+        upload = inline is None and not self.known.at_least(id, entry.order_key)
         for _ in range(_MAX_CONDEMNED_RETRIES):
             uploaded_after = None
-            if inline is None:
+            if upload:
                 created = self.bodies.put(key, body, keys.body_metadata(id, stamp))
                 if self.clock() - created > MAX_WRITE_WINDOW.total_seconds():
                     continue  # too slow for the collector's marker expiry: upload again
@@ -205,6 +240,7 @@ class VersionedHybridStore:
                 self._sleep(wait)
         else:
             raise WriteConflict(f"{id!r}: the garbage collector kept condemning its body")
+        self.known.saw(result.item)
         self._trim_if_due(result.item)
         location = "inline" if inline is not None else self.bodies.location(key)
         return PutResult(id, result.outcome, result.version, body.sha256, location)
@@ -235,6 +271,7 @@ class VersionedHybridStore:
         )
         keep_history = self.retention.versions > 0 and not purge
         result = self.index.write(id, entry, keep_history=keep_history)
+        self.known.saw(result.item)
         item = result.item
         if purge and item is not None and result.outcome is not Outcome.DELETED:
             item = self.index.purge(id) or item
