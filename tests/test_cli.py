@@ -149,7 +149,11 @@ def test_verify_passes_then_finds_a_corrupted_body(local_env, tmp_path: Path):
     assert clean.returncode == 0, clean.stderr
     assert json.loads(clean.stdout)["findings_total"] == 0
 
-    location = json.loads(vhs(local_env, "--json", "history", "verify-me").stdout)[-1]["location"]
+    [latest] = json.loads(vhs(local_env, "--json", "history", "verify-me").stdout)[-1:]
+    location = latest["location"]
+    # One form of time in every command's JSON: `history` as `get` writes it.
+    got = json.loads(vhs(local_env, "--json", "get", "verify-me").stdout)
+    assert latest["updated_at"] == got["updated_at"] and "T" in latest["updated_at"]
     bucket, key = location.removeprefix("s3://").split("/", 1)
     import boto3
 

@@ -27,7 +27,13 @@ def console_err() -> Any:
 
 
 def emit_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, default=str, ensure_ascii=False))
+    print(json.dumps(value, indent=2, default=_json_value, ensure_ascii=False))
+
+
+def _json_value(value: Any) -> str:
+    """Times as RFC 3339 (`2026-11-01T09:00:00+00:00`) in every command's JSON, as `get` and
+    the change feed write them; anything else as its text."""
+    return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
 def now() -> str:
