@@ -8,13 +8,15 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: setup demo test lint format unit bench local clean
-.PHONY: synth infra-check audit
+.PHONY: synth infra-check audit mutation
 NODE_STAMP := node_modules/.installed
 # The security scanners live in a venv of their own: checkov pins libraries that clash with
 # aws-cdk-lib and moto.
 AUDIT_VENV := .venv-audit
 AUDIT_BIN := $(AUDIT_VENV)/bin
 AUDIT_STAMP := $(AUDIT_VENV)/.installed
+MUTATION_VENV := .venv-mutation
+MUTATION_STAMP := $(MUTATION_VENV)/.installed
 
 setup: $(STAMP)
 
@@ -95,4 +97,15 @@ local: $(STAMP)
 	$(BIN)/vhs local up
 
 clean:
-	rm -rf $(VENV) $(AUDIT_VENV) cdk.out .pytest_cache .ruff_cache .hypothesis .bench
+	rm -rf $(VENV) $(AUDIT_VENV) $(MUTATION_VENV) .mutation cdk.out .pytest_cache .ruff_cache .hypothesis .bench
+
+## mutation: mutmut over the core modules (tools/mutation.toml), outside CI; prints kill rates
+mutation: $(MUTATION_STAMP)
+	$(MUTATION_VENV)/bin/python tools/mutation.py run
+
+$(MUTATION_STAMP): requirements-mutation.txt requirements-dev.txt requirements.txt
+	@test -x $(MUTATION_VENV)/bin/python || $(PYTHON) -m venv $(MUTATION_VENV)
+	@echo "installing mutmut into $(MUTATION_VENV)"
+	@$(MUTATION_VENV)/bin/pip install --quiet -r requirements-mutation.txt
+	@$(MUTATION_VENV)/bin/pip install --quiet --no-deps -e .
+	@touch $@

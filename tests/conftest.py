@@ -8,6 +8,33 @@ from botocore.retries.standard import ExponentialBackoff
 
 from support.backends import BACKENDS, Backend, fake_credentials, live_enabled, open_backend
 
+# Fixtures that start a server (moto's or dynalite), and parameters that choose one.
+SERVER_FIXTURES = frozenset({"moto_server", "dynalite_server", "server"})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--inprocess-only",
+        action="store_true",
+        help="run only tests that need no server (in-process moto): `make mutation` uses it",
+    )
+
+
+def needs_a_server(item: pytest.Item) -> bool:
+    if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return any(params.get(name, "inprocess") != "inprocess" for name in ("backend", "backend_name"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--inprocess-only"):
+        return
+    deselected = [item for item in items if needs_a_server(item)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not needs_a_server(item)]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # Unit and integration tests must never reach real AWS by accident.
@@ -19,17 +46,23 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def moto_server() -> Iterator[str]:
+def moto_server(request: pytest.FixtureRequest) -> Iterator[str]:
     from vhs.local.stack import MotoServer
+
+    if request.config.getoption("--inprocess-only"):
+        pytest.skip("needs moto's server (--inprocess-only)")
 
     with MotoServer() as server:
         yield server.endpoint
 
 
 @pytest.fixture(scope="session")
-def dynalite_server() -> Iterator[str]:
+def dynalite_server(request: pytest.FixtureRequest) -> Iterator[str]:
     """dynalite in memory (make setup installs it): fails with how to install it if missing."""
     from support.dynalite import DynaliteServer
+
+    if request.config.getoption("--inprocess-only"):
+        pytest.skip("needs dynalite (--inprocess-only)")
 
     with DynaliteServer() as server:
         yield server.endpoint

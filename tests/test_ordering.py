@@ -1,0 +1,55 @@
+"""The ordering rules' own pieces, checked directly (mutation testing found them unpinned:
+docs/reliability.md, "Mutation testing")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from vhs.errors import InvalidTimestamp
+from vhs.ordering import TOMBSTONE_HASH, OrderKey, Outcome, classify, parse_timestamp
+
+NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+T = "2026-11-25T12:00:00.000000Z"
+
+
+def test_classify_names_a_delete_deleted_and_a_put_stored():
+    put, delete = OrderKey.of(T, "a" * 64, None), OrderKey.of(T, TOMBSTONE_HASH, None)
+    assert (classify(None, put), classify(None, delete)) == (Outcome.STORED, Outcome.DELETED)
+    older = OrderKey.of("2026-01-01T00:00:00.000000Z", "b" * 64, None)
+    assert (classify(older, put), classify(older, delete)) == (Outcome.STORED, Outcome.DELETED)
+    assert (classify(put, older), classify(put, put)) == (Outcome.STALE, Outcome.UNCHANGED)
+
+
+def test_a_timestamp_of_now_or_just_ahead_is_accepted_and_beyond_the_limit_refused():
+    day = timedelta(days=1)
+    for ahead in (timedelta(0), timedelta(hours=23)):
+        assert parse_timestamp(NOW + ahead, now=NOW, max_future=day)
+    assert parse_timestamp(NOW - 2 * day, now=NOW, max_future=day)
+    with pytest.raises(InvalidTimestamp, match="more than 1 day in the future"):
+        parse_timestamp(NOW + day + timedelta(seconds=1), now=NOW, max_future=day)
+
+
+@pytest.mark.parametrize(
+    ("limit", "words"),
+    [
+        (timedelta(days=2), "2 days"),
+        (timedelta(hours=1), "1 hour"),
+        (timedelta(hours=36), "36 hours"),
+        (timedelta(minutes=5), "5 minutes"),
+        (timedelta(seconds=90), "90 seconds"),
+    ],
+)
+def test_the_limit_is_named_in_the_reason(limit: timedelta, words: str):
+    with pytest.raises(InvalidTimestamp) as raised:
+        parse_timestamp(NOW + 3 * limit, now=NOW, max_future=limit)
+    assert raised.value.reason.endswith(f"more than {words} in the future")
+
+
+@pytest.mark.parametrize("value", [1700000000, True, None, b"2026-01-01T00:00:00Z"])
+def test_a_value_of_another_type_is_refused_naming_its_type(value):
+    with pytest.raises(InvalidTimestamp) as raised:
+        parse_timestamp(value)  # type: ignore[arg-type]
+    assert raised.value.reason.endswith(f"not {type(value).__name__}")
+    assert raised.value.field == "updated_at"
