@@ -131,7 +131,7 @@ SETUP: tuple[Put, ...] = (
     Put(ID["updated"], blob(1, 300), at(1)),
     Put(ID["deleted"], blob(2, 300), at(1)),
     Put(LONG, blob(6, 300), at(2)),
-    Put(LONG, blob(7, 300), at(1)),  # stale: it uploads its body, then loses to the newer one
+    Put(LONG, blob(7, 300), at(1)),  # stale, from another writer: it uploads, then loses
 )
 # The body a writer uploaded before it crashed: nothing references it.
 ORPHAN = Put(ID["orphaned"], blob(3, 300), at(1))
@@ -268,7 +268,9 @@ class Episode:
     def setup(self) -> None:
         store = self.store()
         for write in SETUP:
-            store.put(write.id, write.record, updated_at=write.at)
+            # Each by a writer of its own: one that had seen the id's newer version would not
+            # upload the stale put's body (store.KnownCurrent), and the collector needs it.
+            self.store().put(write.id, write.record, updated_at=write.at)
         # A writer that crashed between its phases left this body and no pointer to it.
         orphan = Body(len(ORPHAN.body), ORPHAN.content_hash, BINARY, data=ORPHAN.body)
         store.bodies.put(store.body_key(ORPHAN.id, ORPHAN.content_hash), orphan, {})
