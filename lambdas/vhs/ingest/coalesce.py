@@ -14,8 +14,9 @@ A message is a loser only when another message of the batch beats it for certain
 `updated_at`, or the same one and a higher key that is known. A staged body's hash is known
 only once it is downloaded, so such a message loses only to a later `updated_at` (and then is
 never downloaded), and otherwise is written as usual. Claim checks are not looked into (their
-id is inside the payload), and purges are always written (a purge drops earlier versions,
-which a duplicate delete does not).
+id is inside the payload), messages with attributes take the usual path (a redriven one has a
+receipt to revoke), and purges are always written (a purge drops earlier versions, which a
+duplicate delete does not).
 
 If the winner is not written (it is dead-lettered, or fails and is retried), its losers do not
 share its fate: they are coalesced again among themselves, as if it had never been sent.
