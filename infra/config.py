@@ -17,6 +17,8 @@ Context keys (``cdk deploy -c key=value`` or cdk.json):
 ``retainDays``              VHS_RETAIN_DAYS (optional)
 ``retainAfterDeleteDays``   VHS_RETAIN_AFTER_DELETE_DAYS: days a deleted record's earlier
                             versions stay readable (optional; the library's default, 30)
+``deltaHistory``            VHS_DELTA_HISTORY: "false" keeps earlier inline versions whole, one
+                            blind request per put (optional; the library's default, true)
 ``logLevel``                LOG_LEVEL of the function (default INFO)
 ``powertoolsLayerArn``      an exact Powertools layer ARN (other partitions, or a pinned copy)
 ``powertoolsLayerVersion``  the layer version number, when not resolved from SSM (optional)
@@ -96,6 +98,7 @@ class VhsConfig:
     retain_versions: int | None = None
     retain_days: int | None = None
     retain_after_delete_days: int | None = None
+    delta_history: bool | None = None
     log_level: str = "INFO"
     ingest: resources.IngestShape = field(default_factory=lambda: resources.INGEST)
     alarms: resources.AlarmThresholds = field(default_factory=lambda: resources.ALARMS)
@@ -192,6 +195,7 @@ class VhsConfig:
             retain_versions=self.retain_versions,
             retain_days=self.retain_days,
             retain_after_delete_days=self.retain_after_delete_days,
+            delta_history=self.delta_history,
         )
 
     @classmethod
@@ -258,4 +262,6 @@ class VhsConfig:
         prefix = get("bodyPrefix")
         if prefix is not None:
             overrides["body_prefix"] = str(prefix)
+        if text("deltaHistory") is not None:
+            overrides["delta_history"] = flag("deltaHistory", True)
         return cls(ingest_event_source=flag("ingestEventSource", True), **overrides)

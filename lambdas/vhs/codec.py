@@ -25,6 +25,9 @@ _CHUNK = 8 * 1024 * 1024
 
 # Codec names stored with inline bodies.
 ZLIB = "zlib"
+# zlib with the successor version's body as its preset dictionary (zdict): an earlier version
+# kept in the item as the difference from the version after it (vhs/deltas.py).
+DELTA = "zdelta"
 
 
 @dataclass(frozen=True)
@@ -130,14 +133,30 @@ def compress(data: bytes) -> tuple[bytes, str | None]:
     return data, None
 
 
-def decompress(data: bytes, codec: str | None, size: int) -> bytes:
+def compress_against(data: bytes, successor: bytes) -> bytes:
+    """`data` compressed with `successor` as zlib's preset dictionary: for two versions of a
+    record that differ by an edit, a few dozen bytes. The zlib stream records the dictionary's
+    Adler-32, so decoding against any other successor fails instead of returning wrong bytes."""
+    deflater = zlib.compressobj(9, zdict=successor)
+    return deflater.compress(data) + deflater.flush()
+
+
+def decompress(
+    data: bytes, codec: str | None, size: int, *, successor: bytes | None = None
+) -> bytes:
     """The body `data` stores, inflated to at most `size` + 1 bytes (`size`: the entry's
     recorded size). A damaged or hostile item cannot make a reader inflate a zlib bomb: past
-    its recorded size the output stops, and the caller's hash check then refuses it. Raises
-    zlib.error or ValueError for data that does not decode."""
+    its recorded size the output stops, and the caller's hash check then refuses it. A DELTA
+    body needs its `successor`'s body. Raises zlib.error or ValueError for data that does not
+    decode."""
     if codec is None:
         return data
     if codec == ZLIB:
         inflater = zlib.decompressobj()
+        return inflater.decompress(data, max(size, 0) + 1)
+    if codec == DELTA:
+        if successor is None:
+            raise ValueError("a delta body needs the body of the version after it")
+        inflater = zlib.decompressobj(zdict=successor)
         return inflater.decompress(data, max(size, 0) + 1)
     raise ValueError(f"unknown body codec {codec!r}")

@@ -16,7 +16,7 @@ is the writer's half of the collector's protocol (docs/gc.md); it costs no extra
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +79,10 @@ class WriteResult:
     outcome: Outcome
     version: int
     item: Item | None  # the item after a successful write, else as the failed condition saw it
+
+
+# Given the item a write replaces, the history it holds after the write (DynamoIndex.write).
+HistoryPlan = Callable[[Item], Sequence[Entry]]
 
 
 def _find_own(item: Item, token: str) -> int | None:
@@ -220,41 +224,139 @@ class DynamoIndex:
         *,
         keep_history: bool = True,
         uploaded_after: float | None = None,
+        history: HistoryPlan | None = None,
     ) -> WriteResult:
-        """Make `entry` current if the ordering rules admit it. One request on the happy path.
+        """Make `entry` current if the ordering rules admit it.
+
+        Without `history`, one request on the happy path: the update moves the current entry
+        into the history as it is (server-side) and sets the new one.
+
+        With `history`, the caller decides what the history holds after the write (earlier
+        inline bodies as deltas, expired entries dropped: vhs/deltas.py): given the item the
+        write replaces, it returns the entries to keep, the superseded current entry last.
+        The item is read first (eventually consistent: half a read unit), a write that cannot
+        win is answered from that read without writing (stale: the current key only ever
+        goes up; unchanged: the same key), and the write is conditional on the item being
+        as read. A stale read only fails that condition, and the item the failure returns is
+        the next attempt's starting point, so correctness never rests on the read.
 
         `uploaded_after` (epoch seconds, already less the clock-skew allowance) is when the
         upload of an S3 body began; the write then also requires that the garbage collector
         has not condemned the body since. Raises BodyCondemned if it has.
         """
-        incoming = entry.order_key
+        basis = self._read_for_write(id) if history is not None else None
         for _ in range(_MAX_ATTEMPTS):
-            ok, raw = self._new_version(id, entry, keep_history, uploaded_after)
+            if basis is not None:
+                settled, raw = self._settle(id, entry, basis, uploaded_after, decided_by_read=True)
+                if settled is not None:
+                    return settled
+                ok, raw = self._replace(id, entry, raw, history, uploaded_after)  # type: ignore[arg-type]
+            else:
+                ok, raw = self._new_version(id, entry, keep_history, uploaded_after)
             item = item_from_dynamo(raw)
             if ok and item is not None:  # ALL_NEW: always the item, with its new version
                 return WriteResult(_stored(entry), item.version, item)
-            own = _find_own(item, entry.token) if item else None
-            if own is not None:  # our earlier attempt succeeded; its response was lost
-                return WriteResult(_stored(entry), own, item)
-            verdict = ordering.classify(item.current.order_key if item else None, incoming)
-            if item is None or verdict in (Outcome.STORED, Outcome.DELETED):
-                # Ordering admits it, so the collector's condition refused it.
-                condemned = condemnation_of(raw)
-                if condemned and condemned.covers(entry.content_hash) and uploaded_after:
-                    raise BodyCondemned(condemned.deadline)
-                continue  # the item changed between our attempts: decide again
-            current = item.current.order_key
-            if verdict is Outcome.STALE or incoming == current:
-                return WriteResult(verdict, item.version, item)
-            # Same content, later timestamp: move it forward.
-            ok, raw = self._touch(id, entry)
-            touched = item_from_dynamo(raw)
-            # A refused touch whose item already holds our key was our own touch, its
-            # response lost (or an identical write's): the state is the one we asked for.
-            if touched is not None and (ok or touched.current.order_key == incoming):
-                return WriteResult(Outcome.UNCHANGED, touched.version, touched)
-            # The item changed between our attempts; decide again against its new state.
+            settled, raw = self._settle(id, entry, raw, uploaded_after)
+            if settled is not None:
+                return settled
+            # The item changed between our attempts: decide again against its new state.
+            basis = raw if history is not None else None
         raise WriteConflict(f"gave up writing {id!r} after {_MAX_ATTEMPTS} contended attempts")
+
+    def _settle(
+        self,
+        id: str,
+        entry: Entry,
+        raw: dict,
+        uploaded_after: float | None,
+        *,
+        decided_by_read: bool = False,
+    ) -> tuple[WriteResult | None, dict]:
+        """What the item `raw` (one that refused our write, or, `decided_by_read`, as read
+        before writing) says about the write: a result, or None with the item to write
+        against again (ordering admits the write: the item changed, or was only read)."""
+        incoming = entry.order_key
+        item = item_from_dynamo(raw)
+        own = _find_own(item, entry.token) if item else None
+        if own is not None:  # our earlier attempt succeeded; its response was lost
+            return WriteResult(_stored(entry), own, item), raw
+        verdict = ordering.classify(item.current.order_key if item else None, incoming)
+        if item is None or verdict in (Outcome.STORED, Outcome.DELETED):
+            # Ordering admits it, so (unless we only read) the collector's condition refused it.
+            condemned = condemnation_of(raw)
+            if (
+                not decided_by_read
+                and condemned
+                and uploaded_after
+                and condemned.covers(entry.content_hash)
+            ):
+                raise BodyCondemned(condemned.deadline)
+            return None, raw
+        current = item.current.order_key
+        if verdict is Outcome.STALE or incoming == current:
+            return WriteResult(verdict, item.version, item), raw
+        # Same content, later timestamp: move it forward.
+        ok, raw = self._touch(id, entry)
+        touched = item_from_dynamo(raw)
+        # A refused touch whose item already holds our key was our own touch, its
+        # response lost (or an identical write's): the state is the one we asked for.
+        if touched is not None and (ok or touched.current.order_key == incoming):
+            return WriteResult(Outcome.UNCHANGED, touched.version, touched), raw
+        return None, raw
+
+    def _read_for_write(self, id: str) -> dict:
+        response = self.dynamodb.get_item(
+            TableName=self.table, Key=self._key(id), ConsistentRead=False
+        )
+        return response.get("Item", {})
+
+    def _replace(
+        self,
+        id: str,
+        entry: Entry,
+        basis: dict,
+        history: HistoryPlan,
+        uploaded_after: float | None,
+    ) -> tuple[bool, dict]:
+        """Write `entry` as the next version of the item `basis`, with the history `history`
+        gives for it, only if the item is still as `basis` holds it."""
+        seen = item_from_dynamo(basis)
+        values: dict[str, Any] = {
+            ":c": {"L": [entry_to_dynamo(entry)]},
+            ":one": {"N": "1"},
+            **ordering.condition_values(entry.order_key),
+        }
+        names = {"#c", "#p", "#v", "#t", "#h", "#ct"}
+        if seen is None:
+            update, unchanged = "SET #c = :c ADD #v :one", "attribute_not_exists(#c)"
+            names.discard("#p")
+        else:
+            held = [entry_to_dynamo(e) for e in history(seen)]
+            if held:
+                update = "SET #c = :c, #p = :p ADD #v :one"
+                values[":p"] = {"L": held}
+            else:
+                update = "SET #c = :c REMOVE #p ADD #v :one"
+            # As read: the same version (writes), the same current updated_at (touches), the
+            # same number of earlier entries (trims, purges) and purge flag (purges).
+            unchanged = "#v = :seen_v AND #c[0].#t = :seen_t"
+            values[":seen_v"] = {"N": str(seen.version)}
+            values[":seen_t"] = {"S": seen.current.updated_at}
+            if HISTORY in basis:
+                unchanged += " AND size(#p) = :seen_held"
+                values[":seen_held"] = {"N": str(len(basis[HISTORY]["L"]))}
+            else:
+                unchanged += " AND attribute_not_exists(#p)"
+            if seen.current.purge:
+                names.add("#x")
+                unchanged += " AND #c[0].#x = :true"
+                values[":true"] = {"BOOL": True}
+            elif seen.current.deleted:
+                names.add("#x")
+                unchanged += " AND attribute_not_exists(#c[0].#x)"
+        condition = f"({ordering.newer_and_different(entry.order_key)}) AND {unchanged}"
+        condition, extra_names = _guarded(condition, values, entry, uploaded_after)
+        return self._conditional_update(id, update, condition, values, names, extra_names)
 
     def _new_version(
         self, id: str, entry: Entry, keep_history: bool, uploaded_after: float | None
@@ -272,16 +374,10 @@ class DynamoIndex:
             **ordering.condition_values(entry.order_key),
         }
         names = {"#c", "#p", "#v", "#t", "#h", "#ct"}
-        extra_names: dict[str, str] = {}
-        condition = ordering.newer_and_different(entry.order_key)
         if keep_history:
             values[":empty"] = {"L": []}
-        if uploaded_after is not None:
-            condition = f"({condition}) AND {NOT_CONDEMNED_SINCE_UPLOAD}"
-            values[":uploaded"] = {"N": repr(uploaded_after)}
-            values[":gh"] = {"S": condemned_name(entry.content_hash)}
-            extra_names["#gd"] = CONDEMNED_UNTIL
-            extra_names["#gs"] = CONDEMNED_BODIES
+        condition = f"({ordering.newer_and_different(entry.order_key)})"
+        condition, extra_names = _guarded(condition, values, entry, uploaded_after)
         return self._conditional_update(id, update, condition, values, names, extra_names)
 
     def _touch(self, id: str, entry: Entry) -> tuple[bool, dict]:
@@ -362,6 +458,21 @@ class DynamoIndex:
             {"#p": HISTORY, "#v": VERSION},
             {":v": {"N": str(version)}, ":held": {"N": str(held)}},
         )
+
+
+def _guarded(
+    condition: str, values: dict[str, Any], entry: Entry, uploaded_after: float | None
+) -> tuple[str, dict[str, str]]:
+    """`condition`, and, for a write of a body uploaded at `uploaded_after`, the collector's
+    half of its protocol; adds the values it needs and returns the names."""
+    if uploaded_after is None:
+        return condition, {}
+    values[":uploaded"] = {"N": repr(uploaded_after)}
+    values[":gh"] = {"S": condemned_name(entry.content_hash)}
+    return (
+        f"{condition} AND {NOT_CONDEMNED_SINCE_UPLOAD}",
+        {"#gd": CONDEMNED_UNTIL, "#gs": CONDEMNED_BODIES},
+    )
 
 
 def _stored(entry: Entry) -> Outcome:

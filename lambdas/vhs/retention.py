@@ -27,7 +27,8 @@ class Retention:
     Deletes: while the current entry is a delete, the earlier versions stay readable for
     `after_delete` from the delete's write time (`written_at`), then none is kept (None: no
     such limit; the other rules still apply). A purging delete keeps none at once. Either way
-    the tombstone itself is the current entry and stays, so later puts remain stale.
+    the tombstone itself is the current entry and stays, so later puts remain stale; and what
+    it dropped stays dropped when a later put makes the record live again.
     """
 
     versions: int = 5
@@ -66,6 +67,11 @@ class Retention:
             if self.age is not None and successor.written_at < now - self.age.total_seconds():
                 break
             kept.append(numbered[index])
+            entry = numbered[index][1]
+            # A delete that had dropped its history before a later put made the record live
+            # again: what it dropped stays dropped (its bodies may be collected by now).
+            if self.history_dropped(entry, successor.written_at):
+                break
         kept.reverse()
         return kept
 

@@ -29,6 +29,8 @@ RETAIN_VERSIONS = "VHS_RETAIN_VERSIONS"
 RETAIN_DAYS = "VHS_RETAIN_DAYS"
 # Days a deleted record's earlier versions stay readable (unset: 30, retention.py).
 RETAIN_AFTER_DELETE_DAYS = "VHS_RETAIN_AFTER_DELETE_DAYS"
+# "false": earlier inline versions are kept whole, and a put is one blind request (store.py).
+DELTA_HISTORY = "VHS_DELTA_HISTORY"
 
 # --- ingest -------------------------------------------------------------------------------
 QUEUE_URL = "VHS_QUEUE_URL"
@@ -103,6 +105,15 @@ def whole_number(name: str, default: int | None = None, environ: Mapping | None 
         raise ConfigurationError(f"{name} must be a whole number, not {raw!r}") from None
 
 
+def _flag(name: str, environ: Mapping[str, str] | None = None) -> bool | None:
+    raw = get(name, environ=environ)
+    if not raw:
+        return None
+    if raw.lower() not in ("true", "false"):
+        raise ConfigurationError(f"{name} must be true or false, not {raw!r}")
+    return raw.lower() == "true"
+
+
 def _optional(values: Mapping[str, object | None]) -> dict[str, str]:
     return {name: str(value) for name, value in values.items() if value not in (None, "")}
 
@@ -120,6 +131,8 @@ class StoreSettings:
     retain_days: float | None = None
     # None: the library's default (30 days); a negative value is refused by Retention.
     retain_after_delete_days: float | None = None
+    # None: the library's default (on).
+    delta_history: bool | None = None
 
     def environment(self) -> dict[str, str]:
         return {
@@ -132,6 +145,9 @@ class StoreSettings:
                     RETAIN_VERSIONS: self.retain_versions,
                     RETAIN_DAYS: self.retain_days,
                     RETAIN_AFTER_DELETE_DAYS: self.retain_after_delete_days,
+                    DELTA_HISTORY: None
+                    if self.delta_history is None
+                    else str(self.delta_history).lower(),
                 }
             ),
         }
@@ -162,6 +178,7 @@ class StoreSettings:
                 else None
             ),
             retain_days=retain_days,
+            delta_history=_flag(DELTA_HISTORY, environ),
         )
 
     @property

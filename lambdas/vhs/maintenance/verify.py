@@ -28,7 +28,6 @@ import base64
 import binascii
 import hashlib
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -37,7 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import keys
 from ..aws import is_object_missing
-from ..codec import decompress, sha256_hex
+from ..deltas import UndecodableBody, inline_bodies
 from ..item import ID, item_from_dynamo, layout_problem
 from ..model import Entry, Item
 from ..store import VersionedHybridStore
@@ -197,14 +196,12 @@ class Verifier:
     def _check_item(self, item: Item) -> None:
         retained = self.store.retention.retained(item, self.clock())
         by_hash: dict[str, list[tuple[int, Entry]]] = {}
-        deletes = inline = 0
+        deletes = 0
+        inline = self._check_inline(item.id, retained)
         for version, entry in retained:
             if entry.deleted:
                 deletes += 1
-            elif entry.inline is not None:
-                inline += 1
-                self._check_inline(item.id, version, entry, entry.inline)
-            else:
+            elif entry.inline is None:
                 by_hash.setdefault(entry.content_hash, []).append((version, entry))
         with self._lock:
             report = self._report
@@ -216,35 +213,51 @@ class Verifier:
         for content_hash, pointers in by_hash.items():
             self._submit(item.id, content_hash, pointers)
 
-    def _check_inline(self, id: str, version: int, entry: Entry, inline: bytes) -> None:
-        def found(kind: FindingKind, detail: str) -> None:
-            location = f"{self._item_location(id)}#v{version}"
-            self._found(Finding(kind, id, version, location, detail, (version,)))
-
-        try:
-            body = decompress(inline, entry.codec, entry.size)
-        except (zlib.error, ValueError) as error:
-            found(
-                FindingKind.HASH_MISMATCH,
-                f"the inline body does not decode ({entry.codec}): {error}",
+    def _check_inline(self, id: str, retained: list[tuple[int, Entry]]) -> int:
+        """Check every inline body of the `retained` versions of `id` (one pass over their
+        delta chains, which run from a version to later ones, all retained too); returns how
+        many there are. A version that cannot be decoded because a later one it is stored
+        against is damaged is reported with that version, once."""
+        location = self._item_location(id)
+        entries = dict(retained)
+        broken: dict[int, tuple[UndecodableBody, list[int]]] = {}
+        count = 0
+        for version, body in inline_bodies(retained):
+            count += 1
+            if isinstance(body, UndecodableBody):
+                broken.setdefault(body.version, (body, []))[1].append(version)
+                continue
+            with self._lock:
+                self._report.bytes_hashed += len(body)
+            if len(body) != entries[version].size:
+                detail = (
+                    f"the inline body is {len(body)} bytes, the entry says {entries[version].size}"
+                )
+                self._found(
+                    Finding(
+                        FindingKind.SIZE_MISMATCH,
+                        id,
+                        version,
+                        f"{location}#v{version}",
+                        detail,
+                        (version,),
+                    )
+                )
+        for version, (error, affected) in broken.items():
+            detail = f"the inline body does not decode to its hash: {error}"
+            if affected != [version]:
+                detail += f" (versions {', '.join(map(str, sorted(affected)))} cannot be read)"
+            self._found(
+                Finding(
+                    FindingKind.HASH_MISMATCH,
+                    id,
+                    version,
+                    f"{location}#v{version}",
+                    detail,
+                    tuple(sorted(affected)),
+                )
             )
-            return
-        with self._lock:
-            self._report.bytes_hashed += len(body)
-        actual = sha256_hex(body)
-        if actual != entry.content_hash:
-            found(
-                FindingKind.HASH_MISMATCH,
-                f"the inline body has sha256 {actual} ({len(body)} bytes), "
-                f"the entry says {entry.content_hash} ({entry.size} bytes)",
-            )
-        elif len(body) != entry.size:
-            found(
-                FindingKind.SIZE_MISMATCH,
-                f"the inline body is {len(body)} bytes, the entry says {entry.size}",
-            )
-
-    # --- one S3 object ---------------------------------------------------------------------
+        return count
 
     def _submit(self, id: str, content_hash: str, pointers: list[tuple[int, Entry]]) -> None:
         self._slots.acquire()

@@ -1,0 +1,124 @@
+"""Earlier inline versions kept as deltas against the version after them.
+
+DynamoDB bills an update on the whole item, so history held in full makes every update dearer
+by every retained version (docs/design.md, "History: the arithmetic"). When a new version with
+an inline body supersedes one with an inline body, the superseded body is stored compressed
+with the new body as zlib's preset dictionary (`codec.DELTA`): a catalogue edit then costs a
+few dozen bytes of history instead of a whole compressed body.
+
+A delta chain runs from an earlier version up to the first later version that is not a delta,
+the current one at the latest; every version in between is inline, because a body is stored
+against its successor only when that successor is inline. Trimming drops the oldest entries,
+which ends no chain, and a purge drops them all. Decoding a version inflates the chain from
+its top down, each step bounded by the entry's recorded size and checked against its sha256.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Iterator, Sequence
+
+from .codec import DELTA, ZLIB, compress_against, decompress, sha256_hex
+from .model import Entry
+
+
+class UndecodableBody(ValueError):
+    """An inline body that does not decode to the bytes its entry's hash names: `version`'s,
+    which decoded to bytes of sha256 `actual`, or did not decode at all (None)."""
+
+    def __init__(self, message: str, version: int, actual: str | None = None) -> None:
+        super().__init__(message)
+        self.version = version
+        self.actual = actual
+
+
+def supersede(old: Entry, old_body: bytes | None, successor: Entry, successor_body: bytes) -> Entry:
+    """`old` as it is kept once `successor` is current: as a delta against `successor_body`
+    when both are inline and the delta is smaller than what `old` stores now, else as is.
+    `old_body` is `old`'s decoded body (None: not inline)."""
+    if (
+        old_body is None
+        or old.inline is None
+        or old.codec not in (None, ZLIB)
+        or successor.inline is None
+    ):
+        return old
+    delta = compress_against(old_body, successor_body)
+    if len(delta) >= len(old.inline):
+        return old
+    return dataclasses.replace(old, inline=delta, codec=DELTA)
+
+
+def inline_body(versions: Sequence[tuple[int, Entry]], version: int) -> bytes:
+    """The body of `version`, inline in the item whose held entries are `versions` (oldest
+    first, current last, as `Item.versions()` gives them), checked against its hash. Raises
+    UndecodableBody when it, or a later version its delta needs, does not decode or hash."""
+    index = next((i for i, (number, _) in enumerate(versions) if number == version), None)
+    if index is None:
+        raise UndecodableBody(f"version {version} is not held", version)
+    top = index
+    # Up to the version the chain starts from: the first that is not a delta, or a delta
+    # without an inline successor, which _decode refuses.
+    while (
+        versions[top][1].codec == DELTA
+        and top + 1 < len(versions)
+        and versions[top + 1][1].inline is not None
+    ):
+        top += 1
+    body: bytes | None = None
+    for position in range(top, index - 1, -1):
+        body = _decode(*versions[position], successor=body)
+    assert body is not None
+    return body
+
+
+def inline_bodies(
+    versions: Sequence[tuple[int, Entry]],
+) -> Iterator[tuple[int, bytes | UndecodableBody]]:
+    """Every inline version's body, or why it cannot be had, newest first: one pass over the
+    chains (`vhs verify`). A version whose delta needs a later version that does not decode
+    fails with that version's number (the root cause is reported once)."""
+    successor: bytes | UndecodableBody | None = None
+    for number, entry in reversed(versions):
+        if entry.inline is None:
+            successor = None
+            continue
+        if entry.codec == DELTA and isinstance(successor, UndecodableBody):
+            failed = successor
+            successor = UndecodableBody(
+                f"version {number} is stored against version {failed.version}: {failed}",
+                failed.version,
+            )
+        else:
+            try:
+                successor = _decode(number, entry, successor=successor)
+            except UndecodableBody as error:
+                successor = error
+        yield number, successor
+
+
+def _decode(number: int, entry: Entry, *, successor: bytes | None) -> bytes:
+    """`entry`'s inline body (version `number`), given its successor's body for a delta."""
+    if entry.inline is None:
+        raise UndecodableBody(f"version {number} has no inline body", number)
+    if entry.codec == DELTA and successor is None:
+        raise UndecodableBody(
+            f"version {number} is stored against the version after it, which has no inline body",
+            number,
+        )
+    try:
+        body = decompress(entry.inline, entry.codec, entry.size, successor=successor)
+    except (zlib.error, ValueError) as error:
+        raise UndecodableBody(
+            f"version {number} does not decode ({entry.codec}): {error}", number
+        ) from None
+    actual = sha256_hex(body)
+    if actual != entry.content_hash:
+        raise UndecodableBody(
+            f"version {number}'s inline body has sha256 {actual} ({len(body)} bytes), "
+            f"the entry says {entry.content_hash} ({entry.size} bytes)",
+            number,
+            actual,
+        )
+    return body
