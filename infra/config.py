@@ -23,6 +23,9 @@ Context keys (``cdk deploy -c key=value`` or cdk.json):
 ``powertoolsLayerArn``      an exact Powertools layer ARN (other partitions, or a pinned copy)
 ``powertoolsLayerVersion``  the layer version number, when not resolved from SSM (optional)
 ``ingestEventSource``       "false" leaves the SQS event source out (tests; default true)
+``samLocal``                "true" synthesizes for ``sam local invoke`` (`make sam-synth`,
+                            infra/sam.py): Powertools from a local layer, AWS_ENDPOINT_URL
+                            declared; never deploy it (default false)
 ``gcSchedule``              the collector's EventBridge schedule (default resources.GC)
 ``gcParallel``              invocations a collection run fans out over (default resources.GC)
 ``gcGrace``                 VHS_GC_GRACE of the collector (default resources.GC)
@@ -108,6 +111,8 @@ class VhsConfig:
     # False leaves the SQS event source mapping out: moto's CloudFormation would otherwise
     # try to run the function in Docker on every send (see tests/infra/test_moto_deploy.py).
     ingest_event_source: bool = True
+    # True: a template for `sam local invoke` only (infra/sam.py); never deployed.
+    sam_local: bool = False
 
     def __post_init__(self) -> None:
         for ok, problem in self._checks():
@@ -264,4 +269,8 @@ class VhsConfig:
             overrides["body_prefix"] = str(prefix)
         if text("deltaHistory") is not None:
             overrides["delta_history"] = flag("deltaHistory", True)
-        return cls(ingest_event_source=flag("ingestEventSource", True), **overrides)
+        return cls(
+            ingest_event_source=flag("ingestEventSource", True),
+            sam_local=flag("samLocal", False),
+            **overrides,
+        )

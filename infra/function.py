@@ -26,7 +26,7 @@ from constructs import Construct
 
 from vhs import settings
 
-from . import nag
+from . import nag, sam
 from .config import (
     LAMBDA_ARCHITECTURE,
     LAMBDA_PYTHON_VERSION,
@@ -128,6 +128,8 @@ def powertools_layer(scope: Construct, config: VhsConfig) -> lambda_.ILayerVersi
     """The AWS-managed Powertools layer for the stack's region and the function's
     architecture. By default its ARN is the public SSM parameter of the pinned release,
     resolved by CloudFormation at deploy time in the stack's region."""
+    if config.sam_local:
+        return sam.local_powertools_layer(scope)
     if config.powertools_layer_arn:
         arn = config.powertools_layer_arn
     elif config.powertools_layer_version:
@@ -207,10 +209,21 @@ class VhsFunction(lambda_.Function):
                 **settings.powertools_environment(
                     spec, namespace=metrics_namespace(config), log_level=config.log_level
                 ),
+                **(sam.LOCAL_ENVIRONMENT if config.sam_local else {}),
             },
             **options,
         )
         self.execution_role = role  # what `role` returns, typed as the Role it is
+        function = self.node.default_child
+        assert isinstance(function, lambda_.CfnFunction)
+        # The Role property's GetAtt already orders the function after its role; CDK's
+        # DependsOn on the role too is redundant (cfn-lint and `sam validate --lint`: W3005).
+        # The one on the role's policy stays: the function may not run before it exists.
+        policy = role.node.find_child("DefaultPolicy").node.default_child
+        assert isinstance(policy, cdk.CfnResource)
+        function.add_override("DependsOn", [policy.logical_id])
+        # The name `sam local invoke NAME` takes (SAM reads it before the construct path).
+        function.add_metadata(sam.RESOURCE_ID, spec.name)
 
         nag.skip_checkov(self, "CKV_AWS_116", no_dlq_reason)
         nag.acknowledge(role, "AwsSolutions-IAM5", XRAY_ACKNOWLEDGEMENT, finding="Resource::*")

@@ -43,6 +43,7 @@ from constructs import Construct
 
 from vhs import settings
 
+from . import sam
 from .changes import ChangeFeed
 from .config import VhsConfig
 from .gc import GarbageCollection
@@ -319,6 +320,8 @@ def build(
     )
     maintenance.add_stack_dependency(ingest, "the collector's alarm notifies the alarm topic (SSM)")
     for each in (store_stack, ingest, changes, maintenance):
+        if config.sam_local:
+            sam.prepare(each)
         cdk.Tags.of(each).add("project", "vhs")
         cdk.Tags.of(each).add("stage", config.stage)
     if nag:

@@ -31,6 +31,17 @@ RETAIN_DAYS = "VHS_RETAIN_DAYS"
 RETAIN_AFTER_DELETE_DAYS = "VHS_RETAIN_AFTER_DELETE_DAYS"
 # "false": earlier inline versions are kept whole, and a put is one blind request (store.py).
 DELTA_HISTORY = "VHS_DELTA_HISTORY"
+# Every variable of StoreSettings (an empty value reads as unset: the library's default).
+STORE_VARIABLES = (
+    TABLE_NAME,
+    BUCKET_NAME,
+    PREFIX,
+    INLINE_THRESHOLD,
+    RETAIN_VERSIONS,
+    RETAIN_DAYS,
+    RETAIN_AFTER_DELETE_DAYS,
+    DELTA_HISTORY,
+)
 
 # --- ingest -------------------------------------------------------------------------------
 QUEUE_URL = "VHS_QUEUE_URL"

@@ -85,6 +85,23 @@ def test_retention_after_delete_flows_from_context_to_the_store() -> None:
         config(retainAfterDeleteDays="-1")
 
 
+def test_delta_history_flows_from_context_to_the_store() -> None:
+    from vhs import VersionedHybridStore, settings
+
+    off = config(deltaHistory="false").store_settings("table", "bucket")
+    assert off.environment()[settings.DELTA_HISTORY] == "false"
+    store = VersionedHybridStore.from_settings(
+        settings.StoreSettings.from_env(off.environment()),
+        s3_client=object(),
+        dynamodb_client=object(),
+    )
+    assert store.delta_history is False
+    # Unset: the library's default (on), and nothing in the functions' environment.
+    assert settings.DELTA_HISTORY not in config().store_settings("t", "b").environment()
+    with pytest.raises(ConfigError, match="deltaHistory"):
+        config(deltaHistory="sometimes")
+
+
 @pytest.mark.parametrize(
     ("context", "message"),
     [

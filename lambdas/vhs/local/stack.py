@@ -52,14 +52,15 @@ def free_port() -> int:
 
 
 class ChildServer:
-    """An HTTP server in a child process, bound to 127.0.0.1 only. Subclasses name the
-    command and a path that answers once the server is ready."""
+    """An HTTP server in a child process, bound to 127.0.0.1 unless told another address
+    (`bind`). Subclasses name the command and a path that answers once the server is ready."""
 
     name = "server"
     probe_path = "/"
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, *, bind: str = "127.0.0.1") -> None:
         self.port = port or free_port()
+        self.bind = bind
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
         self.log: Any = None
@@ -111,19 +112,22 @@ class ChildServer:
 
 class MotoServer(ChildServer):
     """moto's server (with atomic DynamoDB requests: see motoserver.py) in a child process,
-    bound to 127.0.0.1 only. `atomic_dynamodb=False` runs moto's own server, unchanged: only
-    for measuring what the middleware prevents (benchmarks/atomicity.py)."""
+    bound to 127.0.0.1 unless `bind` says otherwise (`vhs local up --host 0.0.0.0`, for
+    containers). `atomic_dynamodb=False` runs moto's own server, unchanged: only for
+    measuring what the middleware prevents (benchmarks/atomicity.py)."""
 
     name = "moto server"
     probe_path = "/moto-api/"
 
-    def __init__(self, port: int = 0, *, atomic_dynamodb: bool = True) -> None:
-        super().__init__(port)
+    def __init__(
+        self, port: int = 0, *, atomic_dynamodb: bool = True, bind: str = "127.0.0.1"
+    ) -> None:
+        super().__init__(port, bind=bind)
         self.atomic_dynamodb = atomic_dynamodb
 
     def command(self) -> list[str]:
         module = "vhs.local.motoserver" if self.atomic_dynamodb else "moto.server"
-        return [sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(self.port)]
+        return [sys.executable, "-m", module, "-H", self.bind, "-p", str(self.port)]
 
 
 def endpoint_environment(endpoint: str, region: str) -> dict[str, str]:
