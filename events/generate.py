@@ -1,4 +1,7 @@
-"""Regenerate events/*.json (real Lambda SQS event shapes): python events/generate.py"""
+"""Regenerate events/sqs-*.json (real Lambda SQS event shapes): python events/generate.py
+
+The events/sam-*.json are not made here: they are SAM CLI's own generated events, kept as
+`sam local generate-event` prints them (see events/README.md)."""
 
 import base64
 import hashlib

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -295,3 +296,149 @@ def test_every_table_prints_data_as_text_never_as_markup(local_env, tmp_path: Pa
     assert "[bold]yesterday[/]" in listed.stdout.decode()
     discarded = vhs(wide, "--json", "dlq", "discard", "--field", "updated_at")
     assert json.loads(discarded.stdout)["discarded"] == len(MARKUP_IDS)
+
+
+# --- Every command's --json: the shapes docs/cli.md documents, and one form of time ----------
+
+CLI_DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+# RFC 3339 with a `T`, in UTC with a numeric offset: what `get` writes (datetime.isoformat()).
+RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00")
+LOOKS_LIKE_A_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d")
+
+
+def documented_shapes() -> dict[str, tuple[set[str], set[str]]]:
+    """docs/cli.md's tables: for each heading naming a command (`vhs get`, `vhs invoke gc`
+    (collecting)), the (always present, optional) fields its table lists."""
+    shapes: dict[str, tuple[set[str], set[str]]] = {}
+    section = None
+    for line in CLI_DOC.read_text(encoding="utf-8").splitlines():
+        heading = re.match(r"#+ `(vhs [^`]+)`( \([^)]+\))?$", line)
+        if heading:
+            section = heading[1] + (heading[2] or "")
+            continue
+        row = re.match(r"\| `([^`]+)` \| ([^|]+) \|", line)
+        if row and section:
+            always, optional = shapes.setdefault(section, (set(), set()))
+            (optional if "optional" in row[2] else always).add(row[1])
+    return shapes
+
+
+def fields_of(value: object, prefix: str = "") -> set[str]:
+    """The field names of a JSON value, as the docs name them: `a`, `a[]` (a non-empty
+    array), `a[].b` (a field of its elements), `[].b` (of a top-level array's elements)."""
+    found: set[str] = set()
+    if isinstance(value, list):
+        if value:
+            found.add(prefix + "[]")
+        for element in value:
+            if isinstance(element, dict):
+                found |= fields_of(element, prefix + "[].")
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            found.add(prefix + key)
+            if isinstance(inner, list) and any(isinstance(e, dict) for e in inner):
+                found |= fields_of(inner, prefix + key)
+    return found
+
+
+def times_in(value: object, key: str = "") -> list[tuple[str, str]]:
+    """(key, string) for every string in a JSON value that is, or looks like, a time."""
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in times_in(v, k)]
+    if isinstance(value, list):
+        return [t for v in value for t in times_in(v, key)]
+    if isinstance(value, str) and (key.endswith("_at") or LOOKS_LIKE_A_TIME.match(value)):
+        return [(key, value)]
+    return []
+
+
+def assert_documented(section: str, output: object, *, more_allowed: bool = False) -> None:
+    always, optional = documented_shapes()[section]
+    present = fields_of(output)
+    # A field of an array's elements (`a[].b`, `[].b`) is there when the array has elements.
+    missing = {f for f in always if f not in present and f.rpartition(".")[0] in ("", *present)}
+    assert not missing, f"{section}: documented but missing: {sorted(missing)}"
+    if not more_allowed:
+        undocumented = {f for f in present if f not in always | optional and not f.endswith("[]")}
+        assert not undocumented, f"{section}: not in docs/cli.md: {sorted(undocumented)}"
+
+
+def json_of(env: dict[str, str], *args: str, stdin: bytes | None = None, status: int = 0) -> object:
+    result = vhs(env, "--json", *args, stdin=stdin)
+    assert result.returncode == status, (args, result.stderr)
+    output = json.loads(result.stdout)  # one JSON document, nothing else
+    for key, stamp in times_in(output):
+        assert RFC3339.fullmatch(stamp), f"vhs {' '.join(args)}: {key} = {stamp!r}"
+    return output
+
+
+def test_every_command_writes_its_documented_json(local_env, tmp_path: Path):
+    """Each command's --json output is one JSON document with the fields docs/cli.md gives
+    it (no fewer, no more), and every time in it is RFC 3339 with a `T`, in UTC, as `get`
+    writes it. (`vhs invoke changes` and `gc`: tests/test_invoke.py.)"""
+    put = json_of(
+        local_env,
+        "put",
+        "json-1",
+        "-",
+        "--updated-at",
+        "2026-01-01T02:00:00.5+02:00",
+        stdin=b'{"n": 1}',
+    )
+    assert_documented("vhs put", put)
+    got = json_of(local_env, "get", "json-1")
+    assert got["updated_at"] == "2026-01-01T00:00:00.500000+00:00"
+    assert_documented("vhs get", got)
+    deleted = json_of(local_env, "delete", "json-1", "--deleted-at", "2026-02-01T00:00:00Z")
+    assert_documented("vhs delete", deleted)
+    history = json_of(local_env, "history", "json-1")
+    assert [v["updated_at"] for v in history] == [got["updated_at"], "2026-02-01T00:00:00+00:00"]
+    assert_documented("vhs history", history)
+
+    lines = tmp_path / "send.jsonl"
+    lines.write_text(
+        '{"id": "json-2", "updated_at": "2026-01-01T00:00:00Z", "record": {}}\n'
+        '{"id": "json-3", "updated_at": "2026-01-01T00:00:00", "record": {}}\n'
+    )
+    sent = json_of(local_env, "send", str(lines), status=1)  # the second line is refused
+    assert sent["refused"][0]["field"] == "updated_at"
+    assert_documented("vhs send", sent)
+    assert_documented("vhs gc", json_of(local_env, "gc", "--dry-run", "--shard", "00"))
+    verified = json_of(local_env, "verify", "json-missing", status=1)
+    assert verified["findings"][0]["kind"] == "not_found"
+    assert_documented("vhs verify", verified)
+
+    # A dead letter at once: the ingest handler run here on SAM's SQS event ("Hello from SQS!").
+    sam_event = Path(__file__).resolve().parent.parent / "events" / "sam-sqs-receive-message.json"
+    assert_documented("vhs invoke ingest", json_of(local_env, "invoke", "ingest", str(sam_event)))
+    try:
+        letters = json_of(local_env, "dlq", "list")
+        assert [letter["error_field"] for letter in letters] == ["body"]
+        assert_documented("vhs dlq list", letters)
+        assert_documented("vhs dlq redrive", json_of(local_env, "dlq", "redrive", "--dry-run"))
+    finally:  # the other tests expect an empty DLQ
+        discarded = json_of(local_env, "dlq", "discard", "--field", "body")
+    assert discarded["discarded"] == 1
+    assert_documented("vhs dlq discard", discarded)
+
+
+def test_local_up_json_is_documented(tmp_path: Path):
+    from vhs.local.stack import free_port
+
+    process = subprocess.Popen(
+        [*VHS, "local", "up", "--json", "--no-pipeline", "--port", str(free_port())],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout
+    text = ""
+    for line in process.stdout:  # blocks until the stack prints; no sleeping
+        if line.strip() == "ready":
+            break
+        text += line
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0
+    env = json.loads(text)
+    assert all(isinstance(value, str) for value in env.values())
+    # The stack may export more than the docs list (scripts take the object whole).
+    assert_documented("vhs local up", env, more_allowed=True)

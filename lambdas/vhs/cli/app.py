@@ -9,11 +9,12 @@
     vhs gc [--dry-run] [--grace 1h]  delete bodies nothing references
     vhs verify [--deep]              check every current and retained pointer
     vhs dlq list|redrive|discard     the ingest dead-letter queue
-    vhs invoke ingest EVENT.json     run the ingest handler on an event, here
+    vhs invoke ingest EVENT.json     run the ingest handler on an event, here (- reads stdin)
 
-Every command takes --json for output that scripts can parse, and --stack NAME to read its
-configuration from a deployed stage's stack outputs. Otherwise configuration comes from the
-environment that `vhs local up` prints (or AWS's own, for a deployed stack).
+Every command takes --json for output that scripts can parse (docs/cli.md gives each
+command's fields), and --stack NAME to read its configuration from a deployed stage's stack
+outputs. Otherwise configuration comes from the environment that `vhs local up` prints (or
+AWS's own, for a deployed stack).
 
 This module is the parser and the dispatch; the commands live by concern in records,
 pipeline, maintenance and dlq, and import what they need (boto, rich, the store) only when
@@ -44,6 +45,17 @@ def _command(sub: Any, name: str, handler: Any, help: str) -> argparse.ArgumentP
     return p
 
 
+def _seconds(text: str) -> int:
+    """A timeout in whole seconds, 1..900 (Lambda's range)."""
+    try:
+        seconds = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of seconds: {text!r}") from None
+    if not 1 <= seconds <= 900:
+        raise argparse.ArgumentTypeError(f"must be 1..900 seconds (Lambda's range), not {seconds}")
+    return seconds
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vhs", description="VHS: a versioned hybrid store")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -58,6 +70,17 @@ def build_parser() -> argparse.ArgumentParser:
     local_sub = local.add_subparsers(dest="local_command", required=True)
     up = local_sub.add_parser("up", help="start it; print its environment, then 'ready'")
     up.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default 4567)")
+    up.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; 0.0.0.0 lets `sam local invoke`'s "
+        "containers reach it, and anyone else who can reach this machine: moto has no auth)",
+    )
+    up.add_argument(
+        "--sam-env-vars",
+        default=".vhs/sam-env.json",
+        help="where to write the `sam local invoke --env-vars` file (default .vhs/sam-env.json)",
+    )
     up.add_argument("--table", help="table name")
     up.add_argument("--bucket", help="bucket name")
     up.add_argument(
@@ -124,7 +147,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "invoke", cmd_invoke, "run a handler on an event file, in this process")
     p.add_argument("function", choices=list(settings.FUNCTIONS))  # ingest, changes, gc
-    p.add_argument("event", help="an event JSON file, e.g. events/sqs-small-record.json")
+    p.add_argument(
+        "event",
+        help="an event JSON file, e.g. events/sqs-small-record.json, or - for standard input",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="the invocation's timeout (default: the function's configured timeout)",
+    )
+    p.add_argument("--debug", action="store_true", help="print the traceback of a handler error")
 
     p = _command(sub, "delete", cmd_delete, "delete a record")
     p.add_argument("id")

@@ -26,11 +26,12 @@ def console_err() -> Any:
     return Console(stderr=True, **_PLAIN)
 
 
-def emit_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, default=_json_value, ensure_ascii=False))
+def emit_json(value: Any, file: Any = None) -> None:
+    """`value` as one JSON document on standard output (or `file`)."""
+    print(json.dumps(value, indent=2, default=json_value, ensure_ascii=False), file=file)
 
 
-def _json_value(value: Any) -> str:
+def json_value(value: Any) -> str:
     """Times as RFC 3339 (`2026-11-01T09:00:00+00:00`) in every command's JSON, as `get` and
     the change feed write them; anything else as its text."""
     return value.isoformat() if isinstance(value, datetime) else str(value)

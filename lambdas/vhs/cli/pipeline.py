@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .output import console_err, emit_json, progress
+from .output import console_err, emit_json, json_value, progress
 
 
 def cmd_local_up(args: argparse.Namespace) -> int:
@@ -26,11 +26,11 @@ def cmd_local_up(args: argparse.Namespace) -> int:
     console = sys.stdout  # the function's own output goes to its log, not here
 
     def show(line: str, **fields: Any) -> None:
-        text = json.dumps(fields, default=str) if args.json else line
+        text = json.dumps(fields, default=json_value) if args.json else line
         print(text, file=console, flush=True)
 
     port = DEFAULT_PORT if args.port is None else args.port
-    with MotoServer(port) as server, contextlib.ExitStack() as running:
+    with MotoServer(port, bind=args.host) as server, contextlib.ExitStack() as running:
         stack = LocalStack(
             server.endpoint,
             table_name=args.table or DEFAULT_TABLE,
@@ -74,6 +74,11 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         else:
             for name, value in env.items():
                 print(f"export {name}={value}")
+        if args.sam_env_vars:
+            from ..local.sam import write_env_vars_file
+
+            written = write_env_vars_file(Path(args.sam_env_vars), env, server.port)
+            print(f"sam local invoke: --env-vars {written}", file=sys.stderr)
         if not args.no_pipeline:
             print(
                 f"ingest: {stack.queue_name} -> handlers.ingest.handler (its logs: {log}); "
@@ -170,15 +175,61 @@ def cmd_send(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def cmd_invoke(args: argparse.Namespace) -> int:
-    from ..local.invoke import invoke
+def read_event(name: str) -> Any:
+    """The event JSON in the file `name`, or on standard input for `-` (SAM's `-e -`)."""
+    text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+    return json.loads(text)
 
-    event = json.loads(Path(args.event).read_text())
+
+def cmd_invoke(args: argparse.Namespace) -> int:
+    """Run a handler as Lambda would: only its response on standard output (one JSON
+    document), everything it writes (Powertools' logs and metrics, print) on standard error;
+    an error is one line on standard error (the traceback with --debug) and exit status 1."""
+    import traceback
+
+    from ..local.invoke import describe, invoke, output_to
+
+    where = "standard input" if args.event == "-" else args.event
+    try:
+        event = read_event(args.event)
+    except OSError as error:
+        print(
+            f"error: cannot read the event from {where}: {error.strerror or error}", file=sys.stderr
+        )
+        return 2
+    except ValueError as error:
+        print(f"error: the event in {where} is not JSON: {error}", file=sys.stderr)
+        return 2
+
+    failures: list[str] = []
 
     def handed_on(event: dict[str, Any], response: Any) -> None:
         # Lambda returns only the first response; what it hands on is reported on stderr.
-        print(json.dumps({"handed_on": event, "response": response}, default=str), file=sys.stderr)
+        print(
+            json.dumps({"handed_on": event, "response": response}, default=json_value),
+            file=sys.stderr,
+        )
 
-    response = invoke(args.function, event, on_handed_on=handed_on)
-    emit_json(response)
-    return 0
+    def hand_on_failed(event: dict[str, Any], error: BaseException) -> None:
+        if args.debug:
+            traceback.print_exception(error, file=sys.stderr)
+        failures.append(describe(error))
+        handed = json.dumps(event, default=json_value)
+        print(f"error: {args.function} (handed on {handed}): {failures[-1]}", file=sys.stderr)
+
+    with output_to(sys.stderr) as stdout:
+        try:
+            response = invoke(
+                args.function,
+                event,
+                timeout_seconds=args.timeout,
+                on_handed_on=handed_on,
+                on_handed_on_error=hand_on_failed,
+            )
+        except Exception as error:  # the handler's error: what Lambda reports as a function error
+            if args.debug:
+                traceback.print_exception(error, file=sys.stderr)
+            print(f"error: {args.function}: {describe(error)}", file=sys.stderr)
+            return 1
+    emit_json(response, file=stdout)
+    return 1 if failures else 0

@@ -6,6 +6,7 @@ import argparse
 import base64
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     versions = open_store().history(args.id)
     if args.json:
-        emit_json([v.__dict__ for v in versions])
+        emit_json([{**asdict(v), "updated_at": v.updated_at.isoformat()} for v in versions])
         return 0
     from rich.table import Table
 

@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ..resources import CHANGES, GC, INGEST
 from ..settings import FUNCTIONS
@@ -75,32 +77,121 @@ class HandingOnContext(CountdownContext):
         self._queue.append(event)
 
 
+def _shape(name: str) -> Any:
+    return {"ingest": INGEST, "changes": CHANGES, "gc": GC}.get(name)
+
+
 def configured_timeout(name: str) -> int:
-    """The timeout the CDK app configures for the function `name`."""
-    shapes = {"ingest": INGEST, "changes": CHANGES, "gc": GC}
-    return shapes[name].function_timeout_seconds if name in shapes else 60
+    """The timeout the CDK app configures for the function `name` (resources.py's shapes,
+    which infra/function.py deploys); 60 s for a module path."""
+    shape = _shape(name)
+    return shape.function_timeout_seconds if shape is not None else 60
+
+
+def configured_memory(name: str) -> int:
+    """The memory the CDK app configures for the function `name`; 1024 MB for a module path."""
+    shape = _shape(name)
+    return shape.function_memory_mb if shape is not None else LambdaContext.memory_limit_in_mb
+
+
+class HandOnFailed(Exception):
+    """An invocation that a handler handed on (`invoke_async`) failed."""
+
+    def __init__(self, event: dict[str, Any], error: BaseException) -> None:
+        super().__init__(f"the invocation handed on with {event} failed: {describe(error)}")
+        self.event = event
+        self.error = error
 
 
 def invoke(
     name: str,
-    event: dict[str, Any],
+    event: Any,
     context: LambdaContext | None = None,
     *,
+    timeout_seconds: int | None = None,
     on_handed_on: Callable[[dict[str, Any], Any], None] | None = None,
+    on_handed_on_error: Callable[[dict[str, Any], BaseException], None] | None = None,
 ) -> Any:
     """Run the handler on `event`, and then every invocation it hands on (each with a fresh
-    context). Returns the first invocation's response, as Lambda returns it to the caller;
-    `on_handed_on(event, response)` is told of the others."""
+    context whose time counts down from `timeout_seconds`, by default the function's
+    configured timeout). Returns the first invocation's response, as Lambda returns it to
+    the caller; `on_handed_on(event, response)` is told of the others. A handed-on
+    invocation that raises is reported to `on_handed_on_error(event, error)` and the rest
+    still run (Lambda runs each asynchronous invocation on its own); without that callback
+    it raises HandOnFailed once they have all run."""
     handler = load_handler(name)
     queue: list[dict[str, Any]] = []
+    timeout = configured_timeout(name) if timeout_seconds is None else timeout_seconds
+    if timeout <= 0:
+        raise ValueError(f"a timeout must be a positive number of seconds, not {timeout}")
 
     def fresh() -> LambdaContext:
-        return HandingOnContext(queue, configured_timeout(name), function_name=f"vhs-{name}")
+        return HandingOnContext(
+            queue,
+            timeout,
+            function_name=f"vhs-{name}",
+            memory_limit_in_mb=configured_memory(name),
+            log_group_name=f"/aws/lambda/vhs-{name}",
+        )
 
     response = handler(event, context or fresh())
+    failed: HandOnFailed | None = None
     while queue:
         handed_on = queue.pop(0)
-        answer = handler(handed_on, fresh())
+        try:
+            answer = handler(handed_on, fresh())
+        except Exception as error:
+            if on_handed_on_error is None:
+                failed = failed or HandOnFailed(handed_on, error)
+            else:
+                on_handed_on_error(handed_on, error)
+            continue
         if on_handed_on is not None:
             on_handed_on(handed_on, answer)
+    if failed is not None:
+        raise failed
     return response
+
+
+def describe(error: BaseException) -> str:
+    """`error` on one line: its type and message. A Powertools batch error (every record of
+    a batch failed) is named with its first record's error rather than with the tracebacks
+    its message holds."""
+    children = getattr(error, "child_exceptions", None)
+    if children:
+        first = next((e for _, e, _ in children if e is not None), None)
+        text = f"all {len(children)} records of the batch failed"
+        if first is not None:
+            text += f"; the first: {type(first).__name__}: {_flat(str(first))}"
+    else:
+        text = _flat(str(error))
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+@contextlib.contextmanager
+def output_to(stream: TextIO) -> Iterator[TextIO]:
+    """Send what a handler writes to `stream` for the duration, as Lambda sends a function's
+    output to its log, not to the caller: print(), Powertools' EMF metrics (printed when
+    flushed) and every logger that writes to standard output (Powertools' Logger holds the
+    stream it was built with). Yields the standard output it replaced, where the response
+    goes."""
+    saved = sys.stdout
+    originals = {id(saved), id(sys.__stdout__)}
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    repointed = []
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", ()):
+            if isinstance(handler, logging.StreamHandler) and id(handler.stream) in originals:
+                repointed.append((handler, handler.setStream(stream)))
+    sys.stdout = stream
+    try:
+        yield saved
+    finally:
+        sys.stdout = saved
+        for handler, previous in repointed:
+            if previous is not None:
+                handler.setStream(previous)
