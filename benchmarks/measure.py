@@ -11,12 +11,13 @@ import gc
 import random
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from . import workload
+from . import pricing, workload
 from .pricing import Bill
 from .scenarios import OPERATIONS, Operation, Samples
 from .systems import System
@@ -78,55 +79,106 @@ def cost_per_operation(systems: Sequence[System], samples: Samples) -> list[Oper
 
 @dataclass
 class MixCost:
-    """Bills per system, per pass ("create", "update") and per size class."""
+    """Bills per system, per put ("1" for the creates, "2" for the first updates, ...) and
+    per size class."""
 
     bodies: list[workload.Body]
+    puts: int = 2
     bills: dict[str, dict[str, dict[str, Bill]]] = field(default_factory=dict)
 
     def total(self, system: str, passes: Sequence[str]) -> Bill:
         return combine([b for p in passes for b in self.bills[system][p].values()])
 
-    def by_class(self, system: str, size_class: str) -> Bill:
-        return combine([self.bills[system][p][size_class] for p in self.bills[system]])
+    def by_class(self, system: str, size_class: str, passes: Sequence[str]) -> Bill:
+        return combine([self.bills[system][p][size_class] for p in passes])
 
 
-def revisions(bodies: Sequence[workload.Body], seed: int) -> list[dict[str, Any]]:
-    """The second version of every record: the same edit for every system."""
-    when = workload.timestamp(2)
-    return [workload.revise(b.record, random.Random(f"{seed}/rev/{b.id}"), when) for b in bodies]
+def versions(
+    bodies: Sequence[workload.Body], seed: int, puts: int
+) -> Iterator[tuple[list[dict[str, Any]], datetime]]:
+    """Every record's versions, put by put: the records themselves at day 1, then each put a
+    cataloguer's edit of the one before (`workload.revise`) at the next day, the same edits for
+    every system. Put 2 is the two-version mix's update. Lazy: one version of each record in
+    memory at a time (the archives are megabytes)."""
+    rngs = [random.Random(f"{seed}/rev/{b.id}") for b in bodies]
+    records = [b.record for b in bodies]
+    yield records, workload.timestamp(1)
+    for put in range(2, puts + 1):
+        when = workload.timestamp(put)
+        records = [workload.revise(r, rng, when) for r, rng in zip(records, rngs, strict=True)]
+        yield records, when
 
 
 def cost_of_mix(
     systems: Sequence[System],
     bodies: Sequence[workload.Body],
-    updates: Sequence[dict[str, Any]],
+    seed: int,
+    puts: int,
     progress: Progress,
 ) -> MixCost:
-    result = MixCost(list(bodies))
-    passes = (
-        ("create", [b.record for b in bodies], workload.timestamp(1), False),
-        ("update", list(updates), workload.timestamp(2), True),
-    )
+    """Put every record `puts` times (a create, then edits), every put billed alone."""
+    result = MixCost(list(bodies), puts, {s.name: {} for s in systems})
 
-    def run_system(system: System) -> dict[str, dict[str, Bill]]:
-        bills = {}
-        for name, records, when, exists in passes:
-            progress(f"size mix: {system.name}, {len(records)} puts ({name})")
-            per_class: dict[str, list[Bill]] = {}
-            for body, record in zip(bodies, records, strict=True):
-                # One bill per put, so the report can break the mix down by size class.
-                with system.biller.bill() as bill:
-                    system.put(body.id, record, when, exists=exists)
-                per_class.setdefault(body.size_class, []).append(bill)
-            bills[name] = {c: combine(b) for c, b in per_class.items()}
-        return bills
+    def run_system(system: System, name: str, records: list[dict[str, Any]], when: datetime):
+        per_class: dict[str, list[Bill]] = {}
+        for body, record in zip(bodies, records, strict=True):
+            # One bill per put, so the report can break the mix down by size class.
+            with system.biller.bill() as bill:
+                system.put(body.id, record, when, exists=name != "1")
+            per_class.setdefault(body.size_class, []).append(bill)
+        return {c: combine(b) for c, b in per_class.items()}
 
     # Costs do not depend on timing, and each system has its own clients, meters, table and
     # bucket: run the systems side by side, so the client and the server overlap their work.
     with ThreadPoolExecutor(max_workers=len(systems)) as pool:
-        for system, bills in zip(systems, pool.map(run_system, systems), strict=True):
-            result.bills[system.name] = bills
+        for number, (records, when) in enumerate(versions(bodies, seed, puts), start=1):
+            name = str(number)
+            progress(f"size mix: put {number} of {puts} ({len(records)} records, each system)")
+            runs = [pool.submit(run_system, s, name, records, when) for s in systems]
+            for system, run in zip(systems, runs, strict=True):
+                result.bills[system.name][name] = run.result()
     return result
+
+
+# --- Storage after the mix -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Storage:
+    """What one system's table and bucket hold: items and their bytes (each as DynamoDB bills
+    storage: the item's size plus 100 bytes of overhead), objects and their bytes."""
+
+    items: int
+    item_bytes: int
+    objects: int
+    object_bytes: int
+
+    def gb_month(self, records: int) -> tuple[float, float]:
+        """GB (2^30 bytes) held per record, in DynamoDB and in S3."""
+        return (
+            self.item_bytes / records / pricing.GB,
+            self.object_bytes / records / pricing.GB,
+        )
+
+    def dollars_per_million_records(self, records: int) -> float:
+        """$ per month for a million records held as these are."""
+        dynamodb, s3 = self.gb_month(records)
+        return pricing.storage_dollars(dynamodb, s3) * 1e6
+
+
+def stored(s3: Any, dynamodb: Any, *, table: str, bucket: str) -> Storage:
+    """Scan `table` and list `bucket` with un-metered clients: what is actually kept."""
+    items = item_bytes = 0
+    for page in dynamodb.get_paginator("scan").paginate(TableName=table):
+        for item in page["Items"]:
+            items += 1
+            item_bytes += pricing.item_size(item) + pricing.DYNAMODB_ITEM_OVERHEAD
+    objects = object_bytes = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for entry in page.get("Contents", []):
+            objects += 1
+            object_bytes += entry["Size"]
+    return Storage(items, item_bytes, objects, object_bytes)
 
 
 # --- Wall time -----------------------------------------------------------------------------------

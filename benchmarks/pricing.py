@@ -8,7 +8,9 @@ Prices are AWS US East (N. Virginia), on demand, as recorded in
   consumes units, on the size of the existing item (at least 1); transactions cost double;
 * a read (GetItem) consumes 1 read unit per started 4 KB of the *whole* item (a projection does
   not make it cheaper), at least 1 even when there is no item; eventually consistent reads half;
-* item size is the sum over attributes of the name's UTF-8 bytes and the value's size.
+* item size is the sum over attributes of the name's UTF-8 bytes and the value's size;
+* storage is billed per GB-month: DynamoDB on every item's size plus 100 bytes, S3 on object
+  bytes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class PriceTable:
     s3_delete_per_million: float = 0.00  # DELETE (and multi-object delete) are free
     dynamodb_write_unit_per_million: float = 0.625
     dynamodb_read_unit_per_million: float = 0.125  # strongly consistent, per 4 KB
+    dynamodb_storage_per_gb_month: float = 0.25  # Standard table class; item bytes + 100
+    s3_storage_per_gb_month: float = 0.023  # S3 Standard, first 50 TB
 
 
 PRICES = PriceTable()
@@ -59,6 +63,9 @@ DYNAMODB_READS = frozenset({"GetItem"})
 
 WRITE_UNIT_BYTES = 1024
 READ_UNIT_BYTES = 4096
+# Storage: AWS adds 100 bytes of indexing overhead to every item's size; a GB is 2^30 bytes.
+DYNAMODB_ITEM_OVERHEAD = 100
+GB = 1024**3
 
 
 def s3_price_per_million(operation: str, prices: PriceTable = PRICES) -> float:
@@ -130,6 +137,13 @@ def read_units(size: int, *, consistent: bool) -> float:
     return float(units) if consistent else units / 2
 
 
+def storage_dollars(dynamodb_gb: float, s3_gb: float, prices: PriceTable = PRICES) -> float:
+    """Dollars per month for holding `dynamodb_gb` in DynamoDB and `s3_gb` in S3."""
+    return (
+        dynamodb_gb * prices.dynamodb_storage_per_gb_month + s3_gb * prices.s3_storage_per_gb_month
+    )
+
+
 # --- Bills ---------------------------------------------------------------------------------------
 
 
@@ -187,5 +201,15 @@ def price_rows(prices: PriceTable = PRICES) -> list[tuple[str, str, str]]:
             f"${prices.dynamodb_read_unit_per_million:.3f} per million",
             "1 per started 4 KB of the whole item (projections do not reduce it), min 1 even "
             "for no item; eventually consistent x0.5",
+        ),
+        (
+            "DynamoDB storage",
+            f"${prices.dynamodb_storage_per_gb_month:.3f} per GB-month",
+            f"item size + {DYNAMODB_ITEM_OVERHEAD} bytes of overhead per item",
+        ),
+        (
+            "S3 storage (Standard)",
+            f"${prices.s3_storage_per_gb_month:.3f} per GB-month",
+            "object bytes",
         ),
     ]

@@ -2,11 +2,12 @@
 
     .venv/bin/python benchmarks/run.py                 print the tables
     .venv/bin/python benchmarks/run.py --write PATH    ... and write them as Markdown to PATH
-    .venv/bin/python benchmarks/run.py --quick         smoke mode (well under a minute)
+    .venv/bin/python benchmarks/run.py --quick         smoke mode (about a minute)
     .venv/bin/python benchmarks/run.py --json          results as JSON on stdout
 
-Three measurements (measure.py): requests and cost per operation, cost per million puts on a
-catalogue-like size mix, and wall time per operation as a ratio to the raw floor.
+Four measurements (measure.py): requests and cost per operation, cost per million puts on a
+catalogue-like size mix (every record put 10 times: the two-version mix is its first two puts),
+the storage the mix leaves behind, and wall time per operation as a ratio to the raw floor.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from benchmarks.peers.raw_floor import RawFloor  # noqa: E402
 from benchmarks.peers.raw_vhs_requests import RawVhsRequests  # noqa: E402
 from benchmarks.peers.wellcome2018 import Wellcome2018Store  # noqa: E402
 from benchmarks.systems import System, VhsSystem  # noqa: E402
-from vhs import Retention  # noqa: E402
 from vhs.local.stack import MotoServer, client  # noqa: E402
 
 SEED = 2018
@@ -47,16 +47,27 @@ SEED = 2018
 class Settings:
     mode: str
     mix_records: int
+    mix_puts: int  # puts of every record in the mix: a create, then edits (2: the two-version mix)
     small_rounds: tuple[int, int]  # (warm-up, measured) rounds for small bodies
     large_rounds: tuple[int, int]  # the same for 1 MB bodies, which are slow on moto
     wall_peers: bool  # time the peers too (context), not only VHS and the floor
 
 
 FULL = Settings(
-    "full", mix_records=1000, small_rounds=(3, 40), large_rounds=(2, 12), wall_peers=True
+    "full",
+    mix_records=1000,
+    mix_puts=10,
+    small_rounds=(3, 40),
+    large_rounds=(2, 12),
+    wall_peers=True,
 )
 QUICK = Settings(
-    "quick", mix_records=100, small_rounds=(1, 8), large_rounds=(1, 3), wall_peers=False
+    "quick",
+    mix_records=100,
+    mix_puts=3,
+    small_rounds=(1, 8),
+    large_rounds=(1, 3),
+    wall_peers=False,
 )
 
 
@@ -82,38 +93,66 @@ def build_systems(endpoint: str) -> dict[str, Any]:
         ),
         Wellcome2018Store(*clients(), probe, table="bench-wellcome", bucket="bench-wellcome"),
         RawFloor(*clients(), probe, table="bench-raw", bucket="bench-raw"),
-        # Diagnostics, outside the goals: VHS keeping no history (what the history in the
-        # item costs on the mix), and VHS's requests without VHS's code (wall time).
+        # VHS as every put was before delta history (issue 12): blind one-request writes, the
+        # history kept whole, a trim write every `versions // 2` updates. The "before" of the
+        # creates goal, and a diagnostic beside VHS.
         VhsSystem(
             *clients(),
             probe,
-            table="bench-vhs-v0",
-            bucket="bench-vhs-v0",
-            name=report.NO_HISTORY,
-            retention=Retention(versions=0),
+            table="bench-vhs-blind",
+            bucket="bench-vhs-blind",
+            name=report.DELTA_OFF,
+            delta_history=False,
         ),
+        # A diagnostic, outside the goals: VHS's requests without VHS's code (wall time).
         RawVhsRequests(*clients(), probe, scratch=clients(), table="bench-raw-vhs"),
     ]
     return {s.name: s for s in systems}
+
+
+def measure_storage(
+    systems: Sequence[Any], endpoint: str, records: int, puts: int, progress: report.Progress
+) -> report.StorageResult:
+    """What each system keeps after the mix, from its table and bucket (the mix runs first, so
+    they hold the mix's records only). VHS's systems are measured before and after a run of
+    their garbage collector, which at steady state removes what retention no longer keeps."""
+    s3, dynamodb = client("s3", endpoint), client("dynamodb", endpoint)  # un-metered
+
+    def stored(system: Any) -> measure.Storage:
+        return measure.stored(s3, dynamodb, table=system.table, bucket=system.bucket)
+
+    before = {s.name: stored(s) for s in systems if s.name in report.VHS_SYSTEMS}
+    for system in systems:
+        if system.name in report.VHS_SYSTEMS:
+            progress(f"storage: {system.name}'s garbage collector")
+            system.collect_garbage(client("s3", endpoint), client("dynamodb", endpoint))
+    after = {s.name: stored(s) for s in systems}
+    return report.StorageResult(records, puts, after, before)
 
 
 def run(settings: Settings, progress: report.Progress) -> dict[str, Any]:
     progress(f"generating the workload ({settings.mix_records} records, seed {SEED})")
     samples = scenarios.Samples.build(SEED)
     bodies = workload.size_mix(settings.mix_records, SEED)
-    updates = measure.revisions(bodies, SEED)
     with MotoServer() as server:
         progress(f"moto server on {server.endpoint}")
         systems = build_systems(server.endpoint)
-        main = [systems[name] for name in (report.VHS, *report.PEERS, report.FLOOR)]
-        for_mix = [systems[name] for name in (report.VHS, *report.PEERS, report.NO_HISTORY)]
+        main = [
+            systems[name] for name in (report.VHS, report.DELTA_OFF, *report.PEERS, report.FLOOR)
+        ]
+        for_mix = [systems[name] for name in (report.VHS, *report.PEERS, report.DELTA_OFF)]
         timed = [systems[report.VHS], systems[report.FLOOR]]
         if settings.wall_peers:
             timed += [systems[name] for name in (report.RAW_VHS, *report.PEERS)]
 
+        # The mix first, so that the tables and buckets hold its records only when the
+        # storage they take is measured.
+        mix = measure.cost_of_mix(for_mix, bodies, SEED, settings.mix_puts, progress)
+        storage = measure_storage(
+            for_mix, server.endpoint, len(bodies), settings.mix_puts, progress
+        )
         progress("cost per operation")
         costs = measure.cost_per_operation(main, samples)
-        mix = measure.cost_of_mix(for_mix, bodies, updates, progress)
 
         def rounds(operation: scenarios.Operation) -> tuple[int, int]:
             return settings.large_rounds if "large" in operation.name else settings.small_rounds
@@ -123,6 +162,7 @@ def run(settings: Settings, progress: report.Progress) -> dict[str, Any]:
         "samples": samples,
         "costs": costs,
         "mix": mix,
+        "storage": storage,
         "walls": walls,
         "cost_systems": [s.name for s in main],
         "mix_systems": [s.name for s in for_mix],
@@ -148,6 +188,7 @@ def run_metadata(settings: Settings, samples: scenarios.Samples, seconds: float)
             f"warm-up rounds for small bodies, {settings.large_rounds[1]} after "
             f"{settings.large_rounds[0]} for large ones"
         ),
+        "mix_puts": str(settings.mix_puts),
         "steady_updates": str(scenarios.STEADY_STATE_UPDATES),
         "steady_prior": str(scenarios.STEADY_STATE_PRIOR_VERSIONS),
         "small_size": str(small),
@@ -155,15 +196,27 @@ def run_metadata(settings: Settings, samples: scenarios.Samples, seconds: float)
     }
 
 
+def found_goals(results: dict[str, Any]) -> list[report.Goal]:
+    return report.goals(
+        results["costs"],
+        results["mix"],
+        results["walls"],
+        results["mix_systems"],
+        results["storage"],
+    )
+
+
 def grids(results: dict[str, Any]) -> list[report.Grid]:
-    found = report.goals(results["costs"], results["mix"], results["walls"], results["mix_systems"])
+    mix = results["mix"]
     return [
         report.operations_grid(results["costs"], results["cost_systems"]),
         report.outcomes_grid(results["costs"], results["cost_systems"]),
-        report.mix_grid(results["mix"], results["mix_systems"]),
-        report.mix_class_grid(results["mix"], results["mix_systems"]),
+        report.mix_grid(mix, results["mix_systems"]),
+        report.mix_class_grid(mix, results["mix_systems"], report.TWO_VERSIONS),
+        report.mix_class_grid(mix, results["mix_systems"], report.all_puts(mix)),
+        report.storage_grid(results["storage"], results["mix_systems"]),
         report.wall_grid(results["walls"], results["wall_systems"]),
-        report.goals_grid(found),
+        report.goals_grid(found_goals(results)),
     ]
 
 
@@ -177,6 +230,7 @@ def as_json(results: dict[str, Any], meta: dict[str, str]) -> dict[str, Any]:
         }
 
     mix = results["mix"]
+    storage = results["storage"]
     return {
         "meta": meta,
         "operations": [
@@ -188,7 +242,17 @@ def as_json(results: dict[str, Any], meta: dict[str, str]) -> dict[str, Any]:
         ],
         "mix": {
             label: {s: bill(mix.total(s, passes)) for s in results["mix_systems"]}
-            for label, passes in report.PASSES
+            for label, passes, _goal in report.mix_rows(mix)
+        },
+        "storage": {
+            s: {
+                "records": storage.records,
+                "after_collection": vars(storage.after[s]),
+                "before_collection": vars(storage.before[s]) if s in storage.before else None,
+                "gb_month_per_record": sum(storage.after[s].gb_month(storage.records)),
+                "dollars_per_million_records_month": storage.dollars(s),
+            }
+            for s in results["mix_systems"]
         },
         "wall": [
             {
@@ -199,8 +263,7 @@ def as_json(results: dict[str, Any], meta: dict[str, str]) -> dict[str, Any]:
             for w in results["walls"]
         ],
         "goals": [
-            {"goal": g.name, "measured": g.measured, "met": g.met}
-            for g in report.goals(results["costs"], mix, results["walls"], results["mix_systems"])
+            {"goal": g.name, "measured": g.measured, "met": g.met} for g in found_goals(results)
         ],
     }
 
@@ -224,6 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = document.render(
             costs=results["costs"],
             mix=results["mix"],
+            storage=results["storage"],
             walls=results["walls"],
             cost_systems=results["cost_systems"],
             mix_systems=results["mix_systems"],

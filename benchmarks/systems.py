@@ -9,7 +9,8 @@ knowledge for free, where a real caller would need a read to find out.
 
 from __future__ import annotations
 
-from datetime import datetime
+import time
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
@@ -69,7 +70,7 @@ class OwnTableAndBucket:
 
 class VhsSystem:
     """The store under test, by default with its defaults (8 KB inline threshold, 5 retained
-    versions, strongly consistent reads)."""
+    versions, strongly consistent reads, delta history)."""
 
     def __init__(
         self,
@@ -81,8 +82,10 @@ class VhsSystem:
         bucket: str,
         name: str = "VHS",
         retention: Retention | None = None,
+        delta_history: bool = True,
     ) -> None:
         self.name = name
+        self.table, self.bucket = table, bucket
         resources.create_store_resources(
             dynamodb, s3, table_name=table, bucket_name=bucket, region=DEFAULT_REGION
         )
@@ -93,6 +96,7 @@ class VhsSystem:
             dynamodb_client=dynamodb,
             prefix="bench",
             retention=retention,
+            delta_history=delta_history,
         )
         self.biller = Biller(probe, [s3], [dynamodb])
 
@@ -104,3 +108,37 @@ class VhsSystem:
 
     def delete(self, id: str, deleted_at: datetime) -> None:
         self.store.delete(id, deleted_at=deleted_at)
+
+    def collect_garbage(self, s3: Any, dynamodb: Any) -> None:
+        """Run VHS's garbage collector over this store as its schedule would at steady state,
+        through clients of its own (`s3`, `dynamodb`: un-metered): once with its clock past
+        every grace period (orphans condemned and deleted), then once past the condemnations'
+        expiry (their markers cleared from the items)."""
+        from vhs.maintenance.gc import GarbageCollector
+
+        store = VersionedHybridStore(
+            self.table,
+            self.bucket,
+            s3_client=s3,
+            dynamodb_client=dynamodb,
+            prefix=self.store.prefix,
+            retention=self.store.retention,
+            delta_history=self.store.delta_history,
+        )
+        # Only the shards that hold objects (keys are `prefix/shard/...`): listing the other
+        # ones finds nothing, and takes the benchmark's time.
+        listed = s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket)
+        depth = len(store.prefix.split("/")) if store.prefix else 0
+        shards = sorted(
+            {e["Key"].split("/")[depth] for page in listed for e in page.get("Contents", [])}
+        )
+        for ahead in (_GC_AHEAD, 2 * _GC_AHEAD):
+            collector = GarbageCollector(
+                store, grace=timedelta(0), clock=lambda ahead=ahead: time.time() + ahead
+            )
+            report = collector.run(shards)
+            if not report.ok:
+                raise RuntimeError(f"{self.name}: the garbage collector failed: {report}")
+
+
+_GC_AHEAD = 24 * 3600  # past the collector's lease and marker expiry (minutes)

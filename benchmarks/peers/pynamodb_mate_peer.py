@@ -69,7 +69,7 @@ class PynamodbMateStore:
 
     def __init__(self, s3: Any, endpoint: str, probe: Any, *, table: str, bucket: str) -> None:
         self.s3 = s3
-        self.bucket = bucket
+        self.table, self.bucket = table, bucket
         self.model = document_model(table, endpoint)
         self.model.create_table(wait=True)
         s3.create_bucket(Bucket=bucket)
