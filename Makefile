@@ -84,9 +84,10 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 # One worker per core (pytest-xdist): most tests wait on a moto server of their worker's own, so
-# two workers keep both cores of a small CI machine busy.
+# two workers keep both cores of a small CI machine busy. worksteal: an idle worker takes tests
+# queued for the other, so one long test near the end does not leave a core idle.
 unit: $(STAMP) $(NODE_STAMP)
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 ## bench: benchmarks against the floor and the peers; writes docs/benchmarks.md
 bench: $(STAMP)
