@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -214,13 +214,11 @@ class VhsFunction(lambda_.Function):
             **options,
         )
         self.execution_role = role  # what `role` returns, typed as the Role it is
-        function = self.node.default_child
-        assert isinstance(function, lambda_.CfnFunction)
+        function = cast(lambda_.CfnFunction, self.node.default_child)
         # The Role property's GetAtt already orders the function after its role; CDK's
         # DependsOn on the role too is redundant (cfn-lint and `sam validate --lint`: W3005).
         # The one on the role's policy stays: the function may not run before it exists.
-        policy = role.node.find_child("DefaultPolicy").node.default_child
-        assert isinstance(policy, cdk.CfnResource)
+        policy = cast(cdk.CfnResource, role.node.find_child("DefaultPolicy").node.default_child)
         function.add_override("DependsOn", [policy.logical_id])
         # The name `sam local invoke NAME` takes (SAM reads it before the construct path).
         function.add_metadata(sam.RESOURCE_ID, spec.name)

@@ -66,10 +66,9 @@ def inline_body(versions: Sequence[tuple[int, Entry]], version: int) -> bytes:
         and versions[top + 1][1].inline is not None
     ):
         top += 1
-    body: bytes | None = None
-    for position in range(top, index - 1, -1):
+    body = _decode(*versions[top], successor=None)
+    for position in range(top - 1, index - 1, -1):
         body = _decode(*versions[position], successor=body)
-    assert body is not None
     return body
 
 
