@@ -13,11 +13,12 @@ import copy
 import json
 import random
 import zlib
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from support.records import at
 from vhs import BodyHashMismatch, RecordNotFound, Retention
 from vhs.codec import DELTA, compress, sha256_hex
 from vhs.deltas import inline_bodies, inline_body, supersede
@@ -28,12 +29,6 @@ from vhs.maintenance.verify import verify
 from vhs.model import Entry
 from vhs.settings import DELTA_HISTORY, StoreSettings
 from vhs.store import VersionedHybridStore
-
-BASE = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def at(minutes: int) -> datetime:
-    return BASE + timedelta(minutes=minutes)
 
 
 def catalogue_record(edition: int) -> dict[str, Any]:
@@ -352,17 +347,23 @@ def test_a_put_after_an_expired_delete_does_not_bring_back_what_it_dropped(backe
 # --- damage -----------------------------------------------------------------------------------
 
 
+def overwrite_inline_body(backend: Any, id: str, entry: str, data: bytes) -> None:
+    """Damage the item as a bad actor or a bug could: the inline body of `entry` (a path such
+    as c[0] or p[1]) replaced, its hash left as it was."""
+    backend.dynamodb.update_item(
+        TableName=backend.table_name,
+        Key={"id": {"S": id}},
+        UpdateExpression=f"SET {entry}.b = :b",
+        ExpressionAttributeValues={":b": {"B": data}},
+    )
+
+
 def test_a_damaged_successor_is_a_typed_error_and_one_finding(backend):
     store = backend.store()
     rid = backend.id("damaged")
     for edition in (1, 2, 3):
         store.put(rid, catalogue_record(edition), updated_at=at(edition))
-    backend.dynamodb.update_item(
-        TableName=backend.table_name,
-        Key={"id": {"S": rid}},
-        UpdateExpression="SET c[0].b = :b",
-        ExpressionAttributeValues={":b": {"B": zlib.compress(b'{"title":"Billy Budd"}')}},
-    )
+    overwrite_inline_body(backend, rid, "c[0]", zlib.compress(b'{"title":"Billy Budd"}'))
     for version in (1, 2, 3):
         with pytest.raises(BodyHashMismatch):
             store.get(rid, version=version)
@@ -379,12 +380,7 @@ def test_a_damaged_delta_spoils_itself_and_the_versions_stored_against_it(backen
     rid = backend.id("damaged-delta")
     for edition in (1, 2, 3):
         store.put(rid, catalogue_record(edition), updated_at=at(edition))
-    backend.dynamodb.update_item(
-        TableName=backend.table_name,
-        Key={"id": {"S": rid}},
-        UpdateExpression="SET p[1].b = :b",
-        ExpressionAttributeValues={":b": {"B": b"\x78\xbb not a delta"}},
-    )
+    overwrite_inline_body(backend, rid, "p[1]", b"\x78\xbb not a delta")
     for version in (1, 2):
         with pytest.raises(BodyHashMismatch):
             store.get(rid, version=version)

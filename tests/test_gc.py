@@ -13,8 +13,8 @@ from datetime import timedelta
 
 import pytest
 from botocore.exceptions import ClientError
-from test_store_contract import at, large
 
+from support.records import at, large
 from vhs import Retention, VersionedHybridStore, resources
 from vhs.errors import WriteConflict
 from vhs.item import condemnation_of, condemned_name

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 from test_gc import crash_between_phases, objects
-from test_store_contract import large
 
+from support.records import large
 from vhs import Retention
 from vhs.errors import InvalidInput
 from vhs.keys import all_shards, shard_of

@@ -13,8 +13,8 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from test_gc import later, objects, s3_store
 from test_gc_protocol import SKEW, FakeTime, make_store
-from test_store_contract import at, large
 
+from support.records import at, large
 from vhs import Retention
 from vhs.errors import WriteConflict
 from vhs.item import MAX_CONDEMNED, condemnation_of

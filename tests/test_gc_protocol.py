@@ -11,8 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from hashlib import sha256
 
-from test_store_contract import at, large
-
+from support.records import at, large
 from vhs.item import CONDEMNED_BODIES, CONDEMNED_UNTIL, condemnation_of, condemned_name
 from vhs.keys import shard_of
 from vhs.local.metering import RequestMeter

@@ -11,19 +11,13 @@ Failures are injected through the clients' own botocore event hooks; the index r
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from support.backends import Backend
+from support.records import at
 from vhs import Retention
 from vhs.codec import DELTA
 from vhs.index import DynamoIndex
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def at(minutes: int) -> datetime:
-    return T0 + timedelta(minutes=minutes)
 
 
 def record(edition: int) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import zlib
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -21,28 +20,13 @@ from botocore.exceptions import ClientError
 from test_gc_protocol import SKEW, FakeTime, condemn, make_store
 
 from support.backends import Backend
+from support.records import at, large
 from vhs import BodyHashMismatch, RecordNotFound, Retention
 from vhs.codec import MAX_BODY_SIZE
 from vhs.errors import ConfigurationError, InvalidInput
 from vhs.keys import body_key
 from vhs.model import VersionInfo
 from vhs.store import VersionedHybridStore
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def at(minutes: int) -> datetime:
-    return T0 + timedelta(minutes=minutes)
-
-
-def large(seed: int, size: int = 20_000) -> bytes:
-    """Incompressible bytes, so the body goes to S3."""
-    out = bytearray()
-    block = hashlib.sha256(str(seed).encode()).digest()
-    while len(out) < size:
-        block = hashlib.sha256(block).digest()
-        out += block
-    return bytes(out[:size])
 
 
 def sha(data: bytes) -> str:

@@ -11,10 +11,11 @@ import hashlib
 import io
 import json
 import zlib
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
+from support.records import at, large
 from vhs import (
     BodyHashMismatch,
     BodyTooLarge,
@@ -27,22 +28,6 @@ from vhs import (
 )
 from vhs.keys import MAX_ID_LENGTH, encode_id
 from vhs.local.metering import RequestMeter
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def at(minutes: int) -> datetime:
-    return T0 + timedelta(minutes=minutes)
-
-
-def large(seed: int, size: int = 40_000) -> bytes:
-    """Incompressible bytes, so the body cannot be inlined."""
-    out = bytearray()
-    block = hashlib.sha256(str(seed).encode()).digest()
-    while len(out) < size:
-        block = hashlib.sha256(block).digest()
-        out += block
-    return bytes(out[:size])
 
 
 def s3_keys(backend) -> list[str]:
