@@ -1,4 +1,4 @@
-"""The VHS stacks: Store (stateful), Ingest, Changes and Maintenance (stateless).
+"""The VHS stacks: Store (stateful), Ingest, Changes, Maintenance and ReadApi (stateless).
 
 * ``Vhs-<stage>-Store`` (stateful): the body bucket, the index table, the staging bucket and
   the access-log bucket. Everything in it is RETAIN, so deleting the stack keeps the data.
@@ -14,6 +14,10 @@
   collector shares no resource with either (it names the Store's bucket and table, as they
   do), it can be paused or removed without touching the pipeline, and the Ingest and Changes
   templates stay exactly as they are.
+* ``Vhs-<stage>-ReadApi`` (stateless): the read API (infra/read_api.py): its function, the
+  function URL (IAM auth), the managed policy consumers attach, and its alarms, which go to
+  the Ingest stack's alarm topic. A stack of its own for the reasons the collector has one:
+  it shares no resource with the others, and it can be added or removed alone.
 
 The Ingest stack refers to the Store's resources by their physical names (see
 `VhsConfig.table_name` and `VhsConfig.bucket_name`), not by cross-stack references, so
@@ -49,6 +53,7 @@ from .config import VhsConfig
 from .gc import GarbageCollection
 from .ingest import Ingest
 from .monitoring import Monitoring
+from .read_api import ReadApi
 from .store import Store
 
 
@@ -270,6 +275,36 @@ class MaintenanceStack(_StoreReader):
         )
 
 
+class ReadApiStack(_StoreReader):
+    holds = "read API (function URL with IAM auth; stateless)"
+
+    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
+        super().__init__(scope, id, config=config, **kwargs)
+        self.read_api = ReadApi(
+            self,
+            "ReadApi",
+            config=config,
+            store=self.store_settings,
+            bucket=self.bodies,
+            table=self.records,
+            alarm_topic=_alarm_topic(self, config),
+        )
+        api = self.read_api
+        policy_arn = api.reader_policy.managed_policy_arn
+        _outputs(
+            self,
+            ("ReadApiUrl", api.url.url, "GET /records/{id}: SigV4-signed, service lambda"),
+            ("ReaderPolicyArn", policy_arn, "attach to consumers of the read API"),
+            ("ReadApiFunctionName", api.function.function_name, "the read API function"),
+        )
+        _parameters(
+            self,
+            config,
+            ("read-api-url", api.url.url, "the read API's URL"),
+            ("reader-policy-arn", policy_arn, "managed policy for read API consumers"),
+        )
+
+
 @dataclass(frozen=True)
 class VhsStacks:
     config: VhsConfig
@@ -277,6 +312,7 @@ class VhsStacks:
     ingest: IngestStack
     changes: ChangesStack
     maintenance: MaintenanceStack
+    read_api: ReadApiStack
 
 
 def build(
@@ -319,11 +355,14 @@ def build(
         store_stack, "the collector reads the Store's bucket and table"
     )
     maintenance.add_stack_dependency(ingest, "the collector's alarm notifies the alarm topic (SSM)")
-    for each in (store_stack, ingest, changes, maintenance):
+    read_api = ReadApiStack(app, name("ReadApi"), config=config, store=store, synthesizer=synth())
+    read_api.add_stack_dependency(store_stack, "the API reads the Store's bucket and table")
+    read_api.add_stack_dependency(ingest, "the API's alarms notify the alarm topic (SSM)")
+    for each in (store_stack, ingest, changes, maintenance, read_api):
         if config.sam_local:
             sam.prepare(each)
         cdk.Tags.of(each).add("project", "vhs")
         cdk.Tags.of(each).add("stage", config.stage)
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    return VhsStacks(config, store_stack, ingest, changes, maintenance)
+    return VhsStacks(config, store_stack, ingest, changes, maintenance, read_api)

@@ -60,6 +60,10 @@ CHANGES_STOP_AT_REMAINING_MS = "VHS_CHANGES_STOP_AT_REMAINING_MS"
 # --- the garbage collector ----------------------------------------------------------------
 GC_GRACE = "VHS_GC_GRACE"
 
+# --- the read API ------------------------------------------------------------------------
+# Seconds a presigned URL for a body too large for the response stays valid.
+READ_API_PRESIGN_SECONDS = "VHS_READ_API_PRESIGN_SECONDS"
+
 # --- Powertools (its own names, set for every function) -----------------------------------
 POWERTOOLS_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
 POWERTOOLS_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
@@ -88,6 +92,7 @@ class FunctionSpec:
 INGEST_FUNCTION = FunctionSpec("ingest", "handlers.ingest.handler", "vhs-ingest")
 CHANGES_FUNCTION = FunctionSpec("changes", "handlers.changes.handler", "vhs-changes")
 GC_FUNCTION = FunctionSpec("gc", "handlers.gc.handler", "vhs-gc")
+READ_API_FUNCTION = FunctionSpec("read-api", "handlers.read_api.handler", "vhs-read-api")
 FUNCTIONS = {f.name: f for f in (INGEST_FUNCTION, CHANGES_FUNCTION, GC_FUNCTION)}
 
 
@@ -252,3 +257,9 @@ def changes_environment(
         BUCKET_NAME: bucket_name,
         **_optional({PREFIX: prefix, CHANGES_STOP_AT_REMAINING_MS: stop_at_remaining_ms}),
     }
+
+
+def read_api_environment(store: StoreSettings, *, presign_seconds: int) -> dict[str, str]:
+    """The read API's: the store's (with its retention: a version is readable exactly when the
+    library would read it) and how long a redirect's presigned URL lives."""
+    return {**store.environment(), READ_API_PRESIGN_SECONDS: str(presign_seconds)}

@@ -53,6 +53,14 @@ EXPECTED_ACKNOWLEDGEMENTS = {
         "vhs-prod-bodies-<AWS::AccountId>-<AWS::Region>/bodies/*]",
         "Vhs-prod-Maintenance/GarbageCollection/Role/DefaultPolicy/Resource",
     ),
+    # The read API (infra/read_api.py): X-Ray, as for ingest; and GetObject on the objects
+    # under the body prefix, whose content-addressed keys the index names at read time.
+    ("AwsSolutions-IAM5[Resource::*]", "Vhs-prod-ReadApi/ReadApi/Role/DefaultPolicy/Resource"),
+    (
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::"
+        "vhs-prod-bodies-<AWS::AccountId>-<AWS::Region>/bodies/*]",
+        "Vhs-prod-ReadApi/ReadApi/Role/DefaultPolicy/Resource",
+    ),
 }
 
 
@@ -90,7 +98,7 @@ def test_an_acknowledgement_without_a_real_reason_is_refused() -> None:
 
 def test_cfn_lint_reports_no_errors(default_app: Synthesized) -> None:
     templates = sorted(str(p) for p in default_app.outdir.glob("*.template.json"))
-    assert len(templates) == 4  # Store, Ingest, Changes, Maintenance
+    assert len(templates) == 5  # Store, Ingest, Changes, Maintenance, ReadApi
     result = subprocess.run(
         [
             str(Path(sys.executable).with_name("cfn-lint")),
