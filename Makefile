@@ -8,7 +8,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: setup demo test lint format unit bench local clean
-.PHONY: synth infra-check audit mutation sam-layer sam-synth sam-check
+.PHONY: synth infra-check audit mutation sam-layer sam-synth sam-check openapi bench-read-api
 NODE_STAMP := node_modules/.installed
 # The security scanners live in a venv of their own: checkov pins libraries that clash with
 # aws-cdk-lib and moto.
@@ -96,6 +96,15 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/gc.py --write docs/benchmarks.md
 	$(BIN)/python benchmarks/ingest_budget.py
 	$(BIN)/python benchmarks/hot_keys.py --write docs/benchmarks.md
+	$(BIN)/python benchmarks/read_api.py --write docs/benchmarks.md
+
+## bench-read-api: the read API's section of docs/benchmarks.md alone
+bench-read-api: $(STAMP)
+	$(BIN)/python benchmarks/read_api.py --write docs/benchmarks.md
+
+## openapi: write the read API's OpenAPI document, generated from its routes (tests check it)
+openapi: $(STAMP)
+	PYTHONPATH=lambdas $(BIN)/python -c "from handlers.read_api import openapi_document; print(openapi_document(), end='')" > docs/read-api.openapi.json
 
 ## local: start the local stack and keep it running (Ctrl-C stops it)
 local: $(STAMP)

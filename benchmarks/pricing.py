@@ -33,6 +33,12 @@ class PriceTable:
     dynamodb_read_unit_per_million: float = 0.125  # strongly consistent, per 4 KB
     dynamodb_storage_per_gb_month: float = 0.25  # Standard table class; item bytes + 100
     s3_storage_per_gb_month: float = 0.023  # S3 Standard, first 50 TB
+    # The read API (issue 14): Lambda on arm64, behind a function URL, which adds nothing.
+    lambda_request_per_million: float = 0.20
+    lambda_arm_gb_second: float = 0.0000133334  # first 7.5 billion GB-s a month
+    function_url_request_per_million: float = 0.00
+    http_api_request_per_million: float = 1.00  # API Gateway HTTP API, first 300 million
+    rest_api_request_per_million: float = 3.50  # API Gateway REST API, first 333 million
 
 
 PRICES = PriceTable()

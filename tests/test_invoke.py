@@ -14,7 +14,7 @@ import pytest
 from test_cli import assert_documented, local_env, vhs
 
 from vhs.keys import body_key
-from vhs.resources import CHANGES, GC, INGEST
+from vhs.resources import CHANGES, GC, INGEST, READ_API
 
 __all__ = ["local_env"]  # the fixture: `vhs local up` for this module
 
@@ -49,6 +49,7 @@ def error_lines(stderr: bytes) -> list[str]:
         ("ingest", "sam-sqs-receive-message.json", INGEST.function_memory_mb),
         ("changes", "sam-dynamodb-update.json", CHANGES.function_memory_mb),
         ("gc", "sam-cloudwatch-scheduled-event.json", GC.function_memory_mb),
+        ("read-api", "sam-read-api-get.json", READ_API.function_memory_mb),
     ],
 )
 def test_each_handler_takes_sams_generated_event(local_env, function, event, memory):
@@ -73,6 +74,13 @@ def test_each_handler_takes_sams_generated_event(local_env, function, event, mem
         # Its images are not VHS items (no id, no versions): nothing to publish, no failure.
         assert response == {"batchItemFailures": []}
         assert messages["batch"]["records"] == 3 and messages["batch"]["skipped"] == 3
+    elif function == "read-api":
+        # GET /records/demo-1 of a stack that holds no demo-1: a 404 problem document, as the
+        # function URL would return it.
+        assert response["statusCode"] == 404
+        assert response["headers"]["Content-Type"] == "application/problem+json"
+        assert json.loads(response["body"])["status"] == 404
+        return
     else:
         # Every shard in one invocation: the deployed 900 s, not a 60 s context under the
         # handler's 120 s reserve.

@@ -41,7 +41,14 @@ def aws_client(service: str) -> Any:
         import botocore.session
 
         _session = botocore.session.get_session()
-    return _session.create_client(service, config=default_config())
+    config = default_config()
+    if service == "s3":
+        from botocore.config import Config
+
+        # Presigned URLs (the read API's redirects) in SigV4: botocore would presign in SigV2
+        # against a custom endpoint, which S3 refuses for new regions and with role sessions.
+        config = config.merge(Config(signature_version="s3v4"))
+    return _session.create_client(service, config=config)
 
 
 def error_code(error: BaseException) -> str:

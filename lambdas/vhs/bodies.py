@@ -121,6 +121,13 @@ class S3BodyStore:
             done += [f.result() for f in running]
         return sorted(done, key=lambda part: part["PartNumber"])
 
+    def presigned_url(self, key: str, expires_in: int) -> str:
+        """A URL that GETs `key` without credentials for `expires_in` seconds (signed locally:
+        no request is made)."""
+        return self.s3.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
+        )
+
     def get(self, key: str, sha256: str) -> bytes:
         try:
             response = self.s3.get_object(Bucket=self.bucket, Key=key)

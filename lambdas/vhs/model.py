@@ -97,5 +97,41 @@ class Record:
         return json.loads(self.body)
 
 
+@dataclass(frozen=True)
+class StoredVersion:
+    """One version of a record as its item was read (`VersionedHybridStore.locate`): what is
+    known of it without reading its body. `requested` is the version asked for (None: the
+    latest), so that a read that must be redone asks for the same thing."""
+
+    item: Item = field(repr=False)
+    version: int
+    entry: Entry
+    requested: int | None = None
+
+    @property
+    def id(self) -> str:
+        return self.item.id
+
+    @property
+    def content_hash(self) -> str:
+        return self.entry.content_hash
+
+    @property
+    def content_type(self) -> str:
+        return self.entry.content_type or ""
+
+    @property
+    def size(self) -> int:
+        return self.entry.size
+
+    @property
+    def updated_at(self) -> datetime:
+        return entry_time(self.entry)
+
+    @property
+    def in_s3(self) -> bool:
+        return self.entry.in_s3
+
+
 def entry_time(entry: Entry) -> datetime:
     return stored_to_datetime(entry.updated_at)

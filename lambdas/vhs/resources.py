@@ -495,9 +495,10 @@ LAMBDA_RESPONSE_PAYLOAD_BYTES = 6 * 1024 * 1024
 @dataclass(frozen=True)
 class ReadApiShape:
     # A read is one GetItem and at most one S3 GET of a body under the response limit: seconds,
-    # not minutes. 1,024 MB buys CPU for inflating and base64-encoding a multi-MB body.
-    function_timeout_seconds: int = 15
-    function_memory_mb: int = 1024
+    # not minutes. 512 MB holds a 4.5 MB body with its base64 copy, with CPU to spare for
+    # routing (benchmarks/read_api.py prices reads at this size).
+    function_timeout_seconds: int = 10
+    function_memory_mb: int = 512
     # How long a presigned URL for a body too large for the response stays valid.
     presign_seconds: int = 60
     # Alarms: the share of requests answered 5xx over one period, and the p99 latency over

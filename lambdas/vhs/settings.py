@@ -60,9 +60,14 @@ CHANGES_STOP_AT_REMAINING_MS = "VHS_CHANGES_STOP_AT_REMAINING_MS"
 # --- the garbage collector ----------------------------------------------------------------
 GC_GRACE = "VHS_GC_GRACE"
 
-# --- the read API ------------------------------------------------------------------------
-# Seconds a presigned URL for a body too large for the response stays valid.
+# --- the read API ---------------------------------------------------------------------------
+# Seconds a redirect's presigned S3 URL stays valid (a body too large for the response).
 READ_API_PRESIGN_SECONDS = "VHS_READ_API_PRESIGN_SECONDS"
+# The most bytes a body may take in the function's response, as encoded there (base64, or a
+# JSON string): larger bodies are redirected to S3. See handlers/read_api.py for the default.
+READ_API_RESPONSE_LIMIT = "VHS_READ_API_RESPONSE_LIMIT"
+# Where `vhs local up` serves the read API (printed among its export lines).
+READ_API_URL = "VHS_READ_API_URL"
 
 # --- Powertools (its own names, set for every function) -----------------------------------
 POWERTOOLS_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
@@ -93,7 +98,9 @@ INGEST_FUNCTION = FunctionSpec("ingest", "handlers.ingest.handler", "vhs-ingest"
 CHANGES_FUNCTION = FunctionSpec("changes", "handlers.changes.handler", "vhs-changes")
 GC_FUNCTION = FunctionSpec("gc", "handlers.gc.handler", "vhs-gc")
 READ_API_FUNCTION = FunctionSpec("read-api", "handlers.read_api.handler", "vhs-read-api")
-FUNCTIONS = {f.name: f for f in (INGEST_FUNCTION, CHANGES_FUNCTION, GC_FUNCTION)}
+FUNCTIONS = {
+    f.name: f for f in (INGEST_FUNCTION, CHANGES_FUNCTION, GC_FUNCTION, READ_API_FUNCTION)
+}
 
 
 def get(name: str, default: str = "", environ: Mapping[str, str] | None = None) -> str:
@@ -259,7 +266,18 @@ def changes_environment(
     }
 
 
-def read_api_environment(store: StoreSettings, *, presign_seconds: int) -> dict[str, str]:
-    """The read API's: the store's (with its retention: a version is readable exactly when the
-    library would read it) and how long a redirect's presigned URL lives."""
-    return {**store.environment(), READ_API_PRESIGN_SECONDS: str(presign_seconds)}
+def read_api_environment(
+    store: StoreSettings,
+    *,
+    presign_seconds: int | None = None,
+    response_limit: int | None = None,
+) -> dict[str, str]:
+    """The read API's: the store's (its retention decides which versions are readable, as
+    for every other function) and, where given, how long a redirect lasts and how large a
+    body may be to come back in the response."""
+    return {
+        **store.environment(),
+        **_optional(
+            {READ_API_PRESIGN_SECONDS: presign_seconds, READ_API_RESPONSE_LIMIT: response_limit}
+        ),
+    }

@@ -35,7 +35,16 @@ from .errors import (
     WriteConflict,
 )
 from .index import BodyCondemned, DynamoIndex
-from .model import DeleteResult, Entry, Item, PutResult, Record, VersionInfo, entry_time
+from .model import (
+    DeleteResult,
+    Entry,
+    Item,
+    PutResult,
+    Record,
+    StoredVersion,
+    VersionInfo,
+    entry_time,
+)
 from .ordering import TOMBSTONE_HASH, OrderKey, Outcome, parse_timestamp
 from .retention import Retention
 from .settings import StoreSettings
@@ -339,34 +348,49 @@ class VersionedHybridStore:
 
     def get(self, id: str, version: int | None = None) -> Record:
         """The current record, or a retained `version`. Raises RecordNotFound."""
+        return self.read(self.locate(id, version))
+
+    def locate(self, id: str, version: int | None = None) -> StoredVersion:
+        """The current version of `id`, or a retained `version`, as one read of its item finds
+        it: its number, content hash, size, type and time, without its body (`read` reads
+        that). Raises RecordNotFound for an unknown id, a deleted record or a version not
+        retained, and InvalidInput for a bad id or version."""
         id = keys.validate_id(id)
         if version is not None and (
             isinstance(version, bool) or not isinstance(version, int) or version < 1
         ):
             raise InvalidInput("version", "must be a whole number >= 1")
-        try:
-            return self._get(id, version)
-        except DanglingPointer:
-            # Between our read of the item and of the body, a newer write may have pushed the
-            # version out of retention and the collector deleted its body. Read the item
-            # again: the version is then no longer retained (or no longer current), and only
-            # a pointer that still dangles is a fault.
-            return self._get(id, version)
-
-    def _get(self, id: str, version: int | None) -> Record:
         item = self.index.read(id, current_only=version is None)
         if item is None:
             raise RecordNotFound(id, version)
         if version is None:
             if item.current.deleted:
                 raise RecordNotFound(id, why=f"deleted at version {item.version}")
-            return self._record(item, item.version, item.current)
+            return StoredVersion(item, item.version, item.current)
         for number, entry in self.retention.retained(item, self.clock()):
             if number == version:
                 if entry.deleted:
                     raise RecordNotFound(id, version, "that version is a delete")
-                return self._record(item, number, entry)
+                return StoredVersion(item, number, entry, requested=version)
         raise RecordNotFound(id, version, "not retained")
+
+    def read(self, found: StoredVersion) -> Record:
+        """The record `found` (from `locate`) names, with its body."""
+        try:
+            return self._record(found)
+        except DanglingPointer:
+            # Between our read of the item and of the body, a newer write may have pushed the
+            # version out of retention and the collector deleted its body. Read the item
+            # again: the version is then no longer retained (or no longer current), and only
+            # a pointer that still dangles is a fault.
+            return self._record(self.locate(found.id, found.requested))
+
+    def body_url(self, found: StoredVersion, expires_in: int) -> str | None:
+        """A presigned GET URL of the body of `found`, valid for `expires_in` seconds, or None
+        when the body is inline (it has no object of its own)."""
+        if not found.in_s3:
+            return None
+        return self.bodies.presigned_url(self.body_key(found.id, found.content_hash), expires_in)
 
     def history(self, id: str) -> list[VersionInfo]:
         """The retained versions of `id`, oldest first, deletes included."""
@@ -379,14 +403,14 @@ class VersionedHybridStore:
             for number, entry in self.retention.retained(item, self.clock())
         ]
 
-    def _record(self, item: Item, version: int, entry: Entry) -> Record:
-        id = item.id
+    def _record(self, found: StoredVersion) -> Record:
+        id, entry = found.id, found.entry
         if entry.inline is not None:
             try:
-                body = inline_body(item.versions(), version)
+                body = inline_body(found.item.versions(), found.version)
             except UndecodableBody as error:
                 location = f"dynamodb://{self.table_name}/{id}"
-                actual = error.actual if error.version == version else None
+                actual = error.actual if error.version == found.version else None
                 raise BodyHashMismatch(
                     location, entry.content_hash, actual or "(undecodable)"
                 ) from error
@@ -396,9 +420,9 @@ class VersionedHybridStore:
             )
         return Record(
             id=id,
-            version=version,
-            updated_at=entry_time(entry),
-            content_type=entry.content_type or "",
+            version=found.version,
+            updated_at=found.updated_at,
+            content_type=found.content_type,
             body=body,
             content_hash=entry.content_hash,
         )

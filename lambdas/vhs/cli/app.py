@@ -91,6 +91,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=".vhs/logs/ingest.log",
         help="where the ingest function's logs and metrics go (default .vhs/logs/ingest.log)",
     )
+    up.add_argument(
+        "--read-api-port",
+        type=int,
+        default=0,
+        help="port on 127.0.0.1 for the read API (default: a free port; see VHS_READ_API_URL)",
+    )
+    up.add_argument(
+        "--read-api-log",
+        default=".vhs/logs/read-api.log",
+        help="where the read API function's logs and metrics go (default .vhs/logs/read-api.log)",
+    )
     up.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     up.set_defaults(handler=cmd_local_up)
 

@@ -1,4 +1,4 @@
-"""The pipeline: `vhs local up` (the local stack, its ingest pipeline and change feed),
+"""The pipeline: `vhs local up` (the local stack, its ingest pipeline, change feed and read API),
 `vhs send` (messages to the ingest queue) and `vhs invoke` (a handler on an event, here)."""
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from .output import console_err, emit_json, json_value, progress
 
 
 def cmd_local_up(args: argparse.Namespace) -> int:
+    from .. import settings
+    from ..local.read_api import LocalReadApi
     from ..local.stack import DEFAULT_BUCKET, DEFAULT_PORT, DEFAULT_TABLE, LocalStack, MotoServer
 
     stop = threading.Event()
@@ -69,6 +71,9 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         env = stack.env()
         if not args.no_pipeline:
             env.update(running.enter_context(_local_change_feed(stack)))
+        env[settings.READ_API_URL] = running.enter_context(
+            LocalReadApi(stack, port=args.read_api_port, function_log=Path(args.read_api_log))
+        ).url
         if args.json:
             emit_json(env)
         else:
@@ -85,6 +90,11 @@ def cmd_local_up(args: argparse.Namespace) -> int:
                 f"DLQ alarm {stack.alarm_name}: {pipeline.alarm.state}",
                 file=sys.stderr,
             )
+        print(
+            f"read API: {env[settings.READ_API_URL]} -> handlers.read_api.handler, SigV4 "
+            f"(service lambda) with these credentials (its logs: {args.read_api_log})",
+            file=sys.stderr,
+        )
         print("ready", flush=True)
         stop.wait()
         # Leaving the ExitStack stops polling and lets the batch in hand finish.

@@ -223,7 +223,7 @@ class LocalFunction:
         its `reset()` forgets any earlier stack, now and when the function stops."""
         running.enter_context(environment(env))
         if self.handler is None:
-            handler = load_handler(function.name)
+            handler = load_handler(function.module)
             self.module = importlib.import_module(handler.__module__)
             if function_log is not None:
                 running.enter_context(function_output(function_log, self.module))
