@@ -120,12 +120,16 @@ $(SAM_STAMP): requirements-sam.txt
 	@$(SAM_VENV)/bin/pip install --quiet -r requirements-sam.txt 2> >(grep -v '^WARNING: Location' >&2)
 	@touch $@
 
-## sam-layer: the pinned Powertools as a local layer for `sam local invoke` (.sam/powertools-layer)
+## sam-layer: the pinned Powertools as a local layer for `sam local invoke` (.sam/powertools-layer),
+## with its parser extra (pydantic: the read API validates with it, as the managed layer ships
+## it), built for the functions' runtime and architecture (infra/config.py: Python 3.14, arm64)
 sam-layer: $(SAM_LAYER_STAMP)
 $(SAM_LAYER_STAMP): requirements.txt $(STAMP)
 	@rm -rf .sam/powertools-layer
 	@$(BIN)/pip install --quiet --no-compile --target .sam/powertools-layer/python \
-		"$$(grep '^aws-lambda-powertools==' requirements.txt)" 2> >(grep -v '^WARNING: Location' >&2)
+		--platform manylinux2014_aarch64 --only-binary=:all: --python-version 3.14 --implementation cp \
+		"$$(grep '^aws-lambda-powertools==' requirements.txt | sed 's/==/[parser]==/')" \
+		2> >(grep -v '^WARNING: Location' >&2)
 	@touch $@
 
 ## sam-synth: templates for `sam local invoke` (cdk.out.sam/; never deploy them; infra/sam.py)

@@ -368,6 +368,19 @@ def _fault(error: Exception) -> Response:
     return problem(500, INTERNAL, "Internal error", "the read failed; it is logged")
 
 
-@instrumented(logger, metrics)
+@instrumented(logger, metrics, capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return app.resolve(event, context)
+    response = app.resolve(event, context)
+    # A function URL keeps no access log: this line is the request's record (the path is
+    # still percent-encoded, so an id is never logged in a form that could forge a line).
+    http = event.get("requestContext", {}).get("http", {})
+    logger.info(
+        "request",
+        extra={
+            "method": http.get("method"),
+            "path": event.get("rawPath"),
+            "status": response.get("statusCode"),
+            "version": response.get("headers", {}).get("X-Vhs-Version"),
+        },
+    )
+    return response
