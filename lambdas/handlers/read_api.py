@@ -42,9 +42,9 @@ from pydantic import BaseModel, Field
 
 from handlers.observability import instrumented, logger_and_metrics
 from vhs import settings
-from vhs.resources import LAMBDA_RESPONSE_PAYLOAD_BYTES, READ_API
 from vhs.errors import InvalidInput, RecordNotFound
 from vhs.model import Record, StoredVersion
+from vhs.resources import LAMBDA_RESPONSE_PAYLOAD_BYTES, READ_API
 from vhs.settings import READ_API_FUNCTION
 from vhs.store import VersionedHybridStore
 

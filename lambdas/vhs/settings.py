@@ -98,9 +98,7 @@ INGEST_FUNCTION = FunctionSpec("ingest", "handlers.ingest.handler", "vhs-ingest"
 CHANGES_FUNCTION = FunctionSpec("changes", "handlers.changes.handler", "vhs-changes")
 GC_FUNCTION = FunctionSpec("gc", "handlers.gc.handler", "vhs-gc")
 READ_API_FUNCTION = FunctionSpec("read-api", "handlers.read_api.handler", "vhs-read-api")
-FUNCTIONS = {
-    f.name: f for f in (INGEST_FUNCTION, CHANGES_FUNCTION, GC_FUNCTION, READ_API_FUNCTION)
-}
+FUNCTIONS = {f.name: f for f in (INGEST_FUNCTION, CHANGES_FUNCTION, GC_FUNCTION, READ_API_FUNCTION)}
 
 
 def get(name: str, default: str = "", environ: Mapping[str, str] | None = None) -> str:
