@@ -34,11 +34,17 @@ sys.path.insert(0, str(ROOT / "lambdas"))
 
 from vhs import settings  # noqa: E402 - after the path
 
-TEMPLATES = {"ingest": "Ingest", "changes": "Changes", "gc": "Maintenance"}
+TEMPLATES = {
+    "ingest": "Ingest",
+    "changes": "Changes",
+    "gc": "Maintenance",
+    "reindex": "Reindex",
+}
 EVENTS = {
     "ingest": "events/sqs-small-record.json",
     "changes": "events/sam-dynamodb-update.json",
     "gc": "events/sam-cloudwatch-scheduled-event.json",
+    "reindex": "events/reindex-segment.json",
 }
 
 

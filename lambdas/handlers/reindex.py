@@ -3,16 +3,19 @@
 The Reindex stack's state machine (infra/reindex.py) invokes it in a loop per segment, its
 output the next invocation's input, until it says `done`. Event (and result) fields:
 
-    run_id          the run (the execution's name): part of every replay's deduplication id
-    segment         this segment, 0..total_segments-1
-    total_segments  the Scan's TotalSegments
-    cursor          null, or the id of the last record handled: resume after it
-    rate            records per second for this segment (default resources.REINDEX)
-    page_size       Scan's Limit (default resources.REINDEX)
-    ids, since, until   the selection (vhs.changes.reindex.Selection); null: every record
-    done            (result) the segment is finished
-    totals          (result) counts over every invocation of this segment so far
-    foreign_ids     (result) the first ids of items that are not the store's
+    segment     this segment, 0..run.total_segments-1
+    run         the run, the same for every segment:
+                  run_id          the execution's name: part of every replay's deduplication id
+                  total_segments  the Scan's TotalSegments
+                  rate            records per second for this segment (resources.REINDEX)
+                  page_size       Scan's Limit (resources.REINDEX)
+                  since, until    optional: the selection's time range (RFC 3339)
+                  ids             optional: only these ids (vhs.changes.reindex.Selection)
+    cursor      absent or null at the start, then the id of the last record handled
+    done        (result) the segment is finished
+    totals      (result) counts over every invocation of this segment so far
+    last        (result) counts of this invocation
+    foreign_ids (result) the first ids of items that are not the store's
 
 It stops taking pages with VHS_REINDEX_STOP_AT_REMAINING_MS of its timeout left. A publish
 that SNS does not confirm ends the invocation early with the cursor before it (logged as a
@@ -33,6 +36,7 @@ from vhs import keys, settings
 from vhs.aws import aws_client
 from vhs.changes.feed import ChangePublisher
 from vhs.changes.reindex import (
+    FOREIGN_EXAMPLES,
     Counts,
     Selection,
     Target,
@@ -94,17 +98,20 @@ def _whole(event: dict[str, Any], name: str, default: int | None = None) -> int:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if not isinstance(event, dict):
         raise InvalidInput("event", "must be a JSON object")
-    run_id = event.get("run_id")
+    run = event.get("run")
+    if not isinstance(run, dict):
+        raise InvalidInput("run", "must be a JSON object")
+    run_id = run.get("run_id")
     if not isinstance(run_id, str) or not run_id:
-        raise InvalidInput("run_id", "must be a non-empty string")
-    total = _whole(event, "total_segments")
+        raise InvalidInput("run.run_id", "must be a non-empty string")
+    total = _whole(run, "total_segments")
     segment = _whole(event, "segment")
     cursor = event.get("cursor")
     if cursor is not None and not isinstance(cursor, str):
         raise InvalidInput("cursor", "must be null or a record id")
-    rate = validate_rate(event.get("rate") or REINDEX.default_rate)
-    page_size = validate_page_size(_whole(event, "page_size", REINDEX.page_size))
-    selection = Selection.of(event.get("ids"), event.get("since"), event.get("until"))
+    rate = validate_rate(run.get("rate", REINDEX.default_rate), "run.rate")
+    page_size = validate_page_size(_whole(run, "page_size", REINDEX.page_size), "run.page_size")
+    selection = Selection.of(run.get("ids"), run.get("since"), run.get("until"))
     config = worker()
     remaining = getattr(context, "get_remaining_time_in_millis", None)
 
@@ -126,16 +133,18 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     totals.add(result.counts)
     for name, value in result.counts.as_dict().items():
         metrics.add_metric(name=f"reindex_{name}", unit=MetricUnit.Count, value=value)
-    foreign = list(dict.fromkeys([*(event.get("foreign_ids") or []), *result.foreign_ids]))[:10]
-    extra = {"run_id": run_id, "segment": segment, "cursor": result.cursor, **result.as_dict()}
-    if result.error and not result.error.startswith("stopped:"):
+    known = [*(event.get("foreign_ids") or []), *result.foreign_ids]
+    foreign = list(dict.fromkeys(known))[:FOREIGN_EXAMPLES]
+    extra = {"run_id": run_id, **result.as_dict()}
+    if result.error:
         logger.warning("stopped early: the next invocation retries from the cursor", extra=extra)
     elif result.counts.foreign:
         logger.warning("skipped items that are not the store's", extra=extra)
     else:
         logger.info("replayed", extra=extra)
     return {
-        **{k: v for k, v in event.items() if k not in ("cursor", "done", "totals", "last")},
+        "segment": segment,
+        "run": run,
         "cursor": result.cursor,
         "done": result.done,
         "totals": totals.as_dict(),
