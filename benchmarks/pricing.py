@@ -33,6 +33,15 @@ class PriceTable:
     dynamodb_read_unit_per_million: float = 0.125  # strongly consistent, per 4 KB
     dynamodb_storage_per_gb_month: float = 0.25  # Standard table class; item bytes + 100
     s3_storage_per_gb_month: float = 0.023  # S3 Standard, first 50 TB
+    # Reindex (benchmarks/reindex.py). From AWS's US East pricing pages as recalled for issue
+    # 14 (not in anchors.md): check them before quoting a bill.
+    lambda_arm_gb_second: float = 0.0000133334  # arm64, per GB-second (first tier)
+    lambda_request_per_million: float = 0.20
+    step_functions_transition_per_thousand: float = 0.025  # Standard workflows
+    sns_fifo_publish_per_million: float = 0.30  # a batch entry bills as a publish (64 KB each)
+    sns_fifo_payload_per_gb: float = 0.017  # published payload
+    sns_fifo_delivery_per_million: float = 0.01  # to an SQS FIFO subscription
+    sns_fifo_delivery_payload_per_gb: float = 0.001
 
 
 PRICES = PriceTable()

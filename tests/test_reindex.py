@@ -23,7 +23,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from test_cli import local_env, vhs
+from test_cli import assert_documented, local_env, vhs
 
 from support.backends import Backend
 from support.notifications import receive_notifications
@@ -607,6 +607,7 @@ def test_vhs_reindex_replays_to_the_local_feed_and_resumes_nothing_when_done(
     )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
+    assert_documented("vhs reindex", summary)
     assert summary["status"] == "done" and summary["segments_done"] == 2
     assert summary["replayed"] >= 3 and summary["foreign"] == 0
     assert summary["checkpoint"] == str(checkpoint)
