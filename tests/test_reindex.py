@@ -39,7 +39,8 @@ from vhs.changes.reindex import (
 )
 from vhs.cli.reindex import Checkpoint, run_local
 from vhs.errors import InvalidInput
-from vhs.local.stack import client
+from vhs.local.invoke import LambdaContext, load_handler
+from vhs.local.stack import client, environment
 from vhs.retention import Retention
 
 __all__ = ["local_env"]  # the fixture: `vhs local up` for the CLI test
@@ -580,6 +581,58 @@ def test_a_copy_rebuilt_from_empty_by_replays_equals_the_store(server: Backend) 
             _, encoded, _, version = change.path.rsplit("/", 3)
             fetched = store.get(urllib.parse.unquote(encoded), version=int(version))
             assert fetched.content_hash == change.content_hash == store.get(id).content_hash
+
+
+# --- the Lambda worker, looped as the state machine loops it ---------------------------------
+
+
+@dataclass
+class PagesOfTime(LambdaContext):
+    """A context with time for `pages` pages after the first (the worker always handles
+    one, and asks before each further page)."""
+
+    pages: int = 0
+
+    def get_remaining_time_in_millis(self) -> int:
+        self.pages -= 1
+        return 10**9 if self.pages >= 0 else 0
+
+
+def test_the_lambda_worker_loops_from_its_cursor_until_done(feed: Feed) -> None:
+    import vhs.aws
+    from handlers import reindex as handler_module
+
+    store = feed.backend.store()
+    for n in range(9):
+        store.put(f"r{n}", {"n": n}, updated_at=at(n))
+    env = {
+        "VHS_TABLE_NAME": feed.backend.table_name,
+        "VHS_BUCKET_NAME": feed.backend.bucket_name,
+        "VHS_CHANGE_TOPIC_ARN": feed.topic_arn,
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }
+    vhs.aws._session = None
+    handler_module.reset()
+    with environment(env):
+        handler = load_handler("reindex")
+        state: dict[str, Any] = {
+            "segment": 0,
+            "run": {"run_id": "sfn-run", "total_segments": 1, "rate": 1e6, "page_size": 4},
+        }
+        invocations = 0
+        while not state.get("done"):  # the state machine's Choice
+            state = handler(state, PagesOfTime(function_name="vhs-reindex"))
+            invocations += 1
+        with pytest.raises(InvalidInput) as raised:
+            handler({"segment": 0, "run": {"total_segments": 1}}, LambdaContext())
+        assert raised.value.field == "run.run_id"
+    handler_module.reset()
+    assert invocations == 3  # one page each, its output the next one's input
+    assert state["totals"]["replayed"] == 9 and state["last"]["replayed"] == 1
+    assert state["run"]["run_id"] == "sfn-run" and state["foreign_ids"] == []
+    received = feed.received()
+    assert sorted(c.id for c in received) == [f"r{n}" for n in range(9)]
+    assert {c.replay_run for c in received} == {"sfn-run"}
 
 
 # --- the command ------------------------------------------------------------------------------
