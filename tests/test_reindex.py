@@ -46,6 +46,7 @@ from vhs.retention import Retention
 __all__ = ["local_env"]  # the fixture: `vhs local up` for the CLI test
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def at(seconds: float) -> str:
@@ -615,10 +616,10 @@ def test_the_lambda_worker_loops_from_its_cursor_until_done(feed: Feed) -> None:
     handler_module.reset()
     with environment(env):
         handler = load_handler("reindex")
-        state: dict[str, Any] = {
-            "segment": 0,
-            "run": {"run_id": "sfn-run", "total_segments": 1, "rate": 1e6, "page_size": 4},
-        }
+        # events/reindex-segment.json, the first invocation of a segment, in pages of 4.
+        event = json.loads((ROOT / "events" / "reindex-segment.json").read_text())
+        state: dict[str, Any] = {**event, "run": {**event["run"], "run_id": "sfn-run"}}
+        state["run"]["page_size"] = 4
         invocations = 0
         while not state.get("done"):  # the state machine's Choice
             state = handler(state, PagesOfTime(function_name="vhs-reindex"))
