@@ -158,6 +158,10 @@ def report(rows: list[dict[str, Any]], costs: dict[str, float], when: str) -> st
     free = rows[0]
     lines += [
         "",
+        "More segments are slower here, not on AWS: in process, moto serialises every request",
+        "on the GIL and its Scan walks the table from the start for each page of each segment.",
+        "The bounded run stays within segments x rate plus one second's burst.",
+        "",
         f"Per record: {free['scan_read_units'] / free['records']:.4f} Scan read units "
         f"({free['scan_pages']} pages), {free['publish_calls'] / free['records']:.2f} PublishBatch "
         f"calls, {free['notification_bytes'] / free['records']:.0f} notification bytes.",
