@@ -39,6 +39,13 @@ class PriceTable:
     function_url_request_per_million: float = 0.00
     http_api_request_per_million: float = 1.00  # API Gateway HTTP API, first 300 million
     rest_api_request_per_million: float = 3.50  # API Gateway REST API, first 333 million
+    # Reindex (benchmarks/reindex.py). From AWS's US East pricing pages as recalled for issue
+    # 14 (not in anchors.md): check them before quoting a bill.
+    step_functions_transition_per_thousand: float = 0.025  # Standard workflows
+    sns_fifo_publish_per_million: float = 0.30  # a batch entry bills as a publish (64 KB each)
+    sns_fifo_payload_per_gb: float = 0.017  # published payload
+    sns_fifo_delivery_per_million: float = 0.01  # to an SQS FIFO subscription
+    sns_fifo_delivery_payload_per_gb: float = 0.001
 
 
 PRICES = PriceTable()

@@ -18,6 +18,10 @@
   function URL (IAM auth), the managed policy consumers attach, and its alarms, which go to
   the Ingest stack's alarm topic. A stack of its own for the reasons the collector has one:
   it shares no resource with the others, and it can be added or removed alone.
+* ``Vhs-<stage>-Reindex`` (stateless): the reindex state machine and its worker function
+  (infra/reindex.py), which replay every current record to the change feed on demand, and
+  their alarm. A stack of its own: it is run by hand, reads the Store's table and publishes
+  to the Changes stack's topic (both through SSM), and can be removed without touching either.
 
 The Ingest stack refers to the Store's resources by their physical names (see
 `VhsConfig.table_name` and `VhsConfig.bucket_name`), not by cross-stack references, so
@@ -54,6 +58,7 @@ from .gc import GarbageCollection
 from .ingest import Ingest
 from .monitoring import Monitoring
 from .read_api import ReadApi
+from .reindex import Reindex
 from .store import Store
 
 
@@ -248,7 +253,14 @@ class ChangesStack(_VhsStack):
             ("ChangeFunctionName", changes.function.function_name, "the change feed function"),
         )
         _parameters(
-            self, config, ("change-topic-arn", changes.topic.topic_arn, "the change feed topic")
+            self,
+            config,
+            ("change-topic-arn", changes.topic.topic_arn, "the change feed topic"),
+            (
+                "change-topic-key-arn",
+                changes.topic_key.key_arn,
+                "the change feed topic's KMS key (the reindex worker publishes with it)",
+            ),
         )
 
 
@@ -305,6 +317,30 @@ class ReadApiStack(_StoreReader):
         )
 
 
+class ReindexStack(_StoreReader):
+    holds = "reindex: replays of current records to the change feed (stateless)"
+
+    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
+        super().__init__(scope, id, config=config, **kwargs)
+        self.reindex = Reindex(
+            self,
+            "Reindex",
+            config=config,
+            store=self.store_settings,
+            table=self.records,
+            # The Changes stack's topic and its key, through SSM, as the alarm topic.
+            topic_arn=_resolved(self, config, "change-topic-arn"),
+            topic_key_arn=_resolved(self, config, "change-topic-key-arn"),
+            alarm_topic=_alarm_topic(self, config),
+        )
+        machine = self.reindex.state_machine
+        _outputs(
+            self,
+            ("ReindexStateMachineArn", machine.state_machine_arn, "start a reindex here"),
+            ("ReindexFunctionName", self.reindex.function.function_name, "the reindex worker"),
+        )
+
+
 @dataclass(frozen=True)
 class VhsStacks:
     config: VhsConfig
@@ -313,6 +349,7 @@ class VhsStacks:
     changes: ChangesStack
     maintenance: MaintenanceStack
     read_api: ReadApiStack
+    reindex: ReindexStack
 
 
 def build(
@@ -358,11 +395,15 @@ def build(
     read_api = ReadApiStack(app, name("ReadApi"), config=config, store=store, synthesizer=synth())
     read_api.add_stack_dependency(store_stack, "the API reads the Store's bucket and table")
     read_api.add_stack_dependency(ingest, "the API's alarms notify the alarm topic (SSM)")
-    for each in (store_stack, ingest, changes, maintenance, read_api):
+    reindex = ReindexStack(app, name("Reindex"), config=config, store=store, synthesizer=synth())
+    reindex.add_stack_dependency(store_stack, "the worker scans the Store's table")
+    reindex.add_stack_dependency(ingest, "the reindex alarm notifies the alarm topic (SSM)")
+    reindex.add_stack_dependency(changes, "the worker publishes to the change topic (SSM)")
+    for each in (store_stack, ingest, changes, maintenance, read_api, reindex):
         if config.sam_local:
             sam.prepare(each)
         cdk.Tags.of(each).add("project", "vhs")
         cdk.Tags.of(each).add("stage", config.stage)
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    return VhsStacks(config, store_stack, ingest, changes, maintenance, read_api)
+    return VhsStacks(config, store_stack, ingest, changes, maintenance, read_api, reindex)

@@ -13,6 +13,7 @@ import base64
 import json
 import random
 import threading
+import urllib.parse
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -99,6 +100,7 @@ def test_a_new_item_is_version_1() -> None:
         "content_hash": HASH_A,
         "size": 10,
         "content_type": "application/json",
+        "path": "/records/b1/versions/1",
     }
 
 
@@ -213,6 +215,47 @@ def test_group_and_deduplication_ids_fit_sns_for_every_valid_id() -> None:
     other = Change("é" * 256, 7, t(1), "stored", "inline", HASH_B, 1, "application/json")
     assert deduplication_id(other) != dedup
     assert Change.from_message(change.body()) == change
+
+
+def test_the_path_names_the_version_at_the_read_api_with_the_id_as_one_segment() -> None:
+    """A consumer fetches the body at ReadApiUrl + path, without reading the table: the id
+    is percent-encoded as one path segment, whatever it holds."""
+    for id in ("b1", "a/b", "100% ?#", "é" * 256, "🦀", "..", "+&=;"):
+        change = Change(id, 12, t(1), "stored", "inline", HASH_A, 1, "application/json")
+        prefix, segment, rest = change.path.removeprefix("/").split("/", 2)
+        assert (prefix, rest) == ("records", "versions/12")
+        assert urllib.parse.unquote(segment, errors="strict") == id
+        assert urllib.parse.quote(id, safe="") == segment
+        assert json.loads(change.body())["path"] == change.path
+    deleted = Change("a/b", 2, t(1), "deleted", None)
+    assert deleted.path is None and json.loads(deleted.body())["path"] is None
+    # Old consumers read the fields they know; the path is derived, not a field to send back.
+    assert Change.from_message(json.loads(deleted.body())) == deleted
+
+
+def test_the_longest_notifications_still_batch_within_snss_limits() -> None:
+    """An id of 256 four-byte characters is 1 KB, and 3 KB percent-encoded in the path (and
+    in the S3 key of its location): ten such notifications are far within a PublishBatch's
+    256 KB, and `chunks` sizes every entry as sent."""
+    ids = ["🦀" * 255 + chr(0x4E00 + n) for n in range(25)]
+    longest = [
+        Change(
+            id,
+            10**12,
+            t(1),
+            "stored",
+            f"s3://{'b' * 63}/{keys.body_key('p' * 400, id, HASH_A)}",
+            HASH_A,
+            5 * 2**30,
+            "x/" + "y" * 200,
+        ).replayed("reindex-" + "r" * 80)
+        for id in ids
+    ]
+    assert len(longest[0].path.encode()) == len("/records//versions/") + 255 * 12 + 9 + 13
+    assert max(len(change.body().encode()) for change in longest) < 8 * 1024
+    sent = [chunk for _, chunk in chunks(longest)]
+    assert [len(chunk) for chunk in sent] == [10, 10, 5]  # full calls, in order
+    assert [change for chunk in sent for change in chunk] == longest
 
 
 def test_chunks_never_hold_two_changes_of_one_id() -> None:

@@ -34,12 +34,19 @@ sys.path.insert(0, str(ROOT / "lambdas"))
 
 from vhs import settings  # noqa: E402 - after the path
 
-TEMPLATES = {"ingest": "Ingest", "changes": "Changes", "gc": "Maintenance", "read-api": "ReadApi"}
+TEMPLATES = {
+    "ingest": "Ingest",
+    "changes": "Changes",
+    "gc": "Maintenance",
+    "read-api": "ReadApi",
+    "reindex": "Reindex",
+}
 EVENTS = {
     "ingest": "events/sqs-small-record.json",
     "changes": "events/sam-dynamodb-update.json",
     "gc": "events/sam-cloudwatch-scheduled-event.json",
     "read-api": "events/sam-read-api-get.json",
+    "reindex": "events/reindex-segment.json",
 }
 
 

@@ -445,6 +445,50 @@ def subscribe_fifo_queue(sns: Any, sqs: Any, topic_arn: str, queue_name: str) ->
     return queue_url
 
 
+# --- Reindex: replays of every current record to the change feed (docs/changes.md) ---------
+# The Reindex stack (infra/reindex.py) runs handlers.reindex from a Step Functions state
+# machine: a Distributed Map over Scan segments, each looping the worker with its cursor.
+# `vhs reindex` runs the same worker here, with the same defaults.
+@dataclass(frozen=True)
+class ReindexShape:
+    function_timeout_seconds: int = 900
+    function_memory_mb: int = 256
+    # The worker stops taking pages with this much of its timeout left and returns its cursor
+    # (a page at the rate bound takes at most about a second, plus its publishes).
+    stop_at_remaining_ms: int = 60_000
+    # Records per second per segment, and segments, unless the run says otherwise. The total
+    # rate is segments x rate: 400 records/s by default, a small share of an on-demand
+    # table's capacity, so live ingest is never starved.
+    default_rate: float = 50.0
+    default_segments: int = 8
+    # Scan's Limit: items a page. At most 1 s of the default rate, so a page never bursts.
+    page_size: int = 50
+    # Segments replayed at once by the state machine's Map (its MaxConcurrency): the total
+    # rate bound is min(segments, max_concurrency) x rate.
+    max_concurrency: int = 16
+    # A whole run is given up (and alarms) after this long; redrive it to go on.
+    execution_timeout_hours: int = 48
+
+    def __post_init__(self) -> None:
+        _require("reindex", self._checks())
+
+    def _checks(self) -> Iterator[tuple[bool, str]]:
+        yield 1 <= self.function_timeout_seconds <= 900, "function timeout must be 1..900 s"
+        yield 128 <= self.function_memory_mb <= 10_240, "function memory must be 128..10240 MB"
+        yield (
+            0 < self.stop_at_remaining_ms < self.function_timeout_seconds * 1000,
+            "the cut-off must be shorter than the function timeout",
+        )
+        yield self.default_rate > 0, "the rate must be above 0 records/s"
+        yield 1 <= self.default_segments <= 1000, "segments must be 1..1000"
+        yield 1 <= self.page_size <= 1000, "the page size must be 1..1000"
+        yield 1 <= self.max_concurrency <= 1000, "max concurrency must be 1..1000"
+        yield 1 <= self.execution_timeout_hours <= 24 * 365, "execution timeout: 1 h..1 year"
+
+
+REINDEX = ReindexShape()
+
+
 # --- Garbage collection: a scheduled Lambda (docs/gc.md) ----------------------------------------
 # The Maintenance stack (infra/gc.py) runs handlers.gc on an EventBridge schedule. The handler
 # stops taking shards with 120 s left and hands the rest on to a fresh invocation of itself, so

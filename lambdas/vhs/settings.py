@@ -57,6 +57,11 @@ CHANGE_DLQ_URL = "VHS_CHANGE_DLQ_URL"
 CHANGE_QUEUE_URL = "VHS_CHANGE_QUEUE_URL"  # the local stack's watch queue
 CHANGES_STOP_AT_REMAINING_MS = "VHS_CHANGES_STOP_AT_REMAINING_MS"
 
+# --- reindex ------------------------------------------------------------------------------
+REINDEX_STOP_AT_REMAINING_MS = "VHS_REINDEX_STOP_AT_REMAINING_MS"
+# The deployed state machine (`vhs reindex --cloud` starts it; --stack maps its output here).
+REINDEX_STATE_MACHINE_ARN = "VHS_REINDEX_STATE_MACHINE_ARN"
+
 # --- the garbage collector ----------------------------------------------------------------
 GC_GRACE = "VHS_GC_GRACE"
 
@@ -98,7 +103,11 @@ INGEST_FUNCTION = FunctionSpec("ingest", "handlers.ingest.handler", "vhs-ingest"
 CHANGES_FUNCTION = FunctionSpec("changes", "handlers.changes.handler", "vhs-changes")
 GC_FUNCTION = FunctionSpec("gc", "handlers.gc.handler", "vhs-gc")
 READ_API_FUNCTION = FunctionSpec("read-api", "handlers.read_api.handler", "vhs-read-api")
-FUNCTIONS = {f.name: f for f in (INGEST_FUNCTION, CHANGES_FUNCTION, GC_FUNCTION, READ_API_FUNCTION)}
+REINDEX_FUNCTION = FunctionSpec("reindex", "handlers.reindex.handler", "vhs-reindex")
+FUNCTIONS = {
+    f.name: f
+    for f in (INGEST_FUNCTION, CHANGES_FUNCTION, GC_FUNCTION, READ_API_FUNCTION, REINDEX_FUNCTION)
+}
 
 
 def get(name: str, default: str = "", environ: Mapping[str, str] | None = None) -> str:
@@ -278,4 +287,18 @@ def read_api_environment(
         **_optional(
             {READ_API_PRESIGN_SECONDS: presign_seconds, READ_API_RESPONSE_LIMIT: response_limit}
         ),
+    }
+
+
+def reindex_environment(
+    store: StoreSettings, *, topic_arn: str, stop_at_remaining_ms: int | None = None
+) -> dict[str, str]:
+    """The reindex worker's: the table to scan, where bodies live (to name their locations,
+    as the change feed does) and the topic to publish replays to. It reads no body and
+    judges no retention: only the table, bucket and prefix of the store's settings."""
+    return {
+        TABLE_NAME: store.table_name,
+        BUCKET_NAME: store.bucket_name,
+        CHANGE_TOPIC_ARN: topic_arn,
+        **_optional({PREFIX: store.prefix, REINDEX_STOP_AT_REMAINING_MS: stop_at_remaining_ms}),
     }

@@ -61,6 +61,27 @@ EXPECTED_ACKNOWLEDGEMENTS = {
         "vhs-prod-bodies-<AWS::AccountId>-<AWS::Region>/bodies/*]",
         "Vhs-prod-ReadApi/ReadApi/Role/DefaultPolicy/Resource",
     ),
+    # Reindex (infra/reindex.py): X-Ray for the worker; X-Ray and log delivery for the state
+    # machine (no resource-level permissions); its invoke grant on the worker's versions; the
+    # Distributed Map's describe/stop of its own child executions and redrive of its map runs.
+    ("AwsSolutions-IAM5[Resource::*]", "Vhs-prod-Reindex/Reindex/Role/DefaultPolicy/Resource"),
+    (
+        "AwsSolutions-IAM5[Resource::*]",
+        "Vhs-prod-Reindex/Reindex/StateMachine/Role/DefaultPolicy/Resource",
+    ),
+    (
+        "AwsSolutions-IAM5[Resource::<ReindexFunctionDAB9BC78.Arn>:*]",
+        "Vhs-prod-Reindex/Reindex/StateMachine/Role/DefaultPolicy/Resource",
+    ),
+    *(
+        (
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
+            '<AWS::AccountId>:execution:{"Fn::Select":[6,{"Fn::Split":[":",'
+            f'{{"Ref":"ReindexStateMachine9CDCA4BF"}}]}}]}}{suffix}]',
+            "Vhs-prod-Reindex/Reindex/StateMachine/DistributedMapPolicy/Resource",
+        )
+        for suffix in (":*", "/ReplaySegments:*")
+    ),
 }
 
 
@@ -98,7 +119,7 @@ def test_an_acknowledgement_without_a_real_reason_is_refused() -> None:
 
 def test_cfn_lint_reports_no_errors(default_app: Synthesized) -> None:
     templates = sorted(str(p) for p in default_app.outdir.glob("*.template.json"))
-    assert len(templates) == 5  # Store, Ingest, Changes, Maintenance, ReadApi
+    assert len(templates) == 6  # Store, Ingest, Changes, Maintenance, ReadApi, Reindex
     result = subprocess.run(
         [
             str(Path(sys.executable).with_name("cfn-lint")),

@@ -38,14 +38,19 @@ def test_each_function_has_a_name_a_person_can_type_in_both_templates(app, sam_a
             for function in functions(synthesized.template_json(stack)).values()
         } | {
             function["Metadata"][sam.RESOURCE_ID]
-            for stack in (synthesized.stacks.maintenance, synthesized.stacks.read_api)
+            for stack in (
+                synthesized.stacks.maintenance,
+                synthesized.stacks.read_api,
+                synthesized.stacks.reindex,
+            )
             for function in functions(synthesized.template_json(stack)).values()
         }
         assert named == set(settings.FUNCTIONS)
 
 
 def test_the_sam_templates_name_every_resource_so_sam_parses_no_construct_path(sam_app) -> None:
-    for stack in (sam_app.stacks.store, sam_app.stacks.ingest, sam_app.stacks.maintenance):
+    stacks = (sam_app.stacks.store, sam_app.stacks.ingest, sam_app.stacks.maintenance)
+    for stack in (*stacks, sam_app.stacks.reindex):
         template = sam_app.template_json(stack)
         unnamed = [
             key

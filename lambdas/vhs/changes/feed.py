@@ -13,19 +13,25 @@ A notification is derived from one DynamoDB stream record by comparing its old a
   whose deletes are versions).
 
 A notification is JSON: ``{"id", "version", "updated_at", "change": "stored"|"deleted",
-"location", "content_hash", "size", "content_type"}``. `updated_at` is the version's own
-timestamp in the store's fixed-width RFC 3339 form (UTC, microseconds, "Z"); `location` is
+"location", "content_hash", "size", "content_type", "path"}``. `updated_at` is the version's
+own timestamp in the store's fixed-width RFC 3339 form (UTC, microseconds, "Z"); `location` is
 "inline" for a body held in the item, ``s3://bucket/key`` for a body in S3 and null for a
-delete. A purging delete adds ``"purge": true``: every earlier version of the id is gone, so
-subscribers purge their copies too. A purge of an id already deleted keeps its version (the
+delete; `path` is where the read API serves the version's body, relative to its URL
+(``/records/<id, percent-encoded as one segment>/versions/<n>``; null for a delete), so a
+consumer fetches it over HTTP, with the content hash as its ETag, without reading the table.
+A replay (`vhs reindex`, reindex.py) adds ``"replay": true`` and ``"replay_run": <run id>``
+and is otherwise exactly the live notification of the same version. A purging delete adds
+``"purge": true``: every earlier version of the id is gone, so subscribers purge their copies
+too. A purge of an id already deleted keeps its version (the
 stream shows the same `v`, the tombstone newly flagged): it is notified again, with
 ``"purge": true`` and a deduplication id of its own.
 
 `ChangePublisher` publishes notifications to an SNS FIFO topic in order: the message group is
 the record id (order per id), the deduplication id is a digest of (id, version, content hash,
-updated_at), so a retried record is dropped by SNS within its 5-minute deduplication window.
-It never publishes a change while an earlier one is unconfirmed: it stops at the first
-failure and reports how many changes, from the start, are known to be published.
+updated_at, and a replay's run id), so a retried record is dropped by SNS within its 5-minute
+deduplication window. It never publishes a change while an earlier one is unconfirmed: it
+stops at the first failure and reports how many changes, from the start, are known to be
+published.
 
 This module has no Lambda or Powertools dependency; handlers/changes.py wires it to Lambda.
 """
@@ -36,8 +42,9 @@ import hashlib
 import json
 import logging
 import re
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..item import (
@@ -81,6 +88,17 @@ class Change:
     size: int | None = None
     content_type: str | None = None
     purge: bool = False  # a delete that drops every earlier version: purge them downstream
+    # Set on a replay (`vhs reindex`): the run that published it. None on a live notification.
+    replay_run: str | None = None
+
+    @property
+    def path(self) -> str | None:
+        """The read API's path of this version's body (None for a delete)."""
+        return None if self.change == DELETED else version_path(self.id, self.version)
+
+    @property
+    def replay(self) -> bool:
+        return self.replay_run is not None
 
     def message(self) -> dict[str, Any]:
         message = {
@@ -95,6 +113,10 @@ class Change:
         }
         if self.purge:
             message["purge"] = True
+        message["path"] = self.path
+        if self.replay_run is not None:
+            message["replay"] = True
+            message["replay_run"] = self.replay_run
         return message
 
     def body(self) -> str:
@@ -113,7 +135,19 @@ class Change:
         data = json.loads(message) if isinstance(message, str) else message
         fields = {name: data.get(name) for name in cls.__dataclass_fields__}
         fields["purge"] = data.get("purge") is True
+        fields["replay_run"] = data.get("replay_run") if data.get("replay") is True else None
         return cls(**fields)
+
+    def replayed(self, run_id: str) -> Change:
+        """This notification as run `run_id` of a reindex publishes it again."""
+        return replace(self, replay_run=run_id)
+
+
+def version_path(id: str, version: int) -> str:
+    """Where the read API serves version `version` of `id`, relative to its URL (the
+    ReadApiUrl stack output): the id is percent-encoded as one path segment, so an id holding
+    "/", "?", "%" or non-ASCII characters is still one segment."""
+    return f"/records/{urllib.parse.quote(id, safe='')}/versions/{version}"
 
 
 def message_group_id(id: str) -> str:
@@ -127,14 +161,18 @@ def message_group_id(id: str) -> str:
 
 def deduplication_id(change: Change) -> str:
     """The SNS FIFO deduplication id of a notification: a digest (64 hex characters, within
-    SNS's 128) of the id, the version and what the version is. Retries of one stream record
-    derive the same one. Including the content hash and timestamp keeps a version of an item
-    that was removed and written again (versions restart at 1) from being taken for a
-    duplicate of the old one."""
+    SNS's 128) of the id, the version and what the version is, and for a replay its run.
+    Retries of one stream record (or of one replayed page) derive the same one. Including the
+    content hash and timestamp keeps a version of an item that was removed and written again
+    (versions restart at 1) from being taken for a duplicate of the old one."""
     parts = [change.id, str(change.version), change.content_hash or TOMBSTONE_HASH]
     parts.append(change.updated_at)
     if change.purge:  # a purge of an already deleted id: not a duplicate of the delete
         parts.append("purge")
+    if change.replay_run is not None:
+        # A replay must not be dropped as a duplicate of the live notification published
+        # within the last 5 minutes, but a retried page of the same run must be.
+        parts += ["replay", change.replay_run]
     key = "\x00".join(parts)
     return hashlib.sha256(key.encode()).hexdigest()
 

@@ -8,6 +8,7 @@
     vhs send FILE.jsonl              send messages to the ingest queue
     vhs gc [--dry-run] [--grace 1h]  delete bodies nothing references
     vhs verify [--deep]              check every current and retained pointer
+    vhs reindex [IDS...] [--since T]  replay current records to the change feed (--resume FILE)
     vhs dlq list|redrive|discard     the ingest dead-letter queue
     vhs invoke ingest EVENT.json     run the ingest handler on an event, here (- reads stdin)
 
@@ -31,10 +32,12 @@ from typing import Any
 
 from .. import settings
 from ..errors import RecordNotFound, VhsError
+from ..resources import REINDEX
 from .dlq import add_filters, cmd_dlq_discard, cmd_dlq_list, cmd_dlq_redrive
 from .maintenance import cmd_gc, cmd_verify
 from .pipeline import cmd_invoke, cmd_local_up, cmd_send
 from .records import cmd_delete, cmd_get, cmd_history, cmd_put
+from .reindex import cmd_reindex
 
 
 def _command(sub: Any, name: str, handler: Any, help: str) -> argparse.ArgumentParser:
@@ -139,6 +142,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=16, help="concurrent S3 lookups")
     p.add_argument("--consistent", action="store_true", help="strongly consistent scan")
 
+    p = _command(sub, "reindex", cmd_reindex, "replay current records to the change feed")
+    p.add_argument("ids", nargs="*", help="only these ids (default: every record)")
+    p.add_argument("--since", help="only records whose current version was written at or after")
+    p.add_argument("--until", help="only records whose current version was written before")
+    p.add_argument(
+        "--segments", type=int, help=f"parallel Scan segments (default {REINDEX.default_segments})"
+    )
+    p.add_argument(
+        "--rate",
+        type=float,
+        help=f"records/s per segment (default {REINDEX.default_rate:g}); total = segments x rate",
+    )
+    p.add_argument("--page-size", type=int, default=REINDEX.page_size, help=argparse.SUPPRESS)
+    resume = p.add_mutually_exclusive_group()
+    resume.add_argument("--checkpoint", metavar="FILE", help="write the checkpoint here")
+    resume.add_argument("--resume", metavar="FILE", help="resume the run of this checkpoint")
+    p.add_argument(
+        "--cloud",
+        action="store_true",
+        help="start the deployed state machine instead (its ARN from --stack or "
+        f"{settings.REINDEX_STATE_MACHINE_ARN})",
+    )
+    p.add_argument("--state-machine", metavar="ARN", help="start this state machine instead")
+
     dlq = sub.add_parser("dlq", help="the ingest dead-letter queue")
     dlq_sub = dlq.add_subparsers(dest="dlq_command", required=True)
     p = _command(dlq_sub, "list", cmd_dlq_list, "each dead letter's id, error, reason and age")
@@ -157,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = _command(sub, "invoke", cmd_invoke, "run a handler on an event file, in this process")
-    p.add_argument("function", choices=list(settings.FUNCTIONS))  # ingest, changes, gc
+    p.add_argument("function", choices=list(settings.FUNCTIONS))  # ingest, changes, gc, reindex
     p.add_argument(
         "event",
         help="an event JSON file, e.g. events/sqs-small-record.json, or - for standard input",

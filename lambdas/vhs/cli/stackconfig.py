@@ -1,10 +1,10 @@
 """Configuration from a deployed VHS stage: the CLI's `--stack NAME`.
 
 The CDK app deploys a stage as sibling stacks, `<prefix>-Store`, `<prefix>-Ingest`,
-`<prefix>-Changes` and `<prefix>-Maintenance` (prefix `Vhs-<stage>`). `--stack` takes the
-prefix or any one of the stack names, reads every sibling's outputs with CloudFormation
-DescribeStacks, and turns them into the environment variables the library reads, so the CLI
-works against a deployment with nothing but AWS credentials.
+`<prefix>-Changes`, `<prefix>-Maintenance` and `<prefix>-Reindex` (prefix `Vhs-<stage>`).
+`--stack` takes the prefix or any one of the stack names, reads every sibling's outputs with
+CloudFormation DescribeStacks, and turns them into the environment variables the library
+reads, so the CLI works against a deployment with nothing but AWS credentials.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from .. import settings
 from ..errors import ConfigurationError
 
-STACK_SUFFIXES = ("Store", "Ingest", "Changes", "Maintenance")
+STACK_SUFFIXES = ("Store", "Ingest", "Changes", "Maintenance", "Reindex")
 
 # Stack output -> environment variable.
 OUTPUT_ENV = {
@@ -28,6 +28,7 @@ OUTPUT_ENV = {
     "DeadLetterQueueUrl": settings.DLQ_URL,
     "ChangeTopicArn": settings.CHANGE_TOPIC_ARN,
     "ChangeDeadLetterQueueUrl": settings.CHANGE_DLQ_URL,
+    "ReindexStateMachineArn": settings.REINDEX_STATE_MACHINE_ARN,
 }
 
 

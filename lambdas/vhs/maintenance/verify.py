@@ -37,6 +37,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .. import keys
 from ..aws import is_object_missing
 from ..deltas import UndecodableBody, inline_bodies
+from ..index import scan_pages
 from ..item import ID, item_from_dynamo, layout_problem
 from ..model import Entry, Item
 from ..store import VersionedHybridStore
@@ -143,21 +144,17 @@ class Verifier:
             self._tick()
 
     def _pages(self, segment: int) -> Iterator[list[dict[str, Any]]]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "Segment": segment,
-            "TotalSegments": self.segments,
-            "ConsistentRead": self.consistent_reads,
-        }
-        if self.page_size:
-            kwargs["Limit"] = self.page_size
-        while not self._stop.is_set():
-            response = self.dynamodb.scan(**kwargs)
-            yield response.get("Items", [])
-            last = response.get("LastEvaluatedKey")
-            if not last:
+        for page in scan_pages(
+            self.dynamodb,
+            self.table,
+            segment=segment,
+            total_segments=self.segments,
+            consistent_reads=self.consistent_reads,
+            page_size=self.page_size,
+        ):
+            if self._stop.is_set():
                 return
-            kwargs["ExclusiveStartKey"] = last
+            yield page.items
 
     def _verify_ids(self, ids: list[str]) -> None:
         for start in range(0, len(ids), 100):

@@ -1,0 +1,256 @@
+"""Reindex in AWS: a Step Functions state machine that replays every current record to the
+change feed, through the reindex worker Lambda (handlers/reindex.py, docs/changes.md).
+
+The state machine (standard, fixed name `vhs-<stage>-reindex`):
+
+    Defaults -> Plan -> Segments -> ReplaySegments (Distributed Map over 0..N-1)
+                                       each segment: ReplayPage <-> SegmentDone? -> Replayed
+
+* The input ``{"total_segments"?, "rate"?, "page_size"?, "since"?, "until"?, "ids"?}`` is
+  merged over the defaults of `vhs.resources.REINDEX`; the run id is the execution's name.
+* A Distributed Map runs the segments, at most `max_concurrency` at once, each as a child
+  execution of its own (STANDARD: a segment of a large table loops for hours, and each child
+  has its own 25,000-event history). The console's Map Run view shows every segment's state.
+* Each segment invokes the worker with its cursor until the worker says `done`: the cursor is
+  in the state, so a failed execution redriven (`aws stepfunctions redrive-execution`)
+  resumes every failed segment from the invocation that failed, with its last cursor.
+* LambdaInvoke retries Lambda's service errors and throttling with backoff; a worker error
+  (a DynamoDB or SNS failure past botocore's retries) is retried 3 times, then the segment,
+  and with it the Map Run, fails: the ReindexFailures alarm fires; redrive once it is fixed.
+* The rate bound is the worker's (records/s per segment): at most
+  min(segments, max_concurrency) x rate records/s in all.
+
+Roles, statement by statement: the worker may Scan and BatchGetItem the table, publish to the
+change topic and use its key, and write its own logs; the state machine may invoke the worker
+(CDK's LambdaInvoke grant), start, describe and stop its own child executions (the
+Distributed Map), deliver its logs and traces.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from vhs import resources, settings
+
+from . import nag
+from .config import VhsConfig
+from .function import LOG_RETENTION, VhsFunction, allow
+from .monitoring import TOPIC_KEY_ACTIONS, Alarms
+
+# What the worker reads: the Scan of a segment, and BatchGetItem for an id list.
+TABLE_READ_ACTIONS = ("dynamodb:Scan", "dynamodb:BatchGetItem")
+# Lambda's transient errors that LambdaInvoke's own retry (retry_on_service_exceptions) does
+# not cover: throttling of the worker by the account's concurrency.
+LAMBDA_THROTTLED = ("Lambda.TooManyRequestsException",)
+MAP_LABEL = "ReplaySegments"  # the Distributed Map's label: its map runs are named by it
+
+
+def reindex_state_machine_name(config: VhsConfig) -> str:
+    """A fixed name: the Distributed Map's role names its own executions by it."""
+    return f"vhs-{config.stage}-reindex"
+
+
+class Reindex(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: VhsConfig,
+        store: settings.StoreSettings,
+        table: dynamodb.ITable,
+        topic_arn: str,
+        topic_key_arn: str,
+        alarm_topic: sns.ITopic | None = None,
+        shape: resources.ReindexShape = resources.REINDEX,
+    ) -> None:
+        super().__init__(scope, id)
+        self.shape = shape
+        self.function = VhsFunction(
+            self,
+            config=config,
+            spec=settings.REINDEX_FUNCTION,
+            description=f"VHS {config.stage}: replays current records to the change feed",
+            role_description=f"VHS {config.stage} reindex worker: scan the table, publish",
+            statements=[
+                allow("ScanTheTable", TABLE_READ_ACTIONS, [table.table_arn]),
+                # sns:Publish also authorizes PublishBatch.
+                allow("PublishReplays", ["sns:Publish"], [topic_arn]),
+                allow("EncryptReplays", TOPIC_KEY_ACTIONS, [topic_key_arn]),
+            ],
+            environment=settings.reindex_environment(
+                store, topic_arn=topic_arn, stop_at_remaining_ms=shape.stop_at_remaining_ms
+            ),
+            shape=shape,
+            no_dlq_reason=(
+                "This function is invoked synchronously by the reindex state machine, which "
+                "retries it and keeps its cursor in the execution's state: a failed execution "
+                "is redriven, so there is nothing for a DLQ to hold."
+            ),
+        )
+        self.log_group, self.role = self.function.log_group, self.function.execution_role
+
+        self.state_machine_log_group = logs.LogGroup(
+            self,
+            "StateMachineLogs",
+            # The prefix AWS recommends for vended logs: no resource policy per log group.
+            log_group_name=f"/aws/vendedlogs/states/{reindex_state_machine_name(config)}",
+            retention=LOG_RETENTION[config.log_retention_days],
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            state_machine_name=reindex_state_machine_name(config),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            comment=f"VHS {config.stage}: replay every current record to the change feed",
+            definition_body=sfn.DefinitionBody.from_chainable(self._definition(shape)),
+            timeout=cdk.Duration.hours(shape.execution_timeout_hours),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=self.state_machine_log_group,
+                level=sfn.LogLevel.ALL,
+                include_execution_data=True,
+            ),
+        )
+        # As for the functions (infra/function.py): the RoleArn GetAtt already orders the
+        # state machine after its role; CDK's DependsOn on the role too is redundant (cfn-lint
+        # W3005). The one on the role's policy stays.
+        machine = cast(sfn.CfnStateMachine, self.state_machine.node.default_child)
+        policy = self.state_machine.role.node.find_child("DefaultPolicy").node.default_child
+        machine.add_override("DependsOn", [cast(cdk.CfnResource, policy).logical_id])
+        self._acknowledge(config)
+
+        self.alarms: list[cloudwatch.Alarm] = []
+        if alarm_topic is not None:
+            alarms = Alarms(self, config, actions.SnsAction(alarm_topic))
+            period = cdk.Duration.seconds(config.alarms.period_seconds)
+            failures = cloudwatch.MathExpression(
+                expression="failed + timedout",
+                using_metrics={
+                    "failed": self.state_machine.metric_failed(period=period, statistic="Sum"),
+                    "timedout": self.state_machine.metric_timed_out(period=period, statistic="Sum"),
+                },
+                period=period,
+            )
+            self.failures_alarm = alarms.alarm(
+                "ReindexFailures",
+                failures,
+                "A reindex execution failed or timed out: some segments were not replayed. "
+                "Fix the cause (the failed segment's worker log), then resume it with "
+                "aws stepfunctions redrive-execution --execution-arn ... (docs/changes.md).",
+                threshold=1,
+            )
+            self.alarms = [self.failures_alarm]
+
+    def _definition(self, shape: resources.ReindexShape) -> sfn.IChainable:
+        defaults = sfn.Pass(
+            self,
+            "Defaults",
+            comment="the run's settings: resources.REINDEX's, the execution's name as run id",
+            parameters={
+                "defaults": {
+                    "run_id.$": "$$.Execution.Name",
+                    "total_segments": shape.default_segments,
+                    "rate": shape.default_rate,
+                    "page_size": shape.page_size,
+                },
+                "input.$": "$",
+            },
+        )
+        plan = sfn.Pass(
+            self,
+            "Plan",
+            comment="the input over the defaults",
+            parameters={"run.$": "States.JsonMerge($.defaults, $.input, false)"},
+        )
+        segments = sfn.Pass(
+            self,
+            "Segments",
+            comment="the segment numbers 0..total_segments-1",
+            parameters={
+                "run.$": "$.run",
+                "segments.$": "States.ArrayRange(0, States.MathAdd($.run.total_segments, -1), 1)",
+            },
+        )
+        replay = tasks.LambdaInvoke(
+            self,
+            "ReplayPage",
+            comment="the worker: pages from the cursor until its time is short",
+            lambda_function=self.function,
+            payload_response_only=True,
+            retry_on_service_exceptions=True,
+        )
+        replay.add_retry(
+            errors=list(LAMBDA_THROTTLED),
+            interval=cdk.Duration.seconds(5),
+            max_attempts=10,
+            backoff_rate=2,
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        replay.add_retry(
+            errors=["States.TaskFailed"],
+            interval=cdk.Duration.seconds(30),
+            max_attempts=3,
+            backoff_rate=2,
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        done = sfn.Choice(self, "SegmentDone", comment="loop with the cursor until done")
+        replayed = sfn.Succeed(self, "SegmentReplayed")
+        done.when(sfn.Condition.boolean_equals("$.done", True), replayed).otherwise(replay)
+        each = sfn.DistributedMap(
+            self,
+            "ReplaySegments",
+            comment="one child execution per Scan segment",
+            items_path="$.segments",
+            item_selector={"segment.$": "$$.Map.Item.Value", "run.$": "$.run"},
+            max_concurrency=shape.max_concurrency,
+            map_execution_type=sfn.StateMachineType.STANDARD,
+            label=MAP_LABEL,
+            # Every segment's totals are in its child execution (the Map Run view); the
+            # parent's output stays small however many segments there are.
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        each.item_processor(replay.next(done))
+        return defaults.next(plan).next(segments).next(each)
+
+    def _acknowledge(self, config: VhsConfig) -> None:
+        role = self.state_machine.role
+        # The Distributed Map's own policy (CDK's): describe and stop this state machine's
+        # child executions, named by its name as CDK derives it from the ARN.
+        name = cdk.Fn.select(6, cdk.Fn.split(":", self.state_machine.state_machine_arn))
+        executions = (
+            f"arn:{cdk.Aws.PARTITION}:states:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:execution:{name}"
+        )
+        for arn in (f"{executions}:*", f"{executions}/{MAP_LABEL}:*"):
+            nag.acknowledge_wildcard(
+                self.state_machine,
+                arn,
+                "The Distributed Map starts one child execution per segment, named by Step "
+                "Functions at run time: DescribeExecution and StopExecution can only name "
+                "this state machine's executions (and its map runs') by a wildcard.",
+            )
+        nag.acknowledge_wildcard(
+            role,
+            f"{self.function.function_arn}:*",
+            "CDK's LambdaInvoke grant covers the worker's versions and aliases "
+            "(function ARN + ':*'): still the one worker function, no other.",
+        )
+        nag.acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "X-Ray (tracing) and CloudWatch Logs delivery (logging, which cdk-nag requires "
+            "of state machines) support no resource-level permissions: AWS requires "
+            "Resource '*' for xray:PutTraceSegments and logs:CreateLogDelivery and the like.",
+            finding="Resource::*",
+        )
