@@ -381,3 +381,97 @@ def test_vhs_import_on_the_local_stack(
     source.write_text(message("one") + "\n")
     assert vhs(["import", str(source), "--report", str(report), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["unchanged"] == 1
+
+
+# --- the cloud worker -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def import_function(
+    inprocess: Backend, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Backend, str]]:
+    """The import function's environment on in-process moto: the store, and an import
+    bucket holding a catalogue under imports/ among other objects."""
+    from vhs import resources, settings
+
+    bucket = "import-staging"
+    inprocess.s3.create_bucket(Bucket=bucket)
+    environment = settings.bulk_import_environment(
+        settings.StoreSettings(inprocess.table_name, inprocess.bucket_name),
+        bucket=bucket,
+        prefix=resources.IMPORT_PREFIX,
+        results_prefix=resources.IMPORT_RESULTS_PREFIX,
+        staging_bucket=bucket,
+        chunk_lines=3,
+    )
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    import handlers.bulk_import as function
+
+    function.reset()
+    yield inprocess, bucket
+    function.reset()
+
+
+def test_the_cloud_worker_plans_chunks_and_imports_them_with_the_files_line_numbers(
+    import_function: tuple[Backend, str],
+) -> None:
+    from vhs.local.invoke import invoke
+
+    backend, bucket = import_function
+    lines = [message(f"c{n}") if n not in (2, 7) else message(f"c{n}", at="x") for n in range(8)]
+    lines[4] = message("c3", at="2024-05-02T00:00:00Z", record={"v": 2})  # c3 again, later
+    backend.s3.put_object(
+        Bucket=bucket, Key="imports/run1/a.jsonl", Body="\n".join(lines).encode() + b"\n"
+    )
+    backend.s3.put_object(
+        Bucket=bucket,
+        Key="imports/run1/b.csv",
+        Body=b"id,updated_at,t\nk1,2024-05-01T00:00:00Z,x\nk2,2024-05-01T00:00:00Z\n",
+    )
+    backend.s3.put_object(Bucket=bucket, Key="imports/run1/notes.txt", Body=b"skipped")
+
+    planned = invoke("import", {"plan": {"prefix": "imports/run1/"}, "execution": "e1"})
+
+    assert (planned["files"], planned["chunks"], planned["skipped"]) == (2, 4, 1)
+    manifest = backend.s3.get_object(Bucket=bucket, Key=planned["manifest_key"])["Body"].read()
+    items = [json.loads(line) for line in manifest.splitlines()]
+    assert [(i["key"].rsplit("/", 1)[1], i["first_line"]) for i in items] == [
+        ("a.jsonl", 1),
+        ("a.jsonl", 4),
+        ("a.jsonl", 7),
+        ("b.csv", 2),
+    ]
+    results = [
+        invoke("import", {"Items": [item], "BatchInput": {"execution": "e1", "mapping": {}}})
+        for item in items
+    ]
+
+    reports = [uri for r in results for uri in r["reports"]]
+    entries = []
+    for uri in reports:
+        key = uri.removeprefix(f"s3://{bucket}/")
+        body = backend.s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+        entries += [json.loads(line) for line in body.splitlines()]
+    assert [(e["file"].rsplit("/", 1)[1], e["line"], e["field"]) for e in entries] == [
+        ("a.jsonl", 3, "updated_at"),
+        ("a.jsonl", 8, "updated_at"),
+        ("b.csv", 3, "t"),
+    ]
+    assert all(uri.startswith(f"s3://{bucket}/import-results/e1/reports/") for uri in reports)
+    # c0, c1, c3 (its later line: both are in the second chunk), c5, c6 and k1.
+    assert sum(r["counts"]["stored"] for r in results) == 6
+    assert sum(r["counts"]["coalesced"] for r in results) == 1
+    store = backend.store()
+    assert json.loads(store.get("c3").body) == {"v": 2}
+    assert store.get("k1").id == "k1"
+
+
+def test_the_cloud_plan_refuses_a_prefix_outside_the_import_prefix(
+    import_function: tuple[Backend, str],
+) -> None:
+    from vhs.local.invoke import invoke
+
+    with pytest.raises(InvalidInput) as refused:
+        invoke("import", {"plan": {"prefix": "incoming/"}, "execution": "e2"})
+    assert refused.value.field == "prefix"

@@ -64,6 +64,15 @@ GC_GRACE = "VHS_GC_GRACE"
 # Seconds a presigned URL for a body too large for the response stays valid.
 READ_API_PRESIGN_SECONDS = "VHS_READ_API_PRESIGN_SECONDS"
 
+# --- bulk import ---------------------------------------------------------------------------
+# The bucket and key prefix the import function reads files under, and where it writes its
+# plans and reports (docs/import.md).
+IMPORT_BUCKET = "VHS_IMPORT_BUCKET"
+IMPORT_PREFIX = "VHS_IMPORT_PREFIX"
+IMPORT_RESULTS_PREFIX = "VHS_IMPORT_RESULTS_PREFIX"
+IMPORT_WRITE_WORKERS = "VHS_IMPORT_WRITE_WORKERS"
+IMPORT_CHUNK_LINES = "VHS_IMPORT_CHUNK_LINES"
+
 # --- Powertools (its own names, set for every function) -----------------------------------
 POWERTOOLS_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
 POWERTOOLS_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
@@ -93,7 +102,10 @@ INGEST_FUNCTION = FunctionSpec("ingest", "handlers.ingest.handler", "vhs-ingest"
 CHANGES_FUNCTION = FunctionSpec("changes", "handlers.changes.handler", "vhs-changes")
 GC_FUNCTION = FunctionSpec("gc", "handlers.gc.handler", "vhs-gc")
 READ_API_FUNCTION = FunctionSpec("read-api", "handlers.read_api.handler", "vhs-read-api")
-FUNCTIONS = {f.name: f for f in (INGEST_FUNCTION, CHANGES_FUNCTION, GC_FUNCTION)}
+BULK_IMPORT_FUNCTION = FunctionSpec("import", "handlers.bulk_import.handler", "vhs-import")
+FUNCTIONS = {
+    f.name: f for f in (INGEST_FUNCTION, CHANGES_FUNCTION, GC_FUNCTION, BULK_IMPORT_FUNCTION)
+}
 
 
 def get(name: str, default: str = "", environ: Mapping[str, str] | None = None) -> str:
@@ -263,3 +275,33 @@ def read_api_environment(store: StoreSettings, *, presign_seconds: int) -> dict[
     """The read API's: the store's (with its retention: a version is readable exactly when the
     library would read it) and how long a redirect's presigned URL lives."""
     return {**store.environment(), READ_API_PRESIGN_SECONDS: str(presign_seconds)}
+
+
+def bulk_import_environment(
+    store: StoreSettings,
+    *,
+    bucket: str,
+    prefix: str,
+    results_prefix: str,
+    staging_bucket: str,
+    staging_prefix: str = "",
+    write_workers: int | None = None,
+    chunk_lines: int | None = None,
+) -> dict[str, str]:
+    """The import function's: the store's (it writes as ingest writes), where import files
+    and results live, and the staging location (a line may point at a staged body, as a
+    message may)."""
+    return {
+        **store.environment(),
+        IMPORT_BUCKET: bucket,
+        IMPORT_PREFIX: prefix,
+        IMPORT_RESULTS_PREFIX: results_prefix,
+        STAGING_BUCKET: staging_bucket,
+        **_optional(
+            {
+                STAGING_PREFIX: staging_prefix,
+                IMPORT_WRITE_WORKERS: write_workers,
+                IMPORT_CHUNK_LINES: chunk_lines,
+            }
+        ),
+    }

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..resources import CHANGES, GC, INGEST
+from ..resources import BULK_IMPORT, CHANGES, GC, INGEST
 from ..settings import FUNCTIONS
 
 # The handler modules, by the names the CDK app gives the functions.
@@ -78,7 +78,7 @@ class HandingOnContext(CountdownContext):
 
 
 def _shape(name: str) -> Any:
-    return {"ingest": INGEST, "changes": CHANGES, "gc": GC}.get(name)
+    return {"ingest": INGEST, "changes": CHANGES, "gc": GC, "import": BULK_IMPORT}.get(name)
 
 
 def configured_timeout(name: str) -> int:
