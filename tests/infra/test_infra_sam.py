@@ -38,9 +38,8 @@ def test_each_function_has_a_name_a_person_can_type_in_both_templates(app, sam_a
             for function in functions(synthesized.template_json(stack)).values()
         } | {
             function["Metadata"][sam.RESOURCE_ID]
-            for function in functions(
-                synthesized.template_json(synthesized.stacks.maintenance)
-            ).values()
+            for stack in (synthesized.stacks.maintenance, synthesized.stacks.bulk_import)
+            for function in functions(synthesized.template_json(stack)).values()
         }
         assert named == set(settings.FUNCTIONS)
 

@@ -38,6 +38,24 @@ DATA_SERVICES = frozenset({"s3", "dynamodb", "sqs", "sns", "kms", "lambda"})
 RESOURCELESS_ACTIONS = {
     "xray:PutTraceSegments": "Tracing.ACTIVE: X-Ray segments have no resource ARN",
     "xray:PutTelemetryRecords": "Tracing.ACTIVE: X-Ray telemetry has no resource ARN",
+    # A state machine's tracing (the Import stack) samples as well.
+    "xray:GetSamplingRules": "tracing: sampling rules are the account's, with no ARN",
+    "xray:GetSamplingTargets": "tracing: sampling targets are the account's, with no ARN",
+    # A state machine's logging to CloudWatch Logs is a vended log delivery, whose APIs
+    # support no resource-level permissions (Step Functions' documented policy uses "*").
+    **{
+        f"logs:{action}": "state machine logging: log delivery APIs take no resource ARN"
+        for action in (
+            "CreateLogDelivery",
+            "GetLogDelivery",
+            "UpdateLogDelivery",
+            "DeleteLogDelivery",
+            "ListLogDeliveries",
+            "PutResourcePolicy",
+            "DescribeResourcePolicies",
+            "DescribeLogGroups",
+        )
+    },
 }
 # Condition keys that confine a statement open to every principal to this account, an
 # organization, a source resource or a network path.
@@ -121,6 +139,10 @@ ENCRYPTED_AT_REST: dict[str, Callable[[dict[str, Any]], bool]] = {
 ENCRYPTED_BY_THE_SERVICE = {
     "AWS::Logs::LogGroup": "CloudWatch Logs encrypts all log data at rest (.checkov.yaml)",
     "AWS::Lambda::Function": "Lambda encrypts code and environment at rest (.checkov.yaml)",
+    # The import's execution history holds counts and report locations, never records (its
+    # logs leave execution data out): the service's own key is enough.
+    "AWS::StepFunctions::StateMachine": "Step Functions encrypts definitions and execution "
+    "history at rest with an AWS owned key",
 }
 # Types that hold no records: permissions, wiring, alarms and configuration (names, ARNs).
 HOLDS_NO_RECORDS = frozenset(
@@ -152,6 +174,7 @@ EXPECTED_CHECKOV_SKIPS = {
     ("Changes", "AWS::Lambda::Function", "CKV_AWS_116"): 1,  # no async invocations
     ("Maintenance", "AWS::Lambda::Function", "CKV_AWS_116"): 1,  # the next run redoes it
     ("ReadApi", "AWS::Lambda::Function", "CKV_AWS_116"): 1,  # synchronous: the caller retries
+    ("Import", "AWS::Lambda::Function", "CKV_AWS_116"): 1,  # synchronous: Step Functions retries
 }
 
 
@@ -482,7 +505,7 @@ def nested_prefix_app(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 def templates(default_app: Synthesized, nested_prefix_app: Synthesized) -> dict[str, Template]:
     """Every stack of both configurations, by stack name (the stages differ)."""
     found = {**_templates_of(default_app), **_templates_of(nested_prefix_app)}
-    assert len(found) == 10, sorted(found)  # five stacks a configuration
+    assert len(found) == 12, sorted(found)  # six stacks a configuration
     return found
 
 
