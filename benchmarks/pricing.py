@@ -33,6 +33,19 @@ class PriceTable:
     dynamodb_read_unit_per_million: float = 0.125  # strongly consistent, per 4 KB
     dynamodb_storage_per_gb_month: float = 0.25  # Standard table class; item bytes + 100
     s3_storage_per_gb_month: float = 0.023  # S3 Standard, first 50 TB
+    # The ingest paths' compute and queues (benchmarks/bulk_import.py), US East, on demand:
+    # Lambda, Arm: $0.0000133334 per GB-second and $0.20 per million requests
+    # (https://aws.amazon.com/lambda/pricing/); SQS standard queues: $0.40 per million
+    # requests, each 64 KB of a payload one request (https://aws.amazon.com/sqs/pricing/);
+    # Step Functions: Standard $0.025 per 1,000 state transitions, Express $1.00 per million
+    # requests and $0.00001667 per GB-second, memory billed in 64 MB steps
+    # (https://aws.amazon.com/step-functions/pricing/).
+    lambda_gb_second: float = 0.0000133334
+    lambda_requests_per_million: float = 0.20
+    sqs_requests_per_million: float = 0.40
+    sfn_standard_transitions_per_million: float = 25.00
+    sfn_express_requests_per_million: float = 1.00
+    sfn_express_gb_second: float = 0.00001667
 
 
 PRICES = PriceTable()
