@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli import assert_documented
 
 from support.backends import Backend
 from support.stacks import fresh_stack
@@ -372,6 +373,7 @@ def test_vhs_import_on_the_local_stack(
     status = vhs(["import", str(source), "--report", str(report), "--json"])
 
     output = json.loads(capsys.readouterr().out)
+    assert_documented("vhs import", output)
     assert status == 1  # a line was refused
     assert output["stored"] == 1 and output["refused"] == 1 and output["lines"] == 2
     assert output["report"] == str(report) and output["interrupted"] is False
