@@ -1,4 +1,4 @@
-"""The VHS stacks: Store (stateful), Ingest, Changes, Maintenance and ReadApi (stateless).
+"""The VHS stacks: Store (stateful), Ingest, Changes, Maintenance, ReadApi and Import (stateless).
 
 * ``Vhs-<stage>-Store`` (stateful): the body bucket, the index table, the staging bucket and
   the access-log bucket. Everything in it is RETAIN, so deleting the stack keeps the data.
