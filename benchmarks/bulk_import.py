@@ -171,9 +171,9 @@ def dollars_per_million(result: dict[str, Any], on: bool) -> dict[str, dict[str,
         bill = {
             "dynamodb": units["write_units"] * prices.dynamodb_write_unit_per_million
             + units["read_units"] * prices.dynamodb_read_unit_per_million,
-            "s3 bodies": t.requests_per_record("s3") * prices.s3_put_per_million
-            if name == QUEUE
-            else 0.0,
+            # Body PUTs, one per body over the inline threshold (these records need no claim
+            # check, and the local file no request).
+            "s3 bodies": t.requests_per_record("s3") * prices.s3_put_per_million,
             "lambda": gb_seconds * 1e6 * prices.lambda_gb_second
             + (1 / resources.INGEST.batch_size if name == QUEUE else 1 / shape.chunk_lines)
             * prices.lambda_requests_per_million,
@@ -182,9 +182,6 @@ def dollars_per_million(result: dict[str, Any], on: bool) -> dict[str, dict[str,
             bill["sqs"] = t.requests_per_record("sqs") * prices.sqs_requests_per_million
         else:
             chunks_per_record = 1 / shape.chunk_lines
-            # The import's S3 requests here are its body PUTs (one per body over the inline
-            # threshold) and the local file's none; in AWS add a GET per chunk and per file.
-            bill["s3 bodies"] = t.requests_per_record("s3") * prices.s3_put_per_million
             # A GET per chunk, per file (the plan) and of the manifest; a PUT of the manifest.
             bill["s3 source GETs"] = (
                 chunks_per_record + (EXPORT_FILES + 1) / EXPORT_RECORDS
@@ -196,7 +193,8 @@ def dollars_per_million(result: dict[str, Any], on: bool) -> dict[str, dict[str,
                     prices.sfn_express_requests_per_million
                     + 1e6 * prices.sfn_express_gb_second * 0.0625 * chunk_seconds
                 )
-                + (8 / result["records"]) * prices.sfn_standard_transitions_per_million
+                + (EXECUTION_TRANSITIONS / EXPORT_RECORDS)
+                * prices.sfn_standard_transitions_per_million
             )
         bill["total"] = sum(bill.values())
         bill["lambda_seconds_per_record"] = seconds
