@@ -347,7 +347,8 @@ def markdown(result: dict[str, Any]) -> str:
             "",
             f"The queue path costs {ratio:.2f}x the import per record. The difference is "
             "SQS (send, receive and delete per 10 records) and 200 times the Lambda "
-            "invocations (a batch of 10 records against a chunk of 2,000); both write the same DynamoDB items, which dominate either bill. "
+            "invocations (a batch of 10 records against a chunk of 2,000); both write the "
+            "same DynamoDB items, which dominate either bill. "
             "Not in the model: the producer's own compute (the queue path's CPU here "
             "includes the producer, so its Lambda figure is an upper bound), empty SQS "
             "receives, and the import's plan, which reads every file once more.",
