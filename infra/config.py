@@ -29,6 +29,10 @@ Context keys (``cdk deploy -c key=value`` or cdk.json):
 ``gcSchedule``              the collector's EventBridge schedule (default resources.GC)
 ``gcParallel``              invocations a collection run fans out over (default resources.GC)
 ``gcGrace``                 VHS_GC_GRACE of the collector (default resources.GC)
+``importBucket``            an existing bucket the Import stack reads files from (under
+                            imports/) and writes results to (default: the staging bucket)
+``importConcurrency``       the import's Distributed Map MaxConcurrency (resources.BULK_IMPORT)
+``importChunkLines``        lines a chunk of the import holds (resources.BULK_IMPORT)
 ==========================  ==================================================================
 """
 
@@ -106,6 +110,9 @@ class VhsConfig:
     ingest: resources.IngestShape = field(default_factory=lambda: resources.INGEST)
     alarms: resources.AlarmThresholds = field(default_factory=lambda: resources.ALARMS)
     gc: resources.GcShape = field(default_factory=lambda: resources.GC)
+    bulk_import: resources.BulkImportShape = field(default_factory=lambda: resources.BULK_IMPORT)
+    # The bucket bulk imports read from and write results to; None: the staging bucket.
+    import_bucket: str | None = None
     powertools_layer_arn: str | None = None
     powertools_layer_version: int | None = None
     # False leaves the SQS event source mapping out: moto's CloudFormation would otherwise
@@ -237,6 +244,7 @@ class VhsConfig:
             "ingest": resources.INGEST,
             "alarms": resources.ALARMS,
             "gc": resources.GC,
+            "bulk_import": resources.BULK_IMPORT,
         }
         try:
             for read, key, shape, name in (
@@ -245,6 +253,8 @@ class VhsConfig:
                 (text, "gcSchedule", "gc", "schedule_expression"),
                 (number, "gcParallel", "gc", "parallel"),
                 (text, "gcGrace", "gc", "grace"),
+                (number, "importConcurrency", "bulk_import", "max_concurrency"),
+                (number, "importChunkLines", "bulk_import", "chunk_lines"),
             ):
                 if (value := read(key)) is not None:
                     overrides[shape] = dataclasses.replace(overrides[shape], **{name: value})
@@ -261,6 +271,7 @@ class VhsConfig:
             (text, "alarmEmail", "alarm_email"),
             (text, "logLevel", "log_level"),
             (text, "powertoolsLayerArn", "powertools_layer_arn"),
+            (text, "importBucket", "import_bucket"),
         ):
             if (value := read(key)) is not None:
                 overrides[name] = value

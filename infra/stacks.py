@@ -1,4 +1,4 @@
-"""The VHS stacks: Store (stateful), Ingest, Changes, Maintenance and ReadApi (stateless).
+"""The VHS stacks: Store (stateful), Ingest, Changes, Maintenance, ReadApi and Import (stateless).
 
 * ``Vhs-<stage>-Store`` (stateful): the body bucket, the index table, the staging bucket and
   the access-log bucket. Everything in it is RETAIN, so deleting the stack keeps the data.
@@ -14,6 +14,10 @@
   collector shares no resource with either (it names the Store's bucket and table, as they
   do), it can be paused or removed without touching the pipeline, and the Ingest and Changes
   templates stay exactly as they are.
+* ``Vhs-<stage>-Import`` (stateless): bulk import (infra/bulk_import.py): the state machine
+  whose Distributed Map imports an export's files, its function and its alarms, which go to
+  the Ingest stack's alarm topic. A stack of its own: it is used for a catalogue's first load
+  and can be removed afterwards without touching anything else.
 * ``Vhs-<stage>-ReadApi`` (stateless): the read API (infra/read_api.py): its function, the
   function URL (IAM auth), the managed policy consumers attach, and its alarms, which go to
   the Ingest stack's alarm topic. A stack of its own for the reasons the collector has one:
@@ -49,9 +53,10 @@ from aws_cdk import aws_ssm as ssm
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
-from vhs import settings
+from vhs import resources, settings
 
 from . import sam
+from .bulk_import import BulkImport
 from .changes import ChangeFeed
 from .config import VhsConfig
 from .gc import GarbageCollection
@@ -341,6 +346,39 @@ class ReindexStack(_StoreReader):
         )
 
 
+class ImportStack(_StoreReader):
+    holds = "bulk import (Step Functions Distributed Map; stateless)"
+
+    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
+        super().__init__(scope, id, config=config, **kwargs)
+        staging = s3.Bucket.from_bucket_name(self, "Staging", _bucket_name(config, "staging"))
+        imports = (
+            s3.Bucket.from_bucket_name(self, "Imports", config.import_bucket)
+            if config.import_bucket
+            else staging
+        )
+        self.bulk_import = BulkImport(
+            self,
+            "BulkImport",
+            config=config,
+            store=self.store_settings,
+            bucket=self.bodies,
+            table=self.records,
+            staging=staging,
+            imports=imports,
+            alarm_topic=_alarm_topic(self, config),
+        )
+        machine = self.bulk_import.state_machine
+        _outputs(
+            self,
+            ("ImportStateMachineArn", machine.state_machine_arn, "start an import here"),
+            ("ImportBucketName", imports.bucket_name, "upload export files here"),
+            ("ImportPrefix", resources.IMPORT_PREFIX, "under this prefix"),
+            ("ImportResultsPrefix", resources.IMPORT_RESULTS_PREFIX, "results and reports"),
+            ("ImportFunctionName", self.bulk_import.function.function_name, "the worker"),
+        )
+
+
 @dataclass(frozen=True)
 class VhsStacks:
     config: VhsConfig
@@ -350,6 +388,7 @@ class VhsStacks:
     maintenance: MaintenanceStack
     read_api: ReadApiStack
     reindex: ReindexStack
+    bulk_import: ImportStack
 
 
 def build(
@@ -399,11 +438,16 @@ def build(
     reindex.add_stack_dependency(store_stack, "the worker scans the Store's table")
     reindex.add_stack_dependency(ingest, "the reindex alarm notifies the alarm topic (SSM)")
     reindex.add_stack_dependency(changes, "the worker publishes to the change topic (SSM)")
-    for each in (store_stack, ingest, changes, maintenance, read_api, reindex):
+    bulk_import = ImportStack(app, name("Import"), config=config, store=store, synthesizer=synth())
+    bulk_import.add_stack_dependency(store_stack, "the import writes the Store's bucket and table")
+    bulk_import.add_stack_dependency(ingest, "the import's alarms notify the alarm topic (SSM)")
+    for each in (store_stack, ingest, changes, maintenance, read_api, reindex, bulk_import):
         if config.sam_local:
             sam.prepare(each)
         cdk.Tags.of(each).add("project", "vhs")
         cdk.Tags.of(each).add("stage", config.stage)
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    return VhsStacks(config, store_stack, ingest, changes, maintenance, read_api, reindex)
+    return VhsStacks(
+        config, store_stack, ingest, changes, maintenance, read_api, reindex, bulk_import
+    )

@@ -74,6 +74,15 @@ READ_API_RESPONSE_LIMIT = "VHS_READ_API_RESPONSE_LIMIT"
 # Where `vhs local up` serves the read API (printed among its export lines).
 READ_API_URL = "VHS_READ_API_URL"
 
+# --- bulk import ---------------------------------------------------------------------------
+# The bucket and key prefix the import function reads files under, and where it writes its
+# plans and reports (docs/import.md).
+IMPORT_BUCKET = "VHS_IMPORT_BUCKET"
+IMPORT_PREFIX = "VHS_IMPORT_PREFIX"
+IMPORT_RESULTS_PREFIX = "VHS_IMPORT_RESULTS_PREFIX"
+IMPORT_WRITE_WORKERS = "VHS_IMPORT_WRITE_WORKERS"
+IMPORT_CHUNK_LINES = "VHS_IMPORT_CHUNK_LINES"
+
 # --- Powertools (its own names, set for every function) -----------------------------------
 POWERTOOLS_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
 POWERTOOLS_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
@@ -104,9 +113,17 @@ CHANGES_FUNCTION = FunctionSpec("changes", "handlers.changes.handler", "vhs-chan
 GC_FUNCTION = FunctionSpec("gc", "handlers.gc.handler", "vhs-gc")
 READ_API_FUNCTION = FunctionSpec("read-api", "handlers.read_api.handler", "vhs-read-api")
 REINDEX_FUNCTION = FunctionSpec("reindex", "handlers.reindex.handler", "vhs-reindex")
+BULK_IMPORT_FUNCTION = FunctionSpec("import", "handlers.bulk_import.handler", "vhs-import")
 FUNCTIONS = {
     f.name: f
-    for f in (INGEST_FUNCTION, CHANGES_FUNCTION, GC_FUNCTION, READ_API_FUNCTION, REINDEX_FUNCTION)
+    for f in (
+        INGEST_FUNCTION,
+        CHANGES_FUNCTION,
+        GC_FUNCTION,
+        READ_API_FUNCTION,
+        REINDEX_FUNCTION,
+        BULK_IMPORT_FUNCTION,
+    )
 }
 
 
@@ -301,4 +318,34 @@ def reindex_environment(
         BUCKET_NAME: store.bucket_name,
         CHANGE_TOPIC_ARN: topic_arn,
         **_optional({PREFIX: store.prefix, REINDEX_STOP_AT_REMAINING_MS: stop_at_remaining_ms}),
+    }
+
+
+def bulk_import_environment(
+    store: StoreSettings,
+    *,
+    bucket: str,
+    prefix: str,
+    results_prefix: str,
+    staging_bucket: str,
+    staging_prefix: str = "",
+    write_workers: int | None = None,
+    chunk_lines: int | None = None,
+) -> dict[str, str]:
+    """The import function's: the store's (it writes as ingest writes), where import files
+    and results live, and the staging location (a line may point at a staged body, as a
+    message may)."""
+    return {
+        **store.environment(),
+        IMPORT_BUCKET: bucket,
+        IMPORT_PREFIX: prefix,
+        IMPORT_RESULTS_PREFIX: results_prefix,
+        STAGING_BUCKET: staging_bucket,
+        **_optional(
+            {
+                STAGING_PREFIX: staging_prefix,
+                IMPORT_WRITE_WORKERS: write_workers,
+                IMPORT_CHUNK_LINES: chunk_lines,
+            }
+        ),
     }

@@ -73,6 +73,32 @@ EXPECTED_ACKNOWLEDGEMENTS = {
         "AwsSolutions-IAM5[Resource::<ReindexFunctionDAB9BC78.Arn>:*]",
         "Vhs-prod-Reindex/Reindex/StateMachine/Role/DefaultPolicy/Resource",
     ),
+    # Bulk import (infra/bulk_import.py). The function: X-Ray, as for ingest; the store's
+    # writes and staged payloads, as ingest has them; the import files and its results, under
+    # their prefixes. The state machine: the manifest and results under the results prefix,
+    # its own Map Runs' child executions, and log delivery and X-Ray (Resource "*").
+    ("AwsSolutions-IAM5[Resource::*]", "Vhs-prod-Import/BulkImport/Role/DefaultPolicy/Resource"),
+    *(
+        (
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::vhs-prod-{objects}]",
+            "Vhs-prod-Import/BulkImport/Role/DefaultPolicy/Resource",
+        )
+        for objects in (
+            "bodies-<AWS::AccountId>-<AWS::Region>/bodies/*",
+            "staging-<AWS::AccountId>-<AWS::Region>/incoming/*",
+            "staging-<AWS::AccountId>-<AWS::Region>/imports/*",
+            "staging-<AWS::AccountId>-<AWS::Region>/import-results/*",
+        )
+    ),
+    (
+        "AwsSolutions-IAM5[Resource::*]",
+        "Vhs-prod-Import/BulkImport/MachineRole/DefaultPolicy/Resource",
+    ),
+    (
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::"
+        "vhs-prod-staging-<AWS::AccountId>-<AWS::Region>/import-results/*]",
+        "Vhs-prod-Import/BulkImport/MachineRole/DefaultPolicy/Resource",
+    ),
     *(
         (
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
@@ -81,6 +107,14 @@ EXPECTED_ACKNOWLEDGEMENTS = {
             "Vhs-prod-Reindex/Reindex/StateMachine/DistributedMapPolicy/Resource",
         )
         for suffix in (":*", "/ReplaySegments:*")
+    ),
+    *(
+        (
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
+            f"<AWS::AccountId>:execution:vhs-prod-import{executions}]",
+            "Vhs-prod-Import/BulkImport/MachineRole/DefaultPolicy/Resource",
+        )
+        for executions in (":*", "/Import:*")
     ),
 }
 
@@ -119,7 +153,7 @@ def test_an_acknowledgement_without_a_real_reason_is_refused() -> None:
 
 def test_cfn_lint_reports_no_errors(default_app: Synthesized) -> None:
     templates = sorted(str(p) for p in default_app.outdir.glob("*.template.json"))
-    assert len(templates) == 6  # Store, Ingest, Changes, Maintenance, ReadApi, Reindex
+    assert len(templates) == 7  # Store, Ingest, Changes, Maintenance, ReadApi, Reindex, Import
     result = subprocess.run(
         [
             str(Path(sys.executable).with_name("cfn-lint")),

@@ -42,6 +42,7 @@ def test_each_function_has_a_name_a_person_can_type_in_both_templates(app, sam_a
                 synthesized.stacks.maintenance,
                 synthesized.stacks.read_api,
                 synthesized.stacks.reindex,
+                synthesized.stacks.bulk_import,
             )
             for function in functions(synthesized.template_json(stack)).values()
         }

@@ -506,7 +506,7 @@ def nested_prefix_app(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 def templates(default_app: Synthesized, nested_prefix_app: Synthesized) -> dict[str, Template]:
     """Every stack of both configurations, by stack name (the stages differ)."""
     found = {**_templates_of(default_app), **_templates_of(nested_prefix_app)}
-    assert len(found) == 12, sorted(found)  # six stacks a configuration
+    assert len(found) == 14, sorted(found)  # seven stacks a configuration
     return found
 
 

@@ -6,6 +6,7 @@
     vhs history ID                   list the retained versions
     vhs delete ID --deleted-at T     delete a record (--purge: drop its history now)
     vhs send FILE.jsonl              send messages to the ingest queue
+    vhs import SOURCE...             import JSON Lines or CSV files (local or s3://) in bulk
     vhs gc [--dry-run] [--grace 1h]  delete bodies nothing references
     vhs verify [--deep]              check every current and retained pointer
     vhs reindex [IDS...] [--since T]  replay current records to the change feed (--resume FILE)
@@ -34,6 +35,7 @@ from .. import settings
 from ..errors import RecordNotFound, VhsError
 from ..resources import REINDEX
 from .dlq import add_filters, cmd_dlq_discard, cmd_dlq_list, cmd_dlq_redrive
+from .importer import cmd_import
 from .maintenance import cmd_gc, cmd_verify
 from .pipeline import cmd_invoke, cmd_local_up, cmd_send
 from .records import cmd_delete, cmd_get, cmd_history, cmd_put
@@ -128,6 +130,38 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-validate",
         action="store_true",
         help="send every line's bytes unchanged, unjudged (the handler dead-letters bad ones)",
+    )
+
+    p = _command(sub, "import", cmd_import, "import JSON Lines or CSV files into the store")
+    p.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="a file, a directory or s3://bucket/prefix (directories and prefixes: only "
+        "*.jsonl, *.ndjson and *.csv files, or those of --format)",
+    )
+    p.add_argument(
+        "--format",
+        choices=["jsonl", "csv"],
+        help="read every file as this format (default: by each file's suffix)",
+    )
+    p.add_argument(
+        "--map",
+        action="append",
+        metavar="TARGET=COLUMN",
+        help="CSV: the column of id, updated_at, record (a JSON column; default: the other "
+        "columns as an object) or deleted; repeatable",
+    )
+    p.add_argument("--report", help="the report of refused and failed lines (JSON Lines)")
+    p.add_argument(
+        "--resume", action="store_true", help="continue an interrupted import from its checkpoint"
+    )
+    p.add_argument("--workers", type=int, default=16, help="concurrent writes (default 16)")
+    p.add_argument(
+        "--chunk-lines",
+        type=int,
+        default=1000,
+        help="lines coalesced and checkpointed together (default 1000)",
     )
 
     p = _command(sub, "gc", cmd_gc, "delete S3 bodies that no retained version references")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..resources import CHANGES, GC, INGEST, READ_API, REINDEX
+from ..resources import BULK_IMPORT, CHANGES, GC, INGEST, READ_API, REINDEX
 from ..settings import FUNCTIONS
 
 # The handler modules, by the names the CDK app gives the functions.
@@ -79,7 +79,7 @@ class HandingOnContext(CountdownContext):
 
 def _shape(name: str) -> Any:
     shapes = {"ingest": INGEST, "changes": CHANGES, "gc": GC, "read-api": READ_API}
-    return {**shapes, "reindex": REINDEX}.get(name)
+    return {**shapes, "reindex": REINDEX, "import": BULK_IMPORT}.get(name)
 
 
 def configured_timeout(name: str) -> int:

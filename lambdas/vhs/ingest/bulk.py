@@ -1,0 +1,466 @@
+"""Bulk import: lines of JSON Lines or CSV files, judged and written exactly as ingest writes
+messages, with every line accounted for.
+
+A JSON Lines line *is* an ingest message (docs/ingest.md): its bytes are read by the
+handler's own `contract.read_message`. A CSV row is first made into one by a `CsvMapping`
+(which columns are the id, the timestamp, the record or a delete flag), then read the same
+way. A line the contract refuses is not written: it becomes a `Problem` (file, line, field,
+reason) in the import's report.
+
+The lines of a chunk are coalesced per id with the ingest handler's own rules
+(ingest/coalesce.py): the winner of each id is written, the others are given the outcome the
+store would have given them, without a request. Winners are written by an `Ingestor`
+(`handle`, the handler's own path: claim checks, staged bodies, budgets) from a pool of
+threads. A transient failure (throttling, a 5xx, a write conflict) is retried with backoff;
+a line that still fails is a `Problem` too, with outcome "failed": nothing is dropped and
+nothing is silent.
+
+What is not here: where lines come from (ingest/bulk_sources.py: local files, S3 objects,
+byte ranges) and what is remembered between runs (the CLI's checkpoint, the cloud's Map Run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..aws import error_code
+from ..errors import InvalidInput, InvalidMessage, WriteConflict
+from .coalesce import Candidate, candidate, losers, outcome_after
+from .contract import read_message
+from .ingestor import Ingestor, IngestResult
+from .strict_json import parse_json_body
+
+FORMATS = ("jsonl", "csv")
+# The file names each format is read from when a directory or a prefix is imported.
+SUFFIXES = {"jsonl": (".jsonl", ".ndjson"), "csv": (".csv",)}
+DEFAULT_CHUNK_LINES = 1000
+DEFAULT_WORKERS = 16
+DEFAULT_ATTEMPTS = 5
+REFUSED, FAILED = "refused", "failed"
+OUTCOMES = ("stored", "unchanged", "stale", "deleted", REFUSED, FAILED)
+# Errors worth another attempt: the service was busy or broken, not the request.
+_TRANSIENT_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "TransactionConflictException",
+        "SlowDown",
+        "InternalError",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "RequestTimeout",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line (a CSV row, which may span lines) of a source, as read."""
+
+    source: str  # a path, or s3://bucket/key
+    number: int  # its first line's number in the file, from 1
+    data: bytes  # without its terminator
+    end: int  # the byte offset just past it: where a resumed read starts
+    span: int = 1  # the physical lines it covers (a CSV row with line breaks in quotes)
+
+    @property
+    def next_number(self) -> int:
+        """The number of the line after it: where a resumed read's numbering starts."""
+        return self.number + self.span
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A line that was not stored: refused (it can never be) or failed (retries ran out)."""
+
+    file: str
+    line: int
+    field: str
+    reason: str
+    outcome: str = REFUSED
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "field": self.field,
+            "reason": self.reason,
+            "outcome": self.outcome,
+        }
+
+
+@dataclass(frozen=True)
+class Settled:
+    """How one line ended: an outcome of OUTCOMES, and its Problem if it was not stored."""
+
+    line: Line
+    outcome: str
+    problem: Problem | None = None
+    coalesced: bool = False
+
+
+@dataclass
+class Tally:
+    """Lines by outcome, and how many were coalesced into another line's write."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    coalesced: int = 0
+
+    def add(self, settled: Settled) -> None:
+        self.counts[settled.outcome] += 1
+        self.coalesced += settled.coalesced
+
+    def merge(self, other: Mapping[str, Any]) -> None:
+        for name in OUTCOMES:
+            self.counts[name] += int(other.get(name, 0))
+        self.coalesced += int(other.get("coalesced", 0))
+
+    def as_json(self) -> dict[str, int]:
+        return {**{name: self.counts[name] for name in OUTCOMES}, "coalesced": self.coalesced}
+
+    @property
+    def ok(self) -> bool:
+        return not self.counts[REFUSED] and not self.counts[FAILED]
+
+
+# --- CSV rows to messages ------------------------------------------------------------------
+
+
+MAP_TARGETS = ("id", "updated_at", "record", "deleted")
+_TRUE, _FALSE = frozenset({"true", "1"}), frozenset({"", "false", "0"})
+
+
+@dataclass(frozen=True)
+class CsvMapping:
+    """Which CSV columns make a message. `id` and `updated_at` name columns; `record` names a
+    column holding the record as JSON, or is None: every column that is not mapped becomes a
+    string field of a JSON object record. `deleted`, if set, names a column whose `true` (or
+    1) makes the row a delete; empty, `false` or 0 is a put."""
+
+    id: str = "id"
+    updated_at: str = "updated_at"
+    record: str | None = None
+    deleted: str | None = None
+
+    @classmethod
+    def parse(cls, options: Iterable[str]) -> CsvMapping:
+        """From `target=column` options (`--map record=payload`). Raises InvalidInput
+        naming the option."""
+        given: dict[str, str] = {}
+        for option in options:
+            target, sep, column = option.partition("=")
+            target = target.strip()
+            if not sep or not column:
+                raise InvalidInput("--map", f"{option!r} is not TARGET=COLUMN")
+            if target not in MAP_TARGETS:
+                raise InvalidInput(
+                    "--map", f"unknown target {target!r}: one of {', '.join(MAP_TARGETS)}"
+                )
+            if target in given:
+                raise InvalidInput(f"--map {target}", "is given twice")
+            given[target] = column
+        mapping = cls(**given)
+        columns = [
+            c for c in (mapping.id, mapping.updated_at, mapping.record, mapping.deleted) if c
+        ]
+        for target, column in mapping.mapped().items():
+            if columns.count(column) > 1:
+                raise InvalidInput(f"--map {target}", f"column {column!r} is mapped twice")
+        return mapping
+
+    @classmethod
+    def of(cls, value: Mapping[str, Any] | None) -> CsvMapping:
+        """From its JSON form (as_json), as the cloud worker is handed it."""
+        return cls.parse(f"{k}={v}" for k, v in (value or {}).items() if v)
+
+    def mapped(self) -> dict[str, str]:
+        """{target: column} of the targets that name a column."""
+        pairs = {"id": self.id, "updated_at": self.updated_at}
+        pairs.update({"record": self.record} if self.record else {})
+        pairs.update({"deleted": self.deleted} if self.deleted else {})
+        return pairs
+
+    def as_json(self) -> dict[str, str]:
+        return self.mapped()
+
+    def check_header(self, header: Sequence[str], source: str) -> None:
+        """Raise InvalidInput naming the mapping target whose column `header` lacks."""
+        for target, column in self.mapped().items():
+            if column not in header:
+                raise InvalidInput(
+                    f"--map {target}",
+                    f"{source} has no column {column!r} (its header: {', '.join(header)})",
+                )
+        if len(set(header)) != len(header):
+            twice = sorted({c for c in header if list(header).count(c) > 1})
+            raise InvalidInput("header", f"{source} names column {twice[0]!r} twice")
+
+    def message(self, header: Sequence[str], row: Sequence[str]) -> dict[str, Any]:
+        """The ingest message of one row. Raises InvalidMessage naming the column."""
+        if len(row) < len(header):
+            raise InvalidMessage(
+                header[len(row)], f"missing: the row has {len(row)} of {len(header)} columns"
+            )
+        if len(row) > len(header):
+            raise InvalidMessage(
+                "row", f"has {len(row)} columns, the header {len(header)}: a stray delimiter?"
+            )
+        cells = dict(zip(header, row, strict=True))
+        for column, cell in cells.items():
+            # Bytes that are not UTF-8 were decoded as lone surrogates (surrogateescape).
+            if any("\udc80" <= c <= "\udcff" for c in cell):
+                raise InvalidMessage(column, "not UTF-8")
+        message: dict[str, Any] = {"id": cells[self.id], "updated_at": cells[self.updated_at]}
+        if self.deleted:
+            flag = cells[self.deleted].strip().lower()
+            if flag in _TRUE:
+                return {**message, "deleted": True}
+            if flag not in _FALSE:
+                raise InvalidMessage(self.deleted, f"must be true, false or empty, not {flag!r}")
+        if self.record:
+            try:
+                message["record"] = parse_json_body(cells[self.record])
+            except InvalidMessage as error:
+                raise InvalidMessage(self.record, f"not a JSON record: {error.reason}") from None
+        else:
+            taken = set(self.mapped().values())
+            message["record"] = {k: v for k, v in cells.items() if k not in taken}
+        return message
+
+    def column_of(self, field: str) -> str:
+        """The column a message field came from (its report names what the file has)."""
+        root = field.partition(".")[0]
+        if root == "record" and self.record is None:
+            return field.partition(".")[2] or "record"
+        return self.mapped().get(root, field)
+
+
+def csv_header(data: bytes, source: str) -> list[str]:
+    """The column names of a CSV file's first line (UTF-8, a byte order mark allowed)."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InvalidInput("header", f"{source}: not UTF-8 at byte {error.start}") from None
+    header = next(csv.reader([text]), [])
+    if not header:
+        raise InvalidInput("header", f"{source}: the first line names no columns")
+    return header
+
+
+# --- lines to writes -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    line: Line
+    record: dict[str, Any] | None  # the SQS-record shape Ingestor.handle takes
+    problem: Problem | None = None
+
+
+class _Deferred(Exception):
+    """A claim check: judged when written (by Ingestor.handle), never fetched twice."""
+
+
+def _no_fetch(*_: Any) -> bytes:
+    raise _Deferred
+
+
+def transient(error: BaseException) -> bool:
+    if isinstance(error, WriteConflict | BotoCoreError):
+        return True
+    if isinstance(error, ClientError):
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return status >= 500 or error_code(error) in _TRANSIENT_CODES
+    return False
+
+
+class ImportWorker:
+    """Writes chunks of lines through an Ingestor (and so through the store's put_validated
+    and delete_validated), `workers` at a time."""
+
+    def __init__(
+        self,
+        ingestor: Ingestor,
+        *,
+        fmt: str = "jsonl",
+        mapping: CsvMapping | None = None,
+        workers: int = DEFAULT_WORKERS,
+        attempts: int = DEFAULT_ATTEMPTS,
+        backoff_seconds: float = 0.2,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if fmt not in FORMATS:
+            raise InvalidInput("--format", f"must be one of {', '.join(FORMATS)}, not {fmt!r}")
+        if workers < 1:
+            raise InvalidInput("--workers", "must be at least 1")
+        self.ingestor = ingestor
+        self.fmt = fmt
+        self.mapping = mapping or CsvMapping()
+        self.workers = workers
+        self.attempts = max(1, attempts)
+        self.backoff_seconds = backoff_seconds
+        self.sleep = sleep
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="vhs-import")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> ImportWorker:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+    def rows(self, lines: Iterable[Line], header: Sequence[str] | None) -> Iterator[_Parsed]:
+        """Each line as the record Ingestor.handle takes, or with the Problem that refuses it.
+        `header`: a CSV file's columns (already checked against the mapping)."""
+        for line in lines:
+            message_id = f"{line.source}:{line.number}"
+            if self.fmt == "jsonl":
+                yield _Parsed(line, {"messageId": message_id, "body": line.data})
+                continue
+            try:
+                text = line.data.decode("utf-8", errors="surrogateescape")
+                row = next(csv.reader([text]), [])
+                message = self.mapping.message(header or [], row)
+            except InvalidMessage as error:
+                yield _Parsed(
+                    line, None, Problem(line.source, line.number, error.field, error.reason)
+                )
+                continue
+            except csv.Error as error:
+                yield _Parsed(line, None, Problem(line.source, line.number, "row", str(error)))
+                continue
+            body = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+            yield _Parsed(line, {"messageId": message_id, "body": body})
+
+    def chunk(self, parsed: Sequence[_Parsed], settle: Callable[[Settled], None]) -> None:
+        """Judge, coalesce and write one chunk; `settle` is called (in this thread) once for
+        every line, as soon as its outcome is known. A KeyboardInterrupt (or any error) in
+        `settle` stops the chunk: writes not yet started are cancelled, and those under way
+        finish and are settled before it propagates."""
+        candidates: dict[int, Candidate] = {}
+        pending: list[int] = []
+        for n, p in enumerate(parsed):
+            if p.problem is not None:
+                settle(Settled(p.line, REFUSED, self._named(p.problem)))
+                continue
+            try:
+                message = read_message(
+                    p.record or {},
+                    staging=self.ingestor.staging,
+                    fetch=_no_fetch,
+                    limits=self.ingestor.limits,
+                )
+            except _Deferred:  # a claim check: not coalesced (its id is in the payload)
+                pending.append(n)
+                continue
+            except InvalidMessage as error:
+                problem = Problem(p.line.source, p.line.number, error.field, error.reason)
+                settle(Settled(p.line, REFUSED, self._named(problem)))
+                continue
+            candidates[n] = candidate(n, message)
+            pending.append(n)
+        results: dict[int, IngestResult | Problem] = {}
+        while pending:
+            beaten = losers(candidates[n] for n in pending if n in candidates)
+            writers = [n for n in pending if n not in beaten]
+            self._write_all(parsed, writers, results, settle)
+            pending = []
+            for n, winner in sorted(beaten.items()):
+                won = results[winner]
+                if isinstance(won, Problem):
+                    pending.append(n)  # not written: its losers are coalesced again
+                    continue
+                outcome = outcome_after(candidates[winner].key, won.outcome, candidates[n])
+                settle(Settled(parsed[n].line, str(outcome), coalesced=True))
+
+    def _write_all(
+        self,
+        parsed: Sequence[_Parsed],
+        writers: list[int],
+        results: dict[int, IngestResult | Problem],
+        settle: Callable[[Settled], None],
+    ) -> None:
+        futures: dict[Future[IngestResult | Problem], int] = {
+            self._pool.submit(self._write, parsed[n]): n for n in writers
+        }
+        unsettled = set(futures)
+        try:
+            while unsettled:
+                done, _ = wait(unsettled, return_when=FIRST_COMPLETED)
+                for future in done:
+                    n = futures[future]
+                    unsettled.discard(future)
+                    results[n] = result = future.result()
+                    settle(self._settled(parsed[n].line, result))
+        except BaseException:
+            for future in unsettled:
+                future.cancel()
+            # Writes under way finish (a request in flight cannot be taken back): settle them,
+            # so that what they wrote is remembered, then stop.
+            wait(unsettled)
+            for future in unsettled:
+                if not future.cancelled() and future.exception() is None:
+                    with contextlib.suppress(Exception):
+                        settle(self._settled(parsed[futures[future]].line, future.result()))
+            raise
+
+    def _settled(self, line: Line, result: IngestResult | Problem) -> Settled:
+        if isinstance(result, Problem):
+            return Settled(line, result.outcome, self._named(result))
+        return Settled(line, result.outcome)
+
+    def _named(self, problem: Problem) -> Problem:
+        if self.fmt != "csv":
+            return problem
+        return Problem(
+            problem.file,
+            problem.line,
+            self.mapping.column_of(problem.field),
+            problem.reason,
+            problem.outcome,
+        )
+
+    def _write(self, p: _Parsed) -> IngestResult | Problem:
+        line, attempt = p.line, 1
+        while True:
+            try:
+                return self.ingestor.handle(p.record or {})
+            except InvalidMessage as error:  # found on writing: a staged body, a claim check
+                return Problem(line.source, line.number, error.field, error.reason)
+            except Exception as error:
+                if not transient(error):
+                    return Problem(line.source, line.number, "", _described(error), FAILED)
+                if attempt == self.attempts:
+                    reason = f"{_described(error)} (after {self.attempts} attempts)"
+                    return Problem(line.source, line.number, "", reason, FAILED)
+                self.sleep(self.backoff_seconds * 2 ** (attempt - 1))
+                attempt += 1
+
+
+def _described(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def chunked(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
