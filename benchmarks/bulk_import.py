@@ -194,7 +194,8 @@ def dollars_per_million(result: dict[str, Any], on: bool) -> dict[str, dict[str,
                     + 1e6 * prices.sfn_express_gb_second * 0.0625 * chunk_seconds
                 )
                 + (EXECUTION_TRANSITIONS / EXPORT_RECORDS)
-                * prices.step_functions_transition_per_thousand * 1000
+                * prices.step_functions_transition_per_thousand
+                * 1000
             )
         bill["total"] = sum(bill.values())
         bill["lambda_seconds_per_record"] = seconds

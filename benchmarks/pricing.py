@@ -47,8 +47,8 @@ class PriceTable:
     sns_fifo_delivery_per_million: float = 0.01  # to an SQS FIFO subscription
     sns_fifo_delivery_payload_per_gb: float = 0.001
     # The ingest paths' compute and queues (benchmarks/bulk_import.py), US East, on demand:
-    # Lambda as above (https://aws.amazon.com/lambda/pricing/); SQS standard queues: $0.40 per million
-    # requests, each 64 KB of a payload one request (https://aws.amazon.com/sqs/pricing/);
+    # Lambda as above (https://aws.amazon.com/lambda/pricing/); SQS standard queues: $0.40 per
+    # million requests, each 64 KB of a payload one request (https://aws.amazon.com/sqs/pricing/);
     # Step Functions: Standard $0.025 per 1,000 state transitions, Express $1.00 per million
     # requests and $0.00001667 per GB-second, memory billed in 64 MB steps
     # (https://aws.amazon.com/step-functions/pricing/).

@@ -235,6 +235,7 @@ def test_every_fixture_is_covered():
         "sam-sqs-receive-message",
         "sam-dynamodb-update",
         "sam-cloudwatch-scheduled-event",
+        "sam-read-api-get",
     }
     # The reindex worker's first invocation of a segment: tests/test_reindex.py runs it.
     reindex = {"reindex-segment"}

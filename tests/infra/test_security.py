@@ -172,6 +172,7 @@ EXPECTED_CHECKOV_SKIPS = {
     ("Maintenance", "AWS::Lambda::Function", "CKV_AWS_116"): 1,  # the next run redoes it
     ("ReadApi", "AWS::Lambda::Function", "CKV_AWS_116"): 1,  # synchronous: the caller retries
     ("Reindex", "AWS::Lambda::Function", "CKV_AWS_116"): 1,  # the state machine retries it
+    ("Import", "AWS::Lambda::Function", "CKV_AWS_116"): 1,  # synchronous: Step Functions retries
 }
 
 
