@@ -113,10 +113,10 @@ def _decode(number: int, entry: Entry, *, successor: bytes | None) -> bytes:
             f"version {number} does not decode ({entry.codec}): {error}", number
         ) from None
     actual = sha256_hex(body)
-    if actual != entry.content_hash:
+    if actual != entry.body_sha256:
         raise UndecodableBody(
             f"version {number}'s inline body has sha256 {actual} ({len(body)} bytes), "
-            f"the entry says {entry.content_hash} ({entry.size} bytes)",
+            f"the entry says {entry.body_sha256} ({entry.size} bytes)",
             number,
             actual,
         )

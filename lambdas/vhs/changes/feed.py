@@ -37,7 +37,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..item import (
@@ -46,6 +46,7 @@ from ..item import (
     body_location,
     id_of,
     item_from_dynamo,
+    part_location,
     version_of,
 )
 from ..model import Entry
@@ -81,6 +82,9 @@ class Change:
     size: int | None = None
     content_type: str | None = None
     purge: bool = False  # a delete that drops every earlier version: purge them downstream
+    # A version with parts (docs/design.md, "Parts"): name → {content_hash, size,
+    # content_type, location}. None (and absent from the message) for a record without parts.
+    parts: Mapping[str, Mapping[str, Any]] | None = field(default=None, hash=False)
 
     def message(self) -> dict[str, Any]:
         message = {
@@ -95,6 +99,8 @@ class Change:
         }
         if self.purge:
             message["purge"] = True
+        if self.parts:
+            message["parts"] = {name: dict(part) for name, part in self.parts.items()}
         return message
 
     def body(self) -> str:
@@ -179,6 +185,16 @@ def change_of(id: str, version: int, entry: Entry, *, bucket: str, prefix: str) 
         size=None if deleted else entry.size,
         content_type=None if deleted else entry.content_type,
         purge=deleted and entry.purge,
+        parts={
+            part.name: {
+                "content_hash": part.content_hash,
+                "size": part.size,
+                "content_type": part.content_type,
+                "location": part_location(part, id, bucket=bucket, prefix=prefix),
+            }
+            for part in entry.parts
+        }
+        or None,
     )
 
 
