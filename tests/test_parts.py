@@ -138,6 +138,25 @@ def test_an_update_of_the_json_alone_uploads_nothing(backend):
     assert store.get(rid).part("thumb") == large(13, 30_000)
 
 
+def test_an_unchanged_inline_part_is_held_once_however_many_versions_share_it(backend):
+    store = backend.store()
+    rid = backend.id("shared")
+    for n in range(1, 5):
+        store.put(rid, {"v": n}, updated_at=at(n), parts={"ocr": OCR})
+    store.put(rid, {"v": 5}, updated_at=at(5), parts={"ocr": OCR + b"!"})
+    raw = backend.dynamodb.get_item(
+        TableName=backend.table_name, Key={"id": {"S": rid}}, ConsistentRead=True
+    )["Item"]
+    entries = [*raw["p"]["L"], *raw["c"]["L"]]
+    with_bytes = [e["M"]["pt"]["M"]["ocr"]["M"].get("b") is not None for e in entries]
+    # Versions 1-3 share version 4's bytes; 4 holds them (5 changed the part); 5 its own.
+    assert with_bytes == [False, False, False, True, True]
+    for n in range(1, 5):
+        assert store.get(rid, version=n).part("ocr") == OCR
+    assert store.get(rid).part("ocr") == OCR + b"!"
+    assert verify(store, deep=True).ok
+
+
 # --- order --------------------------------------------------------------------------------------
 
 

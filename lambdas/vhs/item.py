@@ -24,7 +24,8 @@ short, because every byte is billed in write units:
                sha256 of the version's manifest):
                bh the body's own sha256, pt the parts: a map of name to part
     part (M):  h sha256, n size, ct content type (absent: application/octet-stream),
-               b inline bytes, z codec of b (absent: not compressed)
+               b inline bytes, z codec of b (absent: not compressed; "same", with no b:
+               the bytes of the part with this h in the next version, deltas.py)
 
 A body lives inline (`b`) or in S3 under `keys.body_key(prefix, id, h)` (`bh` for a version
 with parts); a delete has none. A part lives inline or in S3 under `keys.body_key(prefix, id,
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import keys
-from .codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE
+from .codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, SAME
 from .model import Entry, Item, StoredPart
 from .ordering import TOMBSTONE_HASH
 from .resources import TABLE
@@ -124,7 +125,9 @@ def _part_to_dynamo(part: StoredPart) -> dict[str, Any]:
     attrs: dict[str, Any] = {CONTENT_HASH: {"S": part.content_hash}, SIZE: {"N": str(part.size)}}
     if part.content_type != BINARY_CONTENT_TYPE:
         attrs[CONTENT_TYPE] = {"S": part.content_type}
-    if part.inline is not None:
+    if part.codec == SAME:  # the next version's bytes (deltas.py): none of its own
+        attrs[CODEC] = {"S": SAME}
+    elif part.inline is not None:
         attrs[INLINE_BODY] = {"B": part.inline}
         if part.codec:
             attrs[CODEC] = {"S": part.codec}
@@ -136,6 +139,8 @@ def _part_from_dynamo(name: str, value: Mapping[str, Any], with_body: bool) -> S
     inline = None
     if INLINE_BODY in attrs:
         inline = bytes(attrs[INLINE_BODY]["B"]) if with_body else b""
+    elif attrs.get(CODEC, {}).get("S") == SAME:
+        inline = b""  # inline, in the version after it
     return StoredPart(
         name=name,
         content_hash=_string(attrs[CONTENT_HASH]),

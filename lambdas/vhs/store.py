@@ -14,7 +14,6 @@ import logging
 import secrets
 import threading
 import time
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -25,8 +24,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from . import keys
 from .aws import aws_client
 from .bodies import MULTIPART_THRESHOLD, S3BodyStore
-from .codec import MAX_BODY_SIZE, Body, compress, decompress, encode_record, sha256_hex
-from .deltas import UndecodableBody, inline_body, supersede
+from .codec import MAX_BODY_SIZE, Body, compress, encode_record
+from .deltas import UndecodableBody, inline_body, inline_part, share_parts, supersede
 from .errors import (
     BodyHashMismatch,
     ConfigurationError,
@@ -483,6 +482,7 @@ class VersionedHybridStore:
                     # depend on it.
                     logger.warning("%r version %d: %s", item.id, item.version, error)
             kept = old if new_body is None else supersede(old, old_body, new, new_body)
+            kept = share_parts(kept, new)
             held = [*item.history, kept]
             after = Item(item.id, item.version + 1, new, tuple(held))
             return held[self.retention.expired_count(after, self.clock()) :]
@@ -579,15 +579,13 @@ class VersionedHybridStore:
         part = self._stored_part(found, name)
         if part.in_s3:
             return self.bodies.get(self.body_key(found.id, part.content_hash), part.content_hash)
-        location = f"dynamodb://{self.table_name}/{found.id}#v{found.version}/{name}"
         try:
-            data = decompress(part.inline or b"", part.codec, part.size)
-        except (zlib.error, ValueError) as error:
-            raise BodyHashMismatch(location, part.content_hash, f"(undecodable: {error})") from None
-        actual = sha256_hex(data)
-        if actual != part.content_hash:
-            raise BodyHashMismatch(location, part.content_hash, actual)
-        return data
+            return inline_part(found.item.versions(), found.version, part)
+        except UndecodableBody as error:
+            location = f"dynamodb://{self.table_name}/{found.id}#v{found.version}/{name}"
+            raise BodyHashMismatch(
+                location, part.content_hash, error.actual or "(undecodable)"
+            ) from error
 
     def history(self, id: str) -> list[VersionInfo]:
         """The retained versions of `id`, oldest first, deletes included."""
