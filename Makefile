@@ -97,6 +97,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest_budget.py
 	$(BIN)/python benchmarks/hot_keys.py --write docs/benchmarks.md
 	$(BIN)/python benchmarks/read_api.py --write docs/benchmarks.md
+	$(BIN)/python benchmarks/parts.py --write docs/benchmarks.md
 
 ## bench-read-api: the read API's section of docs/benchmarks.md alone
 bench-read-api: $(STAMP)
