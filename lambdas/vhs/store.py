@@ -10,6 +10,7 @@ a key, so nothing on a write or failure path deletes a body.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import threading
@@ -398,16 +399,37 @@ class VersionedHybridStore:
             body_hash=body.sha256,
             parts=tuple(stored),
         )
-        metadata = sum(
-            _PART_OVERHEAD + len(p.content_type) + len(p.inline or b"") for p in entry.parts
-        )
-        if _ENTRY_OVERHEAD + len(inline or b"") + metadata > self.entry_budget:
-            raise InvalidPart(
-                f"{len(parts)} parts take {metadata} bytes of the item, more than this "
-                f"store's retention leaves each version ({self.entry_budget} bytes): fewer "
-                "parts, shorter names or content types, or a lower retention",
+        # Within what one held entry may take of the item: inline parts move to S3, largest
+        # first, until it fits; their names and hashes alone must fit (docs/design.md).
+        bodies = {p.body.sha256: p.body for p in parts}
+        while self._entry_size(entry) > self.entry_budget:
+            inline_parts = [p for p in entry.parts if p.inline is not None]
+            if not inline_parts:
+                raise InvalidPart(
+                    f"{len(parts)} parts take {self._entry_size(entry)} bytes of the item, "
+                    f"more than this store's retention leaves each version "
+                    f"({self.entry_budget} bytes): fewer parts, shorter names or content "
+                    "types, or a lower retention",
+                )
+            largest = max(inline_parts, key=lambda p: len(p.inline or b""))
+            sources[largest.content_hash] = bodies[largest.content_hash]
+            entry = dataclasses.replace(
+                entry,
+                parts=tuple(
+                    dataclasses.replace(p, inline=None, codec=None) if p is largest else p
+                    for p in entry.parts
+                ),
             )
         return entry, sources
+
+    @staticmethod
+    def _entry_size(entry: Entry) -> int:
+        """An upper bound of the bytes an entry with parts takes of its item."""
+        return (
+            _ENTRY_OVERHEAD
+            + len(entry.inline or b"")
+            + sum(_PART_OVERHEAD + len(p.content_type) + len(p.inline or b"") for p in entry.parts)
+        )
 
     def _parts_info(self, id: str, entry: Entry) -> dict[str, PartInfo]:
         return {
