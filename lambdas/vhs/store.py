@@ -340,7 +340,10 @@ class VersionedHybridStore:
                 uploaded.clear()  # every object is uploaded again, after the deadline
                 basis = {}  # and none is taken as held: the condemnation may name it
         else:
-            raise WriteConflict(f"{id!r}: the garbage collector kept condemning its parts")
+            raise WriteConflict(
+                f"{id!r}: its current version kept changing, or the garbage collector kept "
+                "condemning its parts, while this put uploaded them: retry later"
+            )
         self.known.saw(result.item)
         self._trim_if_due(result.item)
         location = (
