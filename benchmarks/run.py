@@ -76,6 +76,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--write", metavar="PATH", help="write the report as Markdown to PATH")
     parser.add_argument("--quick", action="store_true", help="smoke mode: small mix, few rounds")
     parser.add_argument("--json", action="store_true", help="print results as JSON, not tables")
+    parser.add_argument(
+        "--only",
+        choices=["parts"],
+        help="run one scenario alone: parts (a record with two parts, benchmarks/parts.py)",
+    )
     return parser.parse_args(argv)
 
 
@@ -270,6 +275,12 @@ def as_json(results: dict[str, Any], meta: dict[str, str]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.only == "parts":
+        from benchmarks import parts
+
+        return parts.main(
+            [*(["--write", args.write] if args.write else []), *(["--json"] if args.json else [])]
+        )
     settings = QUICK if args.quick else FULL
     errors = Console(stderr=True)
     from benchmarks.report import Progress

@@ -116,6 +116,49 @@ def test_delete_purge_drops_every_earlier_version_at_once(local_env):
     assert [v["version"] for v in json.loads(history.stdout)] == [3]
 
 
+def test_parts_put_get_and_history(local_env, tmp_path: Path):
+    record = tmp_path / "record.json"
+    record.write_text(json.dumps({"title": "scan 7"}))
+    scan, ocr = tmp_path / "scan.tiff", tmp_path / "ocr.txt"
+    scan.write_bytes(os.urandom(20_000))
+    ocr.write_bytes(b"recognised text")
+    put = vhs(
+        local_env,
+        "--json",
+        "put",
+        "cli-parts",
+        str(record),
+        "--updated-at",
+        "2026-01-01T00:00:00Z",
+        "--part",
+        f"scan={scan}",
+        "--part",
+        f"ocr={ocr}",
+    )
+    assert put.returncode == 0, put.stderr
+    stored = json.loads(put.stdout)
+    assert sorted(stored["parts"]) == ["ocr", "scan"]
+    assert stored["parts"]["scan"]["size"] == 20_000
+
+    got = vhs(local_env, "get", "cli-parts", "--part", "scan")
+    assert got.returncode == 0 and got.stdout == scan.read_bytes()
+    out = tmp_path / "ocr.out"
+    saved = vhs(local_env, "get", "cli-parts", "--part", "ocr", "--output", str(out))
+    assert saved.returncode == 0 and out.read_bytes() == b"recognised text"
+    described = json.loads(vhs(local_env, "get", "cli-parts", "--json").stdout)
+    assert described["record"] == {"title": "scan 7"} and sorted(described["parts"]) == [
+        "ocr",
+        "scan",
+    ]
+    history = json.loads(vhs(local_env, "history", "cli-parts", "--json").stdout)
+    assert sorted(history[0]["parts"]) == ["ocr", "scan"]
+
+    missing = vhs(local_env, "get", "cli-parts", "--part", "thumbnail")
+    assert missing.returncode == 3 and b"no part 'thumbnail'" in missing.stderr
+    bad = vhs(local_env, "put", "cli-parts", str(record), "--part", f"Scan={scan}")
+    assert bad.returncode == 2 and b"parts" in bad.stderr
+
+
 def test_bad_input_exits_non_zero_with_the_field_named(local_env, tmp_path: Path):
     record = tmp_path / "r.json"
     record.write_text("{}")

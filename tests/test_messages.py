@@ -13,6 +13,7 @@ from vhs.ingest.contract import InvalidMessage, schema_path, validate_message
 from vhs.ingest.staging import S3Location, StagingLocation, claim_check_pointer
 
 T = "2026-01-01T00:00:00Z"
+S3 = {"bucket": "b", "key": "k"}
 VALID = [
     {"id": "a", "updated_at": T, "record": {"title": "x"}},
     {"id": "a", "updated_at": T, "record": None},
@@ -27,6 +28,23 @@ VALID = [
     {"id": "a", "updated_at": T, "deleted": True, "purge": False},
     {"id": "a", "updated_at": "2026-01-01T00:00:00.123456789Z", "record": 1},  # Java's Instant
     {"id": "a", "updated_at": T, "record_location": "s3://b/k?x=1#y"},  # all of it is the key
+    # Parts (issue 15): claim checks of staged objects, beside any kind of put.
+    {
+        "id": "a",
+        "updated_at": T,
+        "record": 1,
+        "parts": {"scan": {"s3": {"bucket": "b", "key": "k"}}},
+    },
+    {
+        "id": "a",
+        "updated_at": T,
+        "body_base64": "AA==",
+        "parts": {
+            "scan.v2": {"s3": {"bucket": "b", "key": "k"}, "content_type": "image/tiff"},
+            "ocr_text-1": {"s3": {"bucket": "b", "key": "k2"}},
+        },
+    },
+    {"id": "a", "updated_at": T, "record_location": "s3://b/k", "parts": {}},
 ]
 INVALID = [
     ({"updated_at": T, "record": 1}, "id"),
@@ -71,6 +89,56 @@ INVALID = [
     ({"id": "a", "updated_at": T, "record": 1, "purge": True}, "purge"),
     ({"id": "a", "updated_at": T, "body_base64": "AA==", "purge": False}, "purge"),
     ({"id": "a", "updated_at": T, "record_location": "s3://b/k", "purge": True}, "purge"),
+    ({"id": "a", "updated_at": T, "deleted": True, "parts": {}}, "parts"),
+    ({"id": "a", "updated_at": T, "record": 1, "parts": []}, "parts"),
+    ({"id": "a", "updated_at": T, "record": 1, "parts": {"Scan": {"s3": S3}}}, "parts"),
+    ({"id": "a", "updated_at": T, "record": 1, "parts": {"a/b": {"s3": S3}}}, "parts"),
+    ({"id": "a", "updated_at": T, "record": 1, "parts": {"x" * 64: {"s3": S3}}}, "parts"),
+    (
+        {
+            "id": "a",
+            "updated_at": T,
+            "record": 1,
+            "parts": {f"p{i}": {"s3": S3} for i in range(17)},
+        },
+        "parts",
+    ),
+    ({"id": "a", "updated_at": T, "record": 1, "parts": {"scan": "s3://b/k"}}, "parts.scan"),
+    ({"id": "a", "updated_at": T, "record": 1, "parts": {"scan": {}}}, "parts.scan.s3"),
+    (
+        {"id": "a", "updated_at": T, "record": 1, "parts": {"scan": {"s3": S3, "x": 1}}},
+        "parts.scan.x",
+    ),
+    (
+        {"id": "a", "updated_at": T, "record": 1, "parts": {"scan": {"s3": {"bucket": "b"}}}},
+        "parts.scan.s3.key",
+    ),
+    (
+        {"id": "a", "updated_at": T, "record": 1, "parts": {"scan": {"s3": {"key": "k"}}}},
+        "parts.scan.s3.bucket",
+    ),
+    (
+        {"id": "a", "updated_at": T, "record": 1, "parts": {"scan": {"s3": {**S3, "k": 1}}}},
+        "parts.scan.s3.k",
+    ),
+    (
+        {
+            "id": "a",
+            "updated_at": T,
+            "record": 1,
+            "parts": {"scan": {"s3": {"bucket": "b", "key": "a\tb"}}},
+        },
+        "parts.scan.s3.key",
+    ),
+    (
+        {
+            "id": "a",
+            "updated_at": T,
+            "record": 1,
+            "parts": {"scan": {"s3": S3, "content_type": ""}},
+        },
+        "parts.scan.content_type",
+    ),
     ([{"id": "a"}], "body"),
     ("just a string", "body"),
 ]

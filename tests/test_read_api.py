@@ -252,6 +252,32 @@ def test_a_body_too_large_for_the_response_is_a_redirect_to_a_presigned_url(api:
     assert cached.status == 304 and "Location" not in cached.headers
 
 
+def test_parts_are_served_with_their_own_etag_304_and_redirect(api: Api) -> None:
+    ocr, scan = b"recognised text", REDIRECTED
+    api.store.put("parts-1", {"v": 1}, updated_at=T1, parts={"ocr": (ocr, "text/plain")})
+    api.store.put("parts-1", {"v": 2}, updated_at=T2, parts={"ocr": b"newer", "scan": scan})
+    answer = api.get("parts-1", "/versions/1/parts/ocr")
+    assert (answer.status, answer.body) == (200, ocr)
+    assert answer.headers["Content-Type"] == "text/plain"
+    assert answer.headers["ETag"] == f'"{sha(ocr)}"' and answer.headers["X-Vhs-Version"] == "1"
+    latest = api.get("parts-1", "/parts/ocr")
+    assert (latest.status, latest.body) == (200, b"newer")
+    cached = api.get("parts-1", "/parts/ocr", headers={"If-None-Match": latest.headers["ETag"]})
+    assert (cached.status, cached.body) == (304, b"")
+    head = api.get("parts-1", "/parts/ocr", method="HEAD")
+    assert head.status == 200 and head.body == b""
+    # A part too large for the response: a redirect to its own presigned S3 object.
+    big = api.get("parts-1", "/parts/scan")
+    assert big.status == 307 and big.headers["ETag"] == f'"{sha(scan)}"'
+    assert sha(scan) in big.headers["Location"]
+    # The record's own ETag names the whole version (JSON and parts), not the JSON alone.
+    assert api.get("parts-1").headers["ETag"] == f'"{api.store.get("parts-1").content_hash}"'
+    missing = api.get("parts-1", "/versions/1/parts/scan")
+    assert missing.status == 404 and "no part 'scan'" in missing.problem()["detail"]
+    bad = api.get("parts-1", "/parts/Scan")
+    assert bad.status == 400 and bad.problem()["field"] == "parts"
+
+
 def test_the_redirect_threshold_is_what_base64_needs() -> None:
     limit = read_api.DEFAULT_RESPONSE_LIMIT
     largest = limit // 4 * 3
@@ -386,6 +412,8 @@ def test_the_openapi_document_describes_the_routes_and_is_current(api: Api) -> N
         "/records/{id}",
         "/records/{id}/versions/{version}",
         "/records/{id}/history",
+        "/records/{id}/parts/{name}",
+        "/records/{id}/versions/{version}/parts/{name}",
         "/openapi.json",
     }
     assert set(paths["/records/{id}"]) == {"get", "head"}

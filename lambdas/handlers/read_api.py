@@ -42,8 +42,9 @@ from pydantic import BaseModel, Field
 
 from handlers.observability import instrumented, logger_and_metrics
 from vhs import settings
-from vhs.errors import InvalidInput, RecordNotFound
+from vhs.errors import InvalidInput, PartNotFound, RecordNotFound
 from vhs.model import Record, StoredVersion
+from vhs.parts import PART_NAME_PATTERN, check_part_name
 from vhs.resources import LAMBDA_RESPONSE_PAYLOAD_BYTES, READ_API
 from vhs.settings import READ_API_FUNCTION
 from vhs.store import VersionedHybridStore
@@ -150,6 +151,27 @@ _BODY_RESPONSES: dict[int | str, Any] = {
     },
     **_PROBLEMS,
 }
+_PART_HEADERS = {
+    **_BODY_HEADERS,
+    "ETag": {"description": 'the part\'s sha256 hex, quoted: "<sha256>"', "schema": {}},
+}
+_PART_RESPONSES: dict[int | str, Any] = {
+    200: {
+        "description": "the part's bytes, with its content type",
+        "headers": _PART_HEADERS,
+        "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+    },
+    304: {"description": "If-None-Match named the ETag", "headers": _PART_HEADERS},
+    307: {
+        "description": "a part too large for a Lambda response: Location is a presigned S3 "
+        "GET URL, valid for VHS_READ_API_PRESIGN_SECONDS (60 s by default)",
+        "headers": {**_PART_HEADERS, "Location": {"schema": {"type": "string"}}},
+    },
+    **_PROBLEMS,
+}
+# Checked by parts.check_part_name (a 400 naming `parts`), not by a pattern here: a failed
+# pattern would be reported as the version's problem.
+PartName = Annotated[str, Path(description=f"a part's name, {PART_NAME_PATTERN}")]
 IdSegment = Annotated[
     str,
     Path(description="the record id, percent-encoded as ONE path segment ('/' as %2F)"),
@@ -187,6 +209,26 @@ def latest(id: IdSegment):
 )
 def version(id: IdSegment, version: VersionNumber):
     return _send(store().locate(_id(id), int(version)))
+
+
+@app.route(
+    "/records/<id>/parts/<name>",
+    method=["GET", "HEAD"],
+    summary="A part of the latest version of a record",
+    responses=_PART_RESPONSES,
+)
+def latest_part(id: IdSegment, name: PartName):
+    return _send_part(store().locate(_id(id)), _part_name(name))
+
+
+@app.route(
+    "/records/<id>/versions/<version>/parts/<name>",
+    method=["GET", "HEAD"],
+    summary="A part of a retained version of a record",
+    responses=_PART_RESPONSES,
+)
+def version_part(id: IdSegment, version: VersionNumber, name: PartName):
+    return _send_part(store().locate(_id(id), int(version)), _part_name(name))
 
 
 @app.get(
@@ -287,6 +329,36 @@ def _send(found: StoredVersion) -> Response:
         content_type = record.content_type or "application/octet-stream"
     metrics.add_metric(name="read_bytes", unit=MetricUnit.Bytes, value=len(record.body))
     return _body_response(record.body, content_type, limit, headers)
+
+
+def _part_name(segment: str) -> str:
+    return check_part_name(_id(segment))
+
+
+def _send_part(found: StoredVersion, name: str) -> Response:
+    """A part, by the body's rules: the part's hash is its ETag (304 before anything is
+    read), a part too large for the response is redirected to a presigned URL, and the bytes
+    are read (and checked against the hash) only when they are sent."""
+    part = found.entry.part(name)
+    if part is None:
+        raise PartNotFound(found.id, found.version, name)
+    headers = _version_headers(found.version, part.content_hash, found)
+    if _etag_matches(headers["ETag"]):
+        metrics.add_metric(name="read_not_modified", unit=MetricUnit.Count, value=1)
+        return Response(304, headers=headers, body="")
+    limit = response_limit()
+    if base64_size(part.size) > limit:
+        url = store().part_url(found, name, presign_seconds())
+        if url is not None:
+            metrics.add_metric(name="read_redirected", unit=MetricUnit.Count, value=1)
+            return Response(
+                307, headers={**headers, "Location": url, "Cache-Control": "no-store"}, body=""
+            )
+    if app.current_event.http_method.upper() == "HEAD":
+        return Response(200, part.content_type, "", headers)
+    data = store().read_part(found, name)
+    metrics.add_metric(name="read_bytes", unit=MetricUnit.Bytes, value=len(data))
+    return _body_response(data, part.content_type, limit, headers)
 
 
 def _version_headers(

@@ -15,13 +15,16 @@ from .errors import (
     IntegrityError,
     InvalidId,
     InvalidInput,
+    InvalidPart,
     InvalidRecord,
     InvalidTimestamp,
+    PartNotFound,
+    PartTooLarge,
     RecordNotFound,
     VhsError,
     WriteConflict,
 )
-from .model import DeleteResult, PutResult, Record, VersionInfo
+from .model import DeleteResult, PartInfo, PutResult, Record, VersionInfo
 from .ordering import Outcome
 from .retention import Retention
 from .store import VersionedHybridStore
@@ -35,9 +38,13 @@ __all__ = [
     "IntegrityError",
     "InvalidId",
     "InvalidInput",
+    "InvalidPart",
     "InvalidRecord",
     "InvalidTimestamp",
     "Outcome",
+    "PartInfo",
+    "PartNotFound",
+    "PartTooLarge",
     "PutResult",
     "Record",
     "RecordNotFound",

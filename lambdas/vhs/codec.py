@@ -28,6 +28,10 @@ ZLIB = "zlib"
 # zlib with the successor version's body as its preset dictionary (zdict): an earlier version
 # kept in the item as the difference from the version after it (vhs/deltas.py).
 DELTA = "zdelta"
+# An inline part of an earlier version whose bytes are those of the part with the same sha256
+# in the version after it (vhs/deltas.py): an unchanged part is held once, however many
+# retained versions share it.
+SAME = "same"
 
 
 @dataclass(frozen=True)

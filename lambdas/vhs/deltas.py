@@ -19,8 +19,8 @@ import dataclasses
 import zlib
 from collections.abc import Iterator, Sequence
 
-from .codec import DELTA, ZLIB, compress_against, decompress, sha256_hex
-from .model import Entry
+from .codec import DELTA, SAME, ZLIB, compress_against, decompress, sha256_hex
+from .model import Entry, StoredPart
 
 
 class UndecodableBody(ValueError):
@@ -48,6 +48,59 @@ def supersede(old: Entry, old_body: bytes | None, successor: Entry, successor_bo
     if len(delta) >= len(old.inline):
         return old
     return dataclasses.replace(old, inline=delta, codec=DELTA)
+
+
+def share_parts(old: Entry, successor: Entry) -> Entry:
+    """`old` as it is kept once `successor` is current: each inline part that `successor`
+    also holds inline (the same sha256) keeps no bytes of its own (`codec.SAME`), so a
+    change to the JSON alone does not copy every small part into the history again."""
+    shared = {p.content_hash for p in successor.parts if p.inline is not None}
+    if not old.parts or not shared:
+        return old
+    parts = tuple(
+        dataclasses.replace(p, inline=b"", codec=SAME)
+        if p.inline is not None and p.content_hash in shared
+        else p
+        for p in old.parts
+    )
+    return dataclasses.replace(old, parts=parts)
+
+
+def inline_part(versions: Sequence[tuple[int, Entry]], version: int, part: StoredPart) -> bytes:
+    """The bytes of the inline `part` of `version`, following `codec.SAME` to the first later
+    version that holds them, checked against the part's hash. Raises UndecodableBody."""
+    holder: StoredPart | None = part
+    if part.codec == SAME:
+        later = [entry for number, entry in versions if number > version]
+        holder = next(
+            (
+                p
+                for entry in later
+                for p in entry.parts
+                if p.content_hash == part.content_hash and p.inline is not None and p.codec != SAME
+            ),
+            None,
+        )
+    if holder is None or holder.inline is None:
+        raise UndecodableBody(
+            f"version {version}'s part {part.name!r} is kept by a later version, which has none",
+            version,
+        )
+    try:
+        data = decompress(holder.inline, holder.codec, part.size)
+    except (zlib.error, ValueError) as error:
+        raise UndecodableBody(
+            f"version {version}'s part {part.name!r} does not decode: {error}", version
+        ) from None
+    actual = sha256_hex(data)
+    if actual != part.content_hash:
+        raise UndecodableBody(
+            f"version {version}'s part {part.name!r} has sha256 {actual} ({len(data)} bytes), "
+            f"the entry says {part.content_hash} ({part.size} bytes)",
+            version,
+            actual,
+        )
+    return data
 
 
 def inline_body(versions: Sequence[tuple[int, Entry]], version: int) -> bytes:
@@ -113,10 +166,10 @@ def _decode(number: int, entry: Entry, *, successor: bytes | None) -> bytes:
             f"version {number} does not decode ({entry.codec}): {error}", number
         ) from None
     actual = sha256_hex(body)
-    if actual != entry.content_hash:
+    if actual != entry.body_sha256:
         raise UndecodableBody(
             f"version {number}'s inline body has sha256 {actual} ({len(body)} bytes), "
-            f"the entry says {entry.content_hash} ({entry.size} bytes)",
+            f"the entry says {entry.body_sha256} ({entry.size} bytes)",
             number,
             actual,
         )

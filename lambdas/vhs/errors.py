@@ -43,6 +43,22 @@ class BodyTooLarge(InvalidRecord):
         super().__init__(f"body is {size} bytes, over the limit of {limit} bytes", field)
 
 
+class InvalidPart(InvalidInput):
+    """A named binary part of a record that cannot be stored: a bad name, too many parts, a
+    value that is not bytes or a binary file, or a part over the size limit. Its field is
+    `parts.<name>` (or `parts` for the set as a whole)."""
+
+    def __init__(self, message: str, field: str = "parts") -> None:
+        super().__init__(field, message)
+
+
+class PartTooLarge(InvalidPart):
+    def __init__(self, size: int, limit: int, field: str) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"part is {size} bytes, over the limit of {limit} bytes", field)
+
+
 class ConfigurationError(VhsError, ValueError):
     """The store was configured in a way that cannot work (for example a retention whose
     history could outgrow a DynamoDB item)."""
@@ -56,6 +72,14 @@ class RecordNotFound(VhsError, LookupError):
         self.version = version
         what = f"{id!r}" if version is None else f"{id!r} version {version}"
         super().__init__(f"record {what} not found" + (f": {why}" if why else ""))
+
+
+class PartNotFound(RecordNotFound):
+    """The version asked for exists but has no part of that name."""
+
+    def __init__(self, id: str, version: int, name: str) -> None:
+        super().__init__(id, version, f"it has no part {name!r}")
+        self.part = name
 
 
 class IntegrityError(VhsError):

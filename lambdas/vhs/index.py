@@ -64,13 +64,25 @@ NOT_CONDEMNED_SINCE_UPLOAD = (
 )
 
 
+class PartsNotHeld(Exception):
+    """The item changed since the writer decided which parts it need not upload: its current
+    entry no longer references `missing` in S3. The writer uploads them and writes against
+    `basis` (the item as the refusal returned it)."""
+
+    def __init__(self, basis: dict, missing: frozenset[str]) -> None:
+        self.basis = basis
+        self.missing = missing
+        super().__init__(f"{len(missing)} objects are no longer referenced by the current entry")
+
+
 class BodyCondemned(Exception):
     """The garbage collector condemned the body this write points at, after the upload began:
     it may delete the object until `deadline` (epoch seconds). The writer waits until then,
     uploads the body again, and retries."""
 
-    def __init__(self, deadline: float) -> None:
+    def __init__(self, deadline: float, basis: dict | None = None) -> None:
         self.deadline = deadline
+        self.basis = basis  # the item as the refusal returned it
         super().__init__(f"body condemned by the garbage collector until {deadline}")
 
 
@@ -266,6 +278,10 @@ class DynamoIndex:
         keep_history: bool = True,
         uploaded_after: float | None = None,
         history: HistoryPlan | None = None,
+        guards: Mapping[str, float] | None = None,
+        basis: dict | None = None,
+        reuse: frozenset[str] = frozenset(),
+        reuse_skew: float = 0.0,
     ) -> WriteResult:
         """Make `entry` current if the ordering rules admit it.
 
@@ -283,21 +299,35 @@ class DynamoIndex:
 
         `uploaded_after` (epoch seconds, already less the clock-skew allowance) is when the
         upload of an S3 body began; the write then also requires that the garbage collector
-        has not condemned the body since. Raises BodyCondemned if it has.
+        has not condemned the body since. Raises BodyCondemned if it has. `guards` does the
+        same for several objects (a version with parts): sha256 → when its upload began.
+
+        `reuse` (with `history` and the item as read, `basis`) names S3 objects the entry
+        points at that were not uploaded for it, because the current entry of `basis` already
+        references them. The write then also requires the item to be as read (which `history`
+        writes do anyway), and that the collector has not condemned them since that entry was
+        written (`written_at` less `reuse_skew`). Raises PartsNotHeld when the item the write
+        would be made against no longer references them.
         """
-        basis = self._read_for_write(id) if history is not None else None
+        guards = dict(guards or {})
+        if uploaded_after is not None:
+            guards[entry.body_sha256] = uploaded_after
+        if basis is None and history is not None:
+            basis = self._read_for_write(id)
         for _ in range(_MAX_ATTEMPTS):
+            write_guards = guards
             if basis is not None:
-                settled, raw = self._settle(id, entry, basis, uploaded_after, decided_by_read=True)
+                settled, raw = self._settle(id, entry, basis, guards, decided_by_read=True)
                 if settled is not None:
                     return settled
-                ok, raw = self._replace(id, entry, raw, history, uploaded_after)  # type: ignore[arg-type]
+                write_guards = _with_reused(guards, reuse, raw, reuse_skew)
+                ok, raw = self._replace(id, entry, raw, history, write_guards)  # type: ignore[arg-type]
             else:
-                ok, raw = self._new_version(id, entry, keep_history, uploaded_after)
+                ok, raw = self._new_version(id, entry, keep_history, guards)
             item = item_from_dynamo(raw)
             if ok and item is not None:  # ALL_NEW: always the item, with its new version
                 return WriteResult(_stored(entry), item.version, item)
-            settled, raw = self._settle(id, entry, raw, uploaded_after)
+            settled, raw = self._settle(id, entry, raw, write_guards)
             if settled is not None:
                 return settled
             # The item changed between our attempts: decide again against its new state.
@@ -309,7 +339,7 @@ class DynamoIndex:
         id: str,
         entry: Entry,
         raw: dict,
-        uploaded_after: float | None,
+        guards: Mapping[str, float],
         *,
         decided_by_read: bool = False,
     ) -> tuple[WriteResult | None, dict]:
@@ -328,10 +358,12 @@ class DynamoIndex:
             if (
                 not decided_by_read
                 and condemned
-                and uploaded_after
-                and condemned.covers(entry.content_hash)
+                and any(
+                    condemned.covers(h) and condemned.deadline >= since
+                    for h, since in guards.items()
+                )
             ):
-                raise BodyCondemned(condemned.deadline)
+                raise BodyCondemned(condemned.deadline, raw)
             return None, raw
         current = item.current.order_key
         if verdict is Outcome.STALE or incoming == current:
@@ -345,6 +377,10 @@ class DynamoIndex:
             return WriteResult(Outcome.UNCHANGED, touched.version, touched), raw
         return None, raw
 
+    def read_for_write(self, id: str) -> dict:
+        """The raw item, eventually consistent (half a read unit): a write's basis."""
+        return self._read_for_write(id)
+
     def _read_for_write(self, id: str) -> dict:
         response = self.dynamodb.get_item(
             TableName=self.table, Key=self._key(id), ConsistentRead=False
@@ -357,7 +393,7 @@ class DynamoIndex:
         entry: Entry,
         basis: dict,
         history: HistoryPlan,
-        uploaded_after: float | None,
+        guards: Mapping[str, float],
     ) -> tuple[bool, dict]:
         """Write `entry` as the next version of the item `basis`, with the history `history`
         gives for it, only if the item is still as `basis` holds it."""
@@ -396,11 +432,11 @@ class DynamoIndex:
                 names.add("#x")
                 unchanged += " AND attribute_not_exists(#c[0].#x)"
         condition = f"({ordering.newer_and_different(entry.order_key)}) AND {unchanged}"
-        condition, extra_names = _guarded(condition, values, entry, uploaded_after)
+        condition, extra_names = _guarded(condition, values, guards)
         return self._conditional_update(id, update, condition, values, names, extra_names)
 
     def _new_version(
-        self, id: str, entry: Entry, keep_history: bool, uploaded_after: float | None
+        self, id: str, entry: Entry, keep_history: bool, guards: Mapping[str, float]
     ) -> tuple[bool, dict]:
         if keep_history:
             update = (
@@ -418,7 +454,7 @@ class DynamoIndex:
         if keep_history:
             values[":empty"] = {"L": []}
         condition = f"({ordering.newer_and_different(entry.order_key)})"
-        condition, extra_names = _guarded(condition, values, entry, uploaded_after)
+        condition, extra_names = _guarded(condition, values, guards)
         return self._conditional_update(id, update, condition, values, names, extra_names)
 
     def _touch(self, id: str, entry: Entry) -> tuple[bool, dict]:
@@ -502,18 +538,44 @@ class DynamoIndex:
 
 
 def _guarded(
-    condition: str, values: dict[str, Any], entry: Entry, uploaded_after: float | None
+    condition: str, values: dict[str, Any], guards: Mapping[str, float]
 ) -> tuple[str, dict[str, str]]:
-    """`condition`, and, for a write of a body uploaded at `uploaded_after`, the collector's
-    half of its protocol; adds the values it needs and returns the names."""
-    if uploaded_after is None:
+    """`condition`, and, for each S3 object the write points at anew (sha256 → when its
+    upload began), the collector's half of its protocol; adds the values it needs and returns
+    the names. One object (a body) keeps the placeholders it always had."""
+    if not guards:
         return condition, {}
-    values[":uploaded"] = {"N": repr(uploaded_after)}
-    values[":gh"] = {"S": condemned_name(entry.content_hash)}
+    clauses = []
+    for number, (content_hash, since) in enumerate(sorted(guards.items())):
+        suffix = "" if number == 0 else str(number)
+        values[f":uploaded{suffix}"] = {"N": repr(since)}
+        values[f":gh{suffix}"] = {"S": condemned_name(content_hash)}
+        clauses.append(
+            NOT_CONDEMNED_SINCE_UPLOAD.replace(":uploaded", f":uploaded{suffix}").replace(
+                ":gh", f":gh{suffix}"
+            )
+        )
     return (
-        f"{condition} AND {NOT_CONDEMNED_SINCE_UPLOAD}",
+        " AND ".join([condition, *clauses]),
         {"#gd": CONDEMNED_UNTIL, "#gs": CONDEMNED_BODIES},
     )
+
+
+def _with_reused(
+    guards: Mapping[str, float], reuse: frozenset[str], basis: dict, skew: float
+) -> Mapping[str, float]:
+    """`guards`, plus the objects a write reuses from the current entry of `basis` (the item
+    it is made against), guarded since that entry was written. Raises PartsNotHeld when that
+    entry does not reference them all: they must be uploaded."""
+    if not reuse:
+        return guards
+    item = item_from_dynamo(basis)
+    held = item.current.s3_objects() if item is not None else {}
+    missing = frozenset(h for h in reuse if h not in held)
+    if missing:
+        raise PartsNotHeld(basis, missing)
+    since = item.current.written_at - skew  # type: ignore[union-attr]
+    return {**{h: since for h in reuse}, **guards}
 
 
 def _stored(entry: Entry) -> Outcome:

@@ -19,9 +19,17 @@ short, because every byte is billed in write units:
     entry (M): t updated_at, h sha256 or "~" for a delete, n size, w written-at epoch seconds,
                k writer token, ct content type (absent: application/json),
                b inline body, z codec of b (absent: not compressed),
-               x true on a purging delete (absent: false): retention keeps no earlier version
+               x true on a purging delete (absent: false): retention keeps no earlier version,
+               and only on a version with parts (docs/design.md, "Parts"; h is then the
+               sha256 of the version's manifest):
+               bh the body's own sha256, pt the parts: a map of name to part
+    part (M):  h sha256, n size, ct content type (absent: application/octet-stream),
+               b inline bytes, z codec of b (absent: not compressed; "same", with no b:
+               the bytes of the part with this h in the next version, deltas.py)
 
-A body lives inline (`b`) or in S3 under `keys.body_key(prefix, id, h)`; a delete has none.
+A body lives inline (`b`) or in S3 under `keys.body_key(prefix, id, h)` (`bh` for a version
+with parts); a delete has none. A part lives inline or in S3 under `keys.body_key(prefix, id,
+its h)`, exactly as a body does.
 """
 
 from __future__ import annotations
@@ -32,8 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import keys
-from .codec import JSON_CONTENT_TYPE
-from .model import Entry, Item
+from .codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, SAME
+from .model import Entry, Item, StoredPart
 from .ordering import TOMBSTONE_HASH
 from .resources import TABLE
 
@@ -56,6 +64,8 @@ CONTENT_TYPE = "ct"
 INLINE_BODY = "b"
 CODEC = "z"
 PURGE = "x"
+BODY_HASH = "bh"
+PARTS = "pt"
 
 INLINE = "inline"  # the location of an inline body
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -105,7 +115,40 @@ def entry_to_dynamo(entry: Entry) -> dict[str, Any]:
         attrs[INLINE_BODY] = {"B": entry.inline}
         if entry.codec:
             attrs[CODEC] = {"S": entry.codec}
+    if entry.parts:
+        attrs[BODY_HASH] = {"S": entry.body_sha256}
+        attrs[PARTS] = {"M": {part.name: _part_to_dynamo(part) for part in entry.parts}}
     return {"M": attrs}
+
+
+def _part_to_dynamo(part: StoredPart) -> dict[str, Any]:
+    attrs: dict[str, Any] = {CONTENT_HASH: {"S": part.content_hash}, SIZE: {"N": str(part.size)}}
+    if part.content_type != BINARY_CONTENT_TYPE:
+        attrs[CONTENT_TYPE] = {"S": part.content_type}
+    if part.codec == SAME:  # the next version's bytes (deltas.py): none of its own
+        attrs[CODEC] = {"S": SAME}
+    elif part.inline is not None:
+        attrs[INLINE_BODY] = {"B": part.inline}
+        if part.codec:
+            attrs[CODEC] = {"S": part.codec}
+    return {"M": attrs}
+
+
+def _part_from_dynamo(name: str, value: Mapping[str, Any], with_body: bool) -> StoredPart:
+    attrs = value["M"]
+    inline = None
+    if INLINE_BODY in attrs:
+        inline = bytes(attrs[INLINE_BODY]["B"]) if with_body else b""
+    elif attrs.get(CODEC, {}).get("S") == SAME:
+        inline = b""  # inline, in the version after it
+    return StoredPart(
+        name=name,
+        content_hash=_string(attrs[CONTENT_HASH]),
+        size=_number(attrs[SIZE]),
+        content_type=_string(attrs[CONTENT_TYPE]) if CONTENT_TYPE in attrs else BINARY_CONTENT_TYPE,
+        inline=inline,
+        codec=_string(attrs[CODEC]) if CODEC in attrs else None,
+    )
 
 
 def stored_content_type(entry: Entry) -> str | None:
@@ -138,6 +181,13 @@ def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> En
             inline=inline,
             codec=_string(attrs[CODEC]) if CODEC in attrs else None,
             purge=attrs[PURGE].get("BOOL") is True if PURGE in attrs else False,
+            body_hash=_string(attrs[BODY_HASH]) if BODY_HASH in attrs else None,
+            parts=tuple(
+                _part_from_dynamo(name, part, with_body)
+                for name, part in sorted(attrs[PARTS]["M"].items())
+            )
+            if PARTS in attrs
+            else (),
         )
     except KeyError as missing:
         raise MalformedItem(f"an entry has no {missing}") from None
@@ -196,6 +246,13 @@ def layout_problem(raw: Mapping[str, Any], item: Item | None) -> str | None:
             return f"version {version}: a delete with a body"
         if entry.purge and not entry.deleted:
             return f"version {version}: a purge flag on a put"
+        for part in entry.parts:
+            if not _SHA256_HEX.fullmatch(part.content_hash):
+                return f"version {version}: part {part.name!r} has no sha256 hex digest"
+            if part.size < 0:
+                return f"version {version}: part {part.name!r} has a negative size"
+        if entry.parts and not _SHA256_HEX.fullmatch(entry.body_sha256):
+            return f"version {version}: {entry.body_sha256!r} is not a sha256 hex digest"
     return None
 
 
@@ -205,7 +262,14 @@ def body_location(entry: Entry, id: str, *, bucket: str, prefix: str) -> str | N
         return None
     if entry.inline is not None:
         return INLINE
-    return f"s3://{bucket}/{keys.body_key(prefix, id, entry.content_hash)}"
+    return f"s3://{bucket}/{keys.body_key(prefix, id, entry.body_sha256)}"
+
+
+def part_location(part: StoredPart, id: str, *, bucket: str, prefix: str) -> str:
+    """Where a part lives: "inline" or s3://bucket/key."""
+    if part.inline is not None:
+        return INLINE
+    return f"s3://{bucket}/{keys.body_key(prefix, id, part.content_hash)}"
 
 
 def _number(value: Any) -> int:

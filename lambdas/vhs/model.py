@@ -3,16 +3,40 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .errors import PartNotFound
 from .ordering import TOMBSTONE_HASH, OrderKey, Outcome, stored_to_datetime
 
 
 @dataclass(frozen=True)
+class StoredPart:
+    """One named binary part of a version, as the index holds it: content-addressed like a
+    body (in S3 under keys.body_key(prefix, id, content_hash)), or inline when small."""
+
+    name: str
+    content_hash: str  # sha256 hex of the part's bytes
+    size: int
+    content_type: str
+    inline: bytes | None = None  # the stored (maybe compressed) bytes when inline
+    codec: str | None = None
+
+    @property
+    def in_s3(self) -> bool:
+        return self.inline is None
+
+
+@dataclass(frozen=True)
 class Entry:
-    """One version of a record as the index holds it."""
+    """One version of a record as the index holds it.
+
+    A version with parts (docs/design.md, "Parts") has a `content_hash` that names the whole
+    version (the sha256 of its manifest: the body's hash and content type and every part's
+    name, hash and content type), and keeps its body's own hash in `body_hash`. Without parts
+    `body_hash` is None and `content_hash` is the body's hash, as it always was."""
 
     updated_at: str  # stored form, see ordering.parse_timestamp
     content_hash: str  # sha256 hex, or TOMBSTONE_HASH for a delete
@@ -23,6 +47,26 @@ class Entry:
     inline: bytes | None = None  # the stored (maybe compressed) body when it is inline
     codec: str | None = None
     purge: bool = False  # a delete that keeps no earlier version (retention.py)
+    body_hash: str | None = None  # the body's own sha256, when content_hash is a manifest's
+    parts: tuple[StoredPart, ...] = ()  # sorted by name
+
+    @property
+    def body_sha256(self) -> str:
+        """The sha256 of the body's bytes (its S3 key's name when it is in S3)."""
+        return self.body_hash or self.content_hash
+
+    def part(self, name: str) -> StoredPart | None:
+        return next((p for p in self.parts if p.name == name), None)
+
+    def s3_objects(self) -> dict[str, int]:
+        """The S3 objects this version references, by sha256, with their sizes: its body when
+        that is in S3, and each of its parts in S3. The one answer the collector (what is
+        referenced), `vhs verify` (what to check) and writers (what need not be uploaded
+        again) share."""
+        objects = {p.content_hash: p.size for p in self.parts if p.in_s3}
+        if self.in_s3:
+            objects[self.body_sha256] = self.size
+        return objects
 
     @property
     def deleted(self) -> bool:
@@ -54,12 +98,25 @@ class Item:
 
 
 @dataclass(frozen=True)
+class PartInfo:
+    """A part of a version as readers see it: where it lives ("inline" or s3://bucket/key)."""
+
+    name: str
+    content_hash: str
+    size: int
+    content_type: str
+    location: str
+
+
+@dataclass(frozen=True)
 class PutResult:
     id: str
     outcome: Outcome
     version: int
     content_hash: str
     location: str
+    body_hash: str | None = None  # with parts: the body's own sha256 (content_hash: the version's)
+    parts: Mapping[str, PartInfo] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return f"{self.id}: {self.outcome} (version {self.version})"
@@ -82,6 +139,7 @@ class VersionInfo:
     deleted: bool = False
     content_type: str | None = None
     location: str | None = None
+    parts: Mapping[str, PartInfo] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -92,9 +150,20 @@ class Record:
     content_type: str
     body: bytes = field(repr=False)
     content_hash: str = ""
+    parts: Mapping[str, PartInfo] = field(default_factory=dict)
+    body_hash: str | None = None  # with parts: the body's own sha256
+    # Reads one part's bytes, verified by its hash (VersionedHybridStore.read_part).
+    read_part: Callable[[str], bytes] | None = field(default=None, repr=False, compare=False)
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+    def part(self, name: str) -> bytes:
+        """The bytes of part `name`, read now (lazily) and checked against its sha256. Raises
+        PartNotFound for a name the version does not have, BodyHashMismatch for wrong bytes."""
+        if self.read_part is None:
+            raise PartNotFound(self.id, self.version, name)
+        return self.read_part(name)
 
 
 @dataclass(frozen=True)
@@ -131,6 +200,10 @@ class StoredVersion:
     @property
     def in_s3(self) -> bool:
         return self.entry.in_s3
+
+    @property
+    def part_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.entry.parts)
 
 
 def entry_time(entry: Entry) -> datetime:

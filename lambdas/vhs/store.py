@@ -10,12 +10,13 @@ a key, so nothing on a write or failure path deletes a body.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,27 +26,33 @@ from . import keys
 from .aws import aws_client
 from .bodies import MULTIPART_THRESHOLD, S3BodyStore
 from .codec import MAX_BODY_SIZE, Body, compress, encode_record
-from .deltas import UndecodableBody, inline_body, supersede
+from .deltas import UndecodableBody, inline_body, inline_part, share_parts, supersede
 from .errors import (
     BodyHashMismatch,
     ConfigurationError,
     DanglingPointer,
     InvalidInput,
+    InvalidPart,
+    PartNotFound,
     RecordNotFound,
     WriteConflict,
 )
-from .index import BodyCondemned, DynamoIndex
+from .index import BodyCondemned, DynamoIndex, PartsNotHeld
+from .item import INLINE, item_from_dynamo
 from .model import (
     DeleteResult,
     Entry,
     Item,
+    PartInfo,
     PutResult,
     Record,
+    StoredPart,
     StoredVersion,
     VersionInfo,
     entry_time,
 )
-from .ordering import TOMBSTONE_HASH, OrderKey, Outcome, parse_timestamp
+from .ordering import TOMBSTONE_HASH, OrderKey, Outcome, classify, parse_timestamp
+from .parts import PartBody, encode_parts, manifest_hash
 from .retention import Retention
 from .settings import StoreSettings
 
@@ -65,6 +72,9 @@ _MAX_CONDEMNED_RETRIES = 3
 # DynamoDB items may be 400 KB; keep head room for keys, names and metadata.
 _ITEM_BUDGET = 350 * 1024
 _ENTRY_OVERHEAD = 256
+# A part's entry in the item, less its inline bytes: its name (at most 63), sha256 (64),
+# size, content type (most are short; counted exactly when checked) and attribute names.
+_PART_OVERHEAD = 64 + 64 + 32
 # Bodies up to this multiple of the threshold are worth trying to compress into it.
 _COMPRESSIBLE_RATIO = 16
 
@@ -154,6 +164,9 @@ class VersionedHybridStore:
         )
         self.index = DynamoIndex(dynamodb_client, table_name, consistent_reads=consistent_reads)
         self.known = KnownCurrent()
+        # What one held entry may take of an item, so that the most entries retention holds
+        # still fit _ITEM_BUDGET (checked above for entries without parts).
+        self.entry_budget = _ITEM_BUDGET // held
 
     @classmethod
     def from_env(cls, **options: Any) -> VersionedHybridStore:
@@ -195,22 +208,31 @@ class VersionedHybridStore:
         *,
         updated_at: datetime | str,
         content_type: str | None = None,
+        parts: Mapping[str, Any] | None = None,
     ) -> PutResult:
         """Store `record` as the next version of `id` if it is newer than the current one.
 
         `record` is a JSON value, or bytes (or a seekable binary file) for an opaque body.
-        Returns the outcome ("stored", "stale" or "unchanged") and the version now current.
+        `parts` names binary parts stored beside it (name → bytes, a seekable binary file, or
+        a (bytes or file, content type) pair; docs/design.md, "Parts"). Returns the outcome
+        ("stored", "stale" or "unchanged") and the version now current.
         """
         id = keys.validate_id(id)
         stamp = parse_timestamp(updated_at, max_future=self.max_future)
         body = encode_record(record, content_type, max_size=self.max_body_size)
-        return self.put_validated(id, body, stamp)
+        encoded = encode_parts(parts, max_size=self.max_body_size)
+        return self.put_validated(id, body, stamp, parts=encoded)
 
-    def put_validated(self, id: str, body: Body, stamp: str) -> PutResult:
+    def put_validated(
+        self, id: str, body: Body, stamp: str, *, parts: Sequence[PartBody] = ()
+    ) -> PutResult:
         """`put` of arguments already validated: an id that `keys.validate_id` passed, a body
         from `codec.encode_record` within `max_body_size`, and a timestamp in the stored form
-        of `ordering.parse_timestamp` within `max_future`. Ingest validates each message
-        field once, naming the message's fields, and writes through this."""
+        of `ordering.parse_timestamp` within `max_future`, and parts from
+        `parts.encode_parts`. Ingest validates each message field once, naming the message's
+        fields, and writes through this."""
+        if parts:
+            return self._put_with_parts(id, body, stamp, parts)
         inline, codec = self._inline_form(body)
         key = keys.body_key(self.prefix, id, body.sha256)
         entry = Entry(
@@ -249,23 +271,182 @@ class VersionedHybridStore:
                 )
                 break
             except BodyCondemned as condemned:
-                # The collector may delete the object until its deadline: wait until the next
-                # upload is surely later (past the deadline and the clock-skew allowance), then
-                # upload again, so the pointer never outlives the body.
-                wait = max(0.0, condemned.deadline + self.clock_skew - self.clock()) + 1
-                budget = self.wait_budget() if self.wait_budget is not None else None
-                if budget is not None and wait > budget:
-                    raise WriteConflict(
-                        f"{id!r}: the garbage collector condemned its body for {wait:.0f} s "
-                        f"more, longer than this caller may wait ({budget:.0f} s): retry later"
-                    ) from None
-                self._sleep(wait)
+                self._wait_out(id, condemned)
         else:
             raise WriteConflict(f"{id!r}: the garbage collector kept condemning its body")
         self.known.saw(result.item)
         self._trim_if_due(result.item)
         location = "inline" if inline is not None else self.bodies.location(key)
         return PutResult(id, result.outcome, result.version, body.sha256, location)
+
+    def _wait_out(self, id: str, condemned: BodyCondemned) -> None:
+        """The collector may delete a condemned object until its deadline: wait until the next
+        upload is surely later (past the deadline and the clock-skew allowance), so that the
+        upload after this wait makes an object the collector's deletes cannot touch."""
+        wait = max(0.0, condemned.deadline + self.clock_skew - self.clock()) + 1
+        budget = self.wait_budget() if self.wait_budget is not None else None
+        if budget is not None and wait > budget:
+            raise WriteConflict(
+                f"{id!r}: the garbage collector condemned its body for {wait:.0f} s "
+                f"more, longer than this caller may wait ({budget:.0f} s): retry later"
+            ) from None
+        self._sleep(wait)
+
+    def _put_with_parts(
+        self, id: str, body: Body, stamp: str, parts: Sequence[PartBody]
+    ) -> PutResult:
+        """A put of a version with parts (docs/design.md, "Parts"). The item is read first
+        (half a read unit), so that only the objects its current entry does not already
+        reference in S3 are uploaded (a change to the JSON alone uploads nothing), and the
+        write is made against that item as read: the objects it reuses are then surely
+        still there (see index.write, `reuse`)."""
+        entry, sources = self._entry_with_parts(id, body, stamp, parts)
+        history = self._history_after(entry, body.data if entry.inline is not None else None)
+        needed = entry.s3_objects()
+        metadata = keys.body_metadata(id, stamp)
+        uploaded: dict[str, float] = {}  # sha256 → when its upload began, less the skew
+        basis = self.index.read_for_write(id)
+        for _ in range(_MAX_CONDEMNED_RETRIES + 2):
+            seen = item_from_dynamo(basis)
+            now = self.clock()
+            # An upload older than the write window is no longer one the collector respects.
+            horizon = now - MAX_WRITE_WINDOW.total_seconds() - self.clock_skew
+            uploaded = {h: since for h, since in uploaded.items() if since > horizon}
+            if seen is None or classify(seen.current.order_key, entry.order_key) not in (
+                Outcome.STALE,
+                Outcome.UNCHANGED,
+            ):
+                held = seen.current.s3_objects() if seen is not None else {}
+                for content_hash in needed:
+                    if content_hash not in held and content_hash not in uploaded:
+                        key = keys.body_key(self.prefix, id, content_hash)
+                        created = self.bodies.put(key, sources[content_hash], metadata)
+                        uploaded[content_hash] = created - self.clock_skew
+            try:
+                result = self.index.write(
+                    id,
+                    entry,
+                    history=history,
+                    guards=uploaded,
+                    basis=basis,
+                    reuse=frozenset(needed) - uploaded.keys(),
+                    reuse_skew=self.clock_skew,
+                )
+                break
+            except PartsNotHeld as changed:
+                basis = changed.basis  # upload what the item no longer references, and retry
+            except BodyCondemned as condemned:
+                self._wait_out(id, condemned)
+                uploaded.clear()  # every object is uploaded again, after the deadline
+                basis = {}  # and none is taken as held: the condemnation may name it
+        else:
+            raise WriteConflict(
+                f"{id!r}: its current version kept changing, or the garbage collector kept "
+                "condemning its parts, while this put uploaded them: retry later"
+            )
+        self.known.saw(result.item)
+        self._trim_if_due(result.item)
+        location = (
+            INLINE
+            if entry.inline is not None
+            else self.bodies.location(keys.body_key(self.prefix, id, body.sha256))
+        )
+        return PutResult(
+            id,
+            result.outcome,
+            result.version,
+            entry.content_hash,
+            location,
+            body_hash=body.sha256,
+            parts=self._parts_info(id, entry),
+        )
+
+    def _entry_with_parts(
+        self, id: str, body: Body, stamp: str, parts: Sequence[PartBody]
+    ) -> tuple[Entry, dict[str, Body]]:
+        """The entry of a version with parts, and the bodies of its S3 objects by sha256.
+        Inline by the body's rule, out of one allowance: the body and the parts together
+        store at most `inline_threshold` bytes in the entry (the body first, then the parts
+        by name), so a held entry is no bigger than one without parts but for the parts'
+        names and hashes."""
+        inline, codec = self._inline_form(body)
+        allowance = self.inline_threshold - (len(inline) if inline is not None else 0)
+        sources: dict[str, Body] = {} if inline is not None else {body.sha256: body}
+        stored: list[StoredPart] = []
+        for part in parts:
+            packed, part_codec = self._inline_form(part.body)
+            if packed is not None and len(packed) <= allowance:
+                allowance -= len(packed)
+            else:
+                packed, part_codec = None, None
+                sources[part.body.sha256] = part.body
+            stored.append(
+                StoredPart(
+                    part.name,
+                    part.body.sha256,
+                    part.body.size,
+                    part.body.content_type,
+                    inline=packed,
+                    codec=part_codec,
+                )
+            )
+        entry = Entry(
+            updated_at=stamp,
+            content_hash=manifest_hash(body.sha256, body.content_type, parts),
+            size=body.size,
+            written_at=int(self.clock()),
+            token=_token(),
+            content_type=body.content_type,
+            inline=inline,
+            codec=codec,
+            body_hash=body.sha256,
+            parts=tuple(stored),
+        )
+        # Within what one held entry may take of the item: inline parts move to S3, largest
+        # first, until it fits; their names and hashes alone must fit (docs/design.md).
+        bodies = {p.body.sha256: p.body for p in parts}
+        while self._entry_size(entry) > self.entry_budget:
+            inline_parts = [p for p in entry.parts if p.inline is not None]
+            if not inline_parts:
+                raise InvalidPart(
+                    f"{len(parts)} parts take {self._entry_size(entry)} bytes of the item, "
+                    f"more than this store's retention leaves each version "
+                    f"({self.entry_budget} bytes): fewer parts, shorter names or content "
+                    "types, or a lower retention",
+                )
+            largest = max(inline_parts, key=lambda p: len(p.inline or b""))
+            sources[largest.content_hash] = bodies[largest.content_hash]
+            entry = dataclasses.replace(
+                entry,
+                parts=tuple(
+                    dataclasses.replace(p, inline=None, codec=None) if p is largest else p
+                    for p in entry.parts
+                ),
+            )
+        return entry, sources
+
+    @staticmethod
+    def _entry_size(entry: Entry) -> int:
+        """An upper bound of the bytes an entry with parts takes of its item."""
+        return (
+            _ENTRY_OVERHEAD
+            + len(entry.inline or b"")
+            + sum(_PART_OVERHEAD + len(p.content_type) + len(p.inline or b"") for p in entry.parts)
+        )
+
+    def _parts_info(self, id: str, entry: Entry) -> dict[str, PartInfo]:
+        return {
+            p.name: PartInfo(
+                p.name,
+                p.content_hash,
+                p.size,
+                p.content_type,
+                INLINE
+                if p.inline is not None
+                else self.bodies.location(keys.body_key(self.prefix, id, p.content_hash)),
+            )
+            for p in entry.parts
+        }
 
     def delete(self, id: str, *, deleted_at: datetime | str, purge: bool = False) -> DeleteResult:
         """Delete `id` as of `deleted_at`, ordered like a put: puts that arrive later with
@@ -309,7 +490,7 @@ class VersionedHybridStore:
             return packed, codec
         return None, None
 
-    def _history_after(self, new: Entry, new_body: bytes) -> Callable[[Item], list[Entry]]:
+    def _history_after(self, new: Entry, new_body: bytes | None) -> Callable[[Item], list[Entry]]:
         """The history an item holds once `new` (inline, body `new_body`) supersedes its
         current entry: the current entry appended, as a delta against `new_body` where that
         is smaller, and whatever retention then no longer keeps dropped (so a write at
@@ -318,14 +499,16 @@ class VersionedHybridStore:
         def history(item: Item) -> list[Entry]:
             old = item.current
             old_body = None
-            if old.inline is not None:
+            if old.inline is not None and new_body is not None and self.delta_history:
                 try:
                     old_body = inline_body(item.versions(), item.version)
                 except UndecodableBody as error:
                     # Kept as it is: `vhs verify` reports it; the new version does not
                     # depend on it.
                     logger.warning("%r version %d: %s", item.id, item.version, error)
-            held = [*item.history, supersede(old, old_body, new, new_body)]
+            kept = old if new_body is None else supersede(old, old_body, new, new_body)
+            kept = share_parts(kept, new)
+            held = [*item.history, kept]
             after = Item(item.id, item.version + 1, new, tuple(held))
             return held[self.retention.expired_count(after, self.clock()) :]
 
@@ -390,7 +573,44 @@ class VersionedHybridStore:
         when the body is inline (it has no object of its own)."""
         if not found.in_s3:
             return None
-        return self.bodies.presigned_url(self.body_key(found.id, found.content_hash), expires_in)
+        return self.bodies.presigned_url(
+            self.body_key(found.id, found.entry.body_sha256), expires_in
+        )
+
+    def part_url(self, found: StoredVersion, name: str, expires_in: int) -> str | None:
+        """A presigned GET URL of part `name` of `found`, or None when the part is inline.
+        Raises PartNotFound."""
+        part = self._stored_part(found, name)
+        if not part.in_s3:
+            return None
+        return self.bodies.presigned_url(self.body_key(found.id, part.content_hash), expires_in)
+
+    def read_part(self, found: StoredVersion, name: str) -> bytes:
+        """The bytes of part `name` of `found` (from `locate`), checked against its sha256.
+        Raises PartNotFound, BodyHashMismatch, and DanglingPointer only when the item read
+        again still points at a missing object (as `read` does for bodies)."""
+        try:
+            return self._part_bytes(found, name)
+        except DanglingPointer:
+            return self._part_bytes(self.locate(found.id, found.requested), name)
+
+    def _stored_part(self, found: StoredVersion, name: str) -> StoredPart:
+        part = found.entry.part(name)
+        if part is None:
+            raise PartNotFound(found.id, found.version, name)
+        return part
+
+    def _part_bytes(self, found: StoredVersion, name: str) -> bytes:
+        part = self._stored_part(found, name)
+        if part.in_s3:
+            return self.bodies.get(self.body_key(found.id, part.content_hash), part.content_hash)
+        try:
+            return inline_part(found.item.versions(), found.version, part)
+        except UndecodableBody as error:
+            location = f"dynamodb://{self.table_name}/{found.id}#v{found.version}/{name}"
+            raise BodyHashMismatch(
+                location, part.content_hash, error.actual or "(undecodable)"
+            ) from error
 
     def history(self, id: str) -> list[VersionInfo]:
         """The retained versions of `id`, oldest first, deletes included."""
@@ -416,7 +636,16 @@ class VersionedHybridStore:
                 ) from error
         else:
             body = self.bodies.get(
-                keys.body_key(self.prefix, id, entry.content_hash), entry.content_hash
+                keys.body_key(self.prefix, id, entry.body_sha256), entry.body_sha256
+            )
+        if not entry.parts:
+            return Record(
+                id=id,
+                version=found.version,
+                updated_at=found.updated_at,
+                content_type=found.content_type,
+                body=body,
+                content_hash=entry.content_hash,
             )
         return Record(
             id=id,
@@ -425,6 +654,9 @@ class VersionedHybridStore:
             content_type=found.content_type,
             body=body,
             content_hash=entry.content_hash,
+            parts=self._parts_info(id, entry),
+            body_hash=entry.body_sha256,
+            read_part=lambda name: self.read_part(found, name),
         )
 
     def _info(self, id: str, version: int, entry: Entry) -> VersionInfo:
@@ -433,7 +665,7 @@ class VersionedHybridStore:
         elif entry.inline is not None:
             location = "inline"
         else:
-            location = self.bodies.location(keys.body_key(self.prefix, id, entry.content_hash))
+            location = self.bodies.location(keys.body_key(self.prefix, id, entry.body_sha256))
         return VersionInfo(
             version=version,
             updated_at=entry_time(entry),
@@ -442,6 +674,7 @@ class VersionedHybridStore:
             deleted=entry.deleted,
             content_type=entry.content_type,
             location=location,
+            parts=self._parts_info(id, entry),
         )
 
     def body_key(self, id: str, content_hash: str) -> str:

@@ -66,11 +66,13 @@ def snapshot(backend: Any, reader: Any, ids: Iterable[str]) -> StoreState:
         if item is None:
             continue
         held[id] = tuple((n, e.updated_at, e.content_hash) for n, e in item.versions())
-        referenced |= {reader.body_key(id, e.content_hash) for _, e in item.versions() if e.in_s3}
+        referenced |= {
+            reader.body_key(id, sha) for _, e in item.versions() for sha in e.s3_objects()
+        }
         retained |= {
-            reader.body_key(id, e.content_hash)
+            reader.body_key(id, sha)
             for _, e in reader.retention.retained(item, now)
-            if e.in_s3
+            for sha in e.s3_objects()
         }
     listed = backend.s3.get_paginator("list_objects_v2").paginate(Bucket=backend.bucket_name)
     uploads = backend.s3.list_multipart_uploads(Bucket=backend.bucket_name)

@@ -44,7 +44,7 @@ import logging
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..item import (
@@ -53,6 +53,7 @@ from ..item import (
     body_location,
     id_of,
     item_from_dynamo,
+    part_location,
     version_of,
 )
 from ..model import Entry
@@ -88,6 +89,9 @@ class Change:
     size: int | None = None
     content_type: str | None = None
     purge: bool = False  # a delete that drops every earlier version: purge them downstream
+    # A version with parts (docs/design.md, "Parts"): name → {content_hash, size,
+    # content_type, location}. None (and absent from the message) for a record without parts.
+    parts: Mapping[str, Mapping[str, Any]] | None = field(default=None, hash=False)
     # Set on a replay (`vhs reindex`): the run that published it. None on a live notification.
     replay_run: str | None = None
 
@@ -114,6 +118,13 @@ class Change:
         if self.purge:
             message["purge"] = True
         message["path"] = self.path
+        if self.parts:
+            # Each part's own path in the read API beside its hash (its ETag), so a consumer
+            # fetches exactly the parts that changed. Part names are path-safe as they are.
+            message["parts"] = {
+                name: {**part, "path": f"{self.path}/parts/{name}"}
+                for name, part in self.parts.items()
+            }
         if self.replay_run is not None:
             message["replay"] = True
             message["replay_run"] = self.replay_run
@@ -217,6 +228,16 @@ def change_of(id: str, version: int, entry: Entry, *, bucket: str, prefix: str) 
         size=None if deleted else entry.size,
         content_type=None if deleted else entry.content_type,
         purge=deleted and entry.purge,
+        parts={
+            part.name: {
+                "content_hash": part.content_hash,
+                "size": part.size,
+                "content_type": part.content_type,
+                "location": part_location(part, id, bucket=bucket, prefix=prefix),
+            }
+            for part in entry.parts
+        }
+        or None,
     )
 
 

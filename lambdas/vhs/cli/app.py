@@ -2,7 +2,7 @@
 
     vhs local up [--port N]          start the local stack and print its environment
     vhs put ID FILE --updated-at T   store a record (JSON, or raw bytes with --raw)
-    vhs get ID [--version N]         print a record's body
+    vhs get ID [--version N]         print a record's body (--part NAME: a part's bytes)
     vhs history ID                   list the retained versions
     vhs delete ID --deleted-at T     delete a record (--purge: drop its history now)
     vhs send FILE.jsonl              send messages to the ingest queue
@@ -116,10 +116,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--updated-at", help="RFC 3339 source timestamp (default: now)")
     p.add_argument("--content-type")
     p.add_argument("--raw", action="store_true", help="store the bytes as they are, not JSON")
+    p.add_argument(
+        "--part",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="a named binary part stored beside the record (repeatable), e.g. scan=scan.tiff",
+    )
 
     p = _command(sub, "get", cmd_get, "print a record's body")
     p.add_argument("id")
     p.add_argument("--version", type=int)
+    p.add_argument("--part", metavar="NAME", help="print this part's bytes instead of the body")
+    p.add_argument("--output", metavar="FILE", help="write the body or part to FILE")
 
     p = _command(sub, "history", cmd_history, "list the retained versions")
     p.add_argument("id")

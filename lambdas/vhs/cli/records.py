@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import sys
 from dataclasses import asdict
@@ -28,26 +29,57 @@ def cmd_put(args: argparse.Namespace) -> int:
         except ValueError:
             print(f"{args.file} is not JSON; pass --raw to store it as bytes", file=sys.stderr)
             return 2
-    result = open_store().put(
-        args.id, record, updated_at=args.updated_at or now(), content_type=args.content_type
-    )
-    if args.json:
-        emit_json(
-            {
-                "id": result.id,
-                "outcome": str(result.outcome),
-                "version": result.version,
-                "content_hash": result.content_hash,
-                "location": result.location,
-            }
+    with contextlib.ExitStack() as files:
+        parts = {}
+        for spec in getattr(args, "part", None) or []:
+            name, equals, path = spec.partition("=")
+            if not equals or not name or not path:
+                print(f"--part {spec!r}: expected NAME=FILE, e.g. scan=scan.tiff", file=sys.stderr)
+                return 2
+            if name in parts:
+                print(f"--part {name!r} is given twice", file=sys.stderr)
+                return 2
+            parts[name] = files.enter_context(open(path, "rb"))
+        result = open_store().put(
+            args.id,
+            record,
+            updated_at=args.updated_at or now(),
+            content_type=args.content_type,
+            parts=parts or None,
         )
+    if args.json:
+        out = {
+            "id": result.id,
+            "outcome": str(result.outcome),
+            "version": result.version,
+            "content_hash": result.content_hash,
+            "location": result.location,
+        }
+        if result.parts:
+            out["body_hash"] = result.body_hash
+            out["parts"] = {name: asdict(part) for name, part in result.parts.items()}
+        emit_json(out)
     else:
         print(f"{result.id}: {result.outcome}, version {result.version} ({result.location})")
+        for name, part in result.parts.items():
+            print(f"  part {name}: {part.size:,} bytes ({part.location})")
     return 0
 
 
 def cmd_get(args: argparse.Namespace) -> int:
     record = open_store().get(args.id, version=args.version)
+    name = getattr(args, "part", None)
+    output = getattr(args, "output", None)
+    if name is not None or output is not None:
+        data = record.body if name is None else record.part(name)
+        if output is not None:
+            Path(output).write_bytes(data)
+        elif args.json:
+            part = record.parts[name]  # type: ignore[index]
+            emit_json({**asdict(part), "body_base64": base64.b64encode(data).decode()})
+        else:
+            sys.stdout.buffer.write(data)
+        return 0
     if args.json:
         out: dict[str, Any] = {
             "id": record.id,
@@ -56,6 +88,9 @@ def cmd_get(args: argparse.Namespace) -> int:
             "content_type": record.content_type,
             "content_hash": record.content_hash,
         }
+        if record.parts:
+            out["body_hash"] = record.body_hash
+            out["parts"] = {name: asdict(part) for name, part in record.parts.items()}
         if record.content_type == "application/json":
             out["record"] = record.json()
         else:
@@ -71,12 +106,12 @@ def cmd_get(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     versions = open_store().history(args.id)
     if args.json:
-        emit_json([{**asdict(v), "updated_at": v.updated_at.isoformat()} for v in versions])
+        emit_json([_version_json(v) for v in versions])
         return 0
     from rich.table import Table
 
     table = Table(title=f"history of {args.id}")
-    for column in ("version", "updated_at", "size", "sha256", "where"):
+    for column in ("version", "updated_at", "size", "sha256", "where", "parts"):
         table.add_column(column, justify="right" if column in {"version", "size"} else "left")
     for v in versions:
         table.add_row(
@@ -85,9 +120,17 @@ def cmd_history(args: argparse.Namespace) -> int:
             "-" if v.deleted else f"{v.size:,}",
             "(deleted)" if v.deleted else (v.content_hash or "")[:16] + "…",
             v.location or "",
+            ", ".join(v.parts),
         )
     console().print(table)
     return 0
+
+
+def _version_json(version: Any) -> dict[str, Any]:
+    out = {**asdict(version), "updated_at": version.updated_at.isoformat()}
+    if not version.parts:
+        del out["parts"]  # the shape of a record without parts is as it always was
+    return out
 
 
 def cmd_delete(args: argparse.Namespace) -> int:

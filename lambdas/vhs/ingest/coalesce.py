@@ -58,10 +58,10 @@ class Candidate:
 def candidate(index: int, message: IngestMessage) -> Candidate:
     if message.kind == "deleted":
         key: OrderKey | None = OrderKey.of(message.stamp, TOMBSTONE_HASH, None)
-    elif message.encoded is not None:
+    elif message.encoded is not None and not message.parts:
         key = OrderKey.of(message.stamp, message.encoded.sha256, message.encoded.content_type)
     else:
-        key = None  # a staged body: hashed when it is downloaded
+        key = None  # a staged body or staged parts: hashed when downloaded
     return Candidate(index, message.id, message.stamp, key, message.purge)
 
 

@@ -8,6 +8,10 @@ A message body is a JSON object with `id`, `updated_at` and exactly one payload 
   an optional `content_type`;
 * `deleted`: `true`, a delete as of `updated_at`.
 
+A put may also carry `parts`: named binary parts stored beside its body (docs/design.md,
+"Parts"), each a claim check of an object staged in the staging location,
+`{"scan": {"s3": {"bucket": ..., "key": ...}, "content_type": "image/tiff"}}`.
+
 Bodies are I-JSON (RFC 7493, strict_json.py). Claim checks written by the AWS SQS Extended
 Client libraries (staging.py) are resolved first: their body is a pointer to a payload in S3
 that is itself such a message. The same contract is shipped as a JSON Schema
@@ -43,9 +47,11 @@ from ..codec import (
 from ..errors import InvalidInput, InvalidMessage, MissingStagedObject
 from ..keys import validate_id
 from ..ordering import parse_timestamp
+from ..parts import MAX_PARTS, check_part_name
 from .staging import (
     S3Location,
     StagingLocation,
+    check_s3_key,
     claim_check_pointer,
     is_claim_check,
     parse_s3_uri,
@@ -59,6 +65,7 @@ __all__ = [
     "MessageLimits",
     "MissingStagedObject",
     "S3Location",
+    "StagedPart",
     "StagingLocation",
     "claim_check_pointer",
     "read_message",
@@ -67,7 +74,9 @@ __all__ = [
 ]
 
 PAYLOAD_FIELDS = ("record", "body_base64", "record_location", "deleted")
-ALLOWED_FIELDS = frozenset({"id", "updated_at", "content_type", "purge", *PAYLOAD_FIELDS})
+ALLOWED_FIELDS = frozenset({"id", "updated_at", "content_type", "purge", "parts", *PAYLOAD_FIELDS})
+PART_FIELDS = frozenset({"s3", "content_type"})
+PART_S3_FIELDS = frozenset({"bucket", "key"})
 SCHEMA_FILE = "schemas/ingest-message.schema.json"
 
 
@@ -79,6 +88,20 @@ class MessageLimits:
 
     max_future: timedelta | None = None
     max_body_size: int = MAX_BODY_SIZE
+
+
+@dataclass(frozen=True)
+class StagedPart:
+    """A part of a message: a claim check of an object in the staging location."""
+
+    name: str
+    location: S3Location
+    content_type: str | None = None
+    field: str = ""  # the message's field of its key: parts.<name>.s3.key
+
+    @property
+    def part_field(self) -> str:
+        return self.field.removesuffix(".s3.key")
 
 
 @dataclass(frozen=True)
@@ -95,6 +118,7 @@ class IngestMessage:
     content_type: str | None = None
     field_prefix: str = ""  # "payload." for a message resolved from a claim check
     purge: bool = False  # a delete that drops every earlier version at once
+    parts: tuple[StagedPart, ...] = ()  # sorted by name
 
     def field(self, name: str) -> str:
         return f"{self.field_prefix}{name}"
@@ -134,6 +158,8 @@ def read_message(
         message = validate_message(payload, field_prefix="payload.", limits=limits)
     if message.location is not None:
         require_staged(staging, message.location, message.field("record_location"))
+    for part in message.parts:
+        require_staged(staging, part.location, part.field, f"{part.part_field}.s3.bucket")
     return message
 
 
@@ -197,8 +223,19 @@ def validate_message(
             )
         with as_message_error():
             check_content_type(content_type, name("content_type"))
+    parts: tuple[StagedPart, ...] = ()
+    if "parts" in body:
+        if kind == "deleted":
+            raise InvalidMessage(name("parts"), "only goes with a put, not with deleted")
+        parts = _read_parts(body["parts"], name("parts"))
     message = IngestMessage(
-        record_id, updated_at, stamp, kind, content_type=content_type, field_prefix=field_prefix
+        record_id,
+        updated_at,
+        stamp,
+        kind,
+        content_type=content_type,
+        field_prefix=field_prefix,
+        parts=parts,
     )
     if kind == "deleted":
         return replace(message, purge=body.get("purge") is True)
@@ -229,6 +266,41 @@ def validate_message(
         encoded=encoded_body,
         content_type=content_type,
     )
+
+
+def _read_parts(value: Any, field: str) -> tuple[StagedPart, ...]:
+    """The `parts` of a message: name → {"s3": {"bucket", "key"}, "content_type"?}."""
+    if not isinstance(value, dict):
+        raise InvalidMessage(field, f"must be an object of named parts, not {json_type(value)}")
+    if len(value) > MAX_PARTS:
+        raise InvalidMessage(field, f"{len(value)} parts, more than the limit of {MAX_PARTS}")
+    parts = []
+    for part_name in sorted(value):
+        with as_message_error():
+            check_part_name(part_name, field)
+        here = f"{field}.{part_name}"
+        spec = value[part_name]
+        if not isinstance(spec, dict):
+            raise InvalidMessage(here, f"must be an object, not {json_type(spec)}")
+        unknown = sorted(set(spec) - PART_FIELDS)
+        if unknown:
+            raise InvalidMessage(f"{here}.{field_label(unknown[0])}", "unknown field")
+        s3 = spec.get("s3")
+        if not isinstance(s3, dict):
+            raise InvalidMessage(f"{here}.s3", "is required: an object with bucket and key")
+        unknown = sorted(set(s3) - PART_S3_FIELDS)
+        if unknown:
+            raise InvalidMessage(f"{here}.s3.{field_label(unknown[0])}", "unknown field")
+        for key in ("bucket", "key"):
+            if not isinstance(s3.get(key), str) or not s3[key]:
+                raise InvalidMessage(f"{here}.s3.{key}", "must be a non-empty string")
+        content_type = spec.get("content_type")
+        if "content_type" in spec:
+            with as_message_error():
+                check_content_type(content_type, f"{here}.content_type")
+        location = S3Location(s3["bucket"], check_s3_key(s3["key"], f"{here}.s3.key"))
+        parts.append(StagedPart(part_name, location, content_type, f"{here}.s3.key"))
+    return tuple(parts)
 
 
 def schema_path() -> str:

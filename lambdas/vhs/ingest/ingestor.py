@@ -30,6 +30,7 @@ from ..aws import aws_client, is_key_denied, is_object_missing
 from ..codec import encode_record
 from ..errors import BodyTooLarge, InvalidMessage, MissingStagedObject, UnreadableStagedObject
 from ..model import DeleteResult, PutResult
+from ..parts import PartBody, encode_part
 from ..resources import MAX_SQS_MESSAGE_BYTES
 from ..store import VersionedHybridStore
 from .budget import (
@@ -140,7 +141,8 @@ class Ingestor:
         size = 0
         if message.kind == "deleted":
             result = self.store.delete_validated(message.id, message.stamp, purge=message.purge)
-        elif message.encoded is not None:  # a record (as canonical JSON) or body_base64
+        elif message.encoded is not None and not message.parts:
+            # A record (as canonical JSON) or body_base64.
             result = self.store.put_validated(message.id, message.encoded, message.stamp)
             size = 0 if message.kind == "record" else message.encoded.size
         else:
@@ -148,22 +150,42 @@ class Ingestor:
         return IngestResult(message_id, message.id, result.outcome, result.version, size)
 
     def _put_staged(self, message: IngestMessage) -> tuple[PutResult, int]:
-        if message.location is None:
-            raise InvalidMessage(message.field("record"), f"no payload for a {message.kind!r}")
-        field = message.field("record_location")
-        with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
-            content_type = self._download(message.location, field, spool)
-            size = spool.tell()
-            # The staged body is seen only now, so only now can it be checked.
-            with as_message_error():
-                body = encode_record(
-                    spool,
-                    message.content_type or content_type,
-                    max_size=self.store.max_body_size,
-                    field=field,
-                    content_type_field=message.field("content_type"),
-                )
-            result = self.store.put_validated(message.id, body, message.stamp)
+        """A put with a staged body, or with staged parts, or both: each staged object is
+        downloaded (spooled to /tmp when large) and checked only now that it is seen."""
+        with contextlib.ExitStack() as spools:
+            size = 0
+            if message.encoded is not None:
+                body = message.encoded
+                size = 0 if message.kind == "record" else body.size
+            elif message.location is not None:
+                field = message.field("record_location")
+                spool = spools.enter_context(tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY))
+                content_type = self._download(message.location, field, spool)
+                size = spool.tell()
+                with as_message_error():
+                    body = encode_record(
+                        spool,
+                        message.content_type or content_type,
+                        max_size=self.store.max_body_size,
+                        field=field,
+                        content_type_field=message.field("content_type"),
+                    )
+            else:
+                raise InvalidMessage(message.field("record"), f"no payload for a {message.kind!r}")
+            parts = []
+            for staged in message.parts:
+                spool = spools.enter_context(tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY))
+                content_type = self._download(staged.location, staged.field, spool)
+                size += spool.tell()
+                with as_message_error():
+                    encoded = encode_part(
+                        spool,
+                        staged.content_type or content_type,
+                        self.store.max_body_size,
+                        staged.part_field,
+                    )
+                parts.append(PartBody(staged.name, encoded))
+            result = self.store.put_validated(message.id, body, message.stamp, parts=parts)
         return result, size
 
     def _get_object(self, location: S3Location, field: str) -> dict[str, Any]:

@@ -326,8 +326,7 @@ class GarbageCollector:
             # Retention by age is read off clocks: a reader whose clock is behind ours (by up
             # to the skew allowance) still retains what has just expired by ours.
             for _, entry in self.store.retention.retained(item, now - self.store.clock_skew):
-                if entry.in_s3:
-                    referenced.add(entry.content_hash)
+                referenced.update(entry.s3_objects())
         orphans = []
         for body in found:
             if body.content_hash in referenced:

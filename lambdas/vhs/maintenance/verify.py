@@ -36,7 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import keys
 from ..aws import is_object_missing
-from ..deltas import UndecodableBody, inline_bodies
+from ..deltas import UndecodableBody, inline_bodies, inline_part
 from ..index import scan_pages
 from ..item import ID, item_from_dynamo, layout_problem
 from ..model import Entry, Item
@@ -192,20 +192,23 @@ class Verifier:
 
     def _check_item(self, item: Item) -> None:
         retained = self.store.retention.retained(item, self.clock())
-        by_hash: dict[str, list[tuple[int, Entry]]] = {}
+        # sha256 → (version, size, whether the object is that version's body) of each pointer
+        by_hash: dict[str, list[tuple[int, int, bool]]] = {}
         deletes = 0
         inline = self._check_inline(item.id, retained)
+        self._check_inline_parts(item.id, retained)
         for version, entry in retained:
             if entry.deleted:
                 deletes += 1
-            elif entry.inline is None:
-                by_hash.setdefault(entry.content_hash, []).append((version, entry))
+            for content_hash, size in entry.s3_objects().items():
+                is_body = entry.in_s3 and content_hash == entry.body_sha256
+                by_hash.setdefault(content_hash, []).append((version, size, is_body))
         with self._lock:
             report = self._report
             report.deletes += deletes
             report.inline += inline
             report.versions += deletes + inline
-            report.s3 += sum(len(pointers) for pointers in by_hash.values())
+            report.s3 += sum(p[2] for pointers in by_hash.values() for p in pointers)
             report.s3_objects += len(by_hash)
         for content_hash, pointers in by_hash.items():
             self._submit(item.id, content_hash, pointers)
@@ -256,7 +259,32 @@ class Verifier:
             )
         return count
 
-    def _submit(self, id: str, content_hash: str, pointers: list[tuple[int, Entry]]) -> None:
+    def _check_inline_parts(self, id: str, retained: list[tuple[int, Entry]]) -> None:
+        """Check that every inline part of the `retained` versions decodes to its hash."""
+        for version, entry in retained:
+            for part in entry.parts:
+                if part.inline is None:
+                    continue
+                try:
+                    data = inline_part(retained, version, part)
+                    actual = part.content_hash
+                except UndecodableBody as error:
+                    data, actual = b"", str(error)
+                with self._lock:
+                    self._report.bytes_hashed += len(data)
+                if actual != part.content_hash:
+                    self._found(
+                        Finding(
+                            FindingKind.HASH_MISMATCH,
+                            id,
+                            version,
+                            f"{self._item_location(id)}#v{version}/{part.name}",
+                            f"the inline part {part.name!r} does not decode to its hash: {actual}",
+                            (version,),
+                        )
+                    )
+
+    def _submit(self, id: str, content_hash: str, pointers: list[tuple[int, int, bool]]) -> None:
         self._slots.acquire()
         if self._stop.is_set():
             self._slots.release()
@@ -264,9 +292,11 @@ class Verifier:
         future: Future[None] = self._pool.submit(self._check_object, id, content_hash, pointers)
         future.add_done_callback(lambda _: self._slots.release())
 
-    def _check_object(self, id: str, content_hash: str, pointers: list[tuple[int, Entry]]) -> None:
-        versions = tuple(version for version, _ in pointers)
-        newest, entry = pointers[-1]
+    def _check_object(
+        self, id: str, content_hash: str, pointers: list[tuple[int, int, bool]]
+    ) -> None:
+        versions = tuple(dict.fromkeys(version for version, _, _ in pointers))
+        newest, size, _ = pointers[-1]
         key = keys.body_key(self.store.prefix, id, content_hash)
         location = f"s3://{self.bucket}/{key}"
 
@@ -292,12 +322,12 @@ class Verifier:
                 )
                 finding(kind, str(error))
                 return
-            self._judge_object(id, content_hash, entry, response, actual, finding)
+            self._judge_object(id, content_hash, size, response, actual, finding)
         except Exception as error:  # a bug here must not pass for a clean store
             finding(FindingKind.CHECK_FAILED, f"{type(error).__name__}: {error}")
         finally:
             with self._lock:
-                self._report.versions += len(pointers)
+                self._report.versions += sum(is_body for _, _, is_body in pointers)
 
     def _fetch(self, key: str) -> tuple[dict[str, Any], str | None]:
         """HeadObject, or with `deep` GetObject and the body's sha256."""
@@ -318,7 +348,7 @@ class Verifier:
         self,
         id: str,
         content_hash: str,
-        entry: Entry,
+        expected_size: int,
         response: dict[str, Any],
         actual: str | None,
         finding: Callable[[FindingKind, str], None],
@@ -333,8 +363,8 @@ class Verifier:
         if stored is not None and stored != content_hash:
             hashed_wrong = True
             problems.append(f"S3's SHA-256 checksum of it is {stored}")
-        if size is not None and size != entry.size:
-            problems.append(f"it is {size} bytes, the entry says {entry.size}")
+        if size is not None and size != expected_size:
+            problems.append(f"it is {size} bytes, the entry says {expected_size}")
         if problems:
             kind = FindingKind.HASH_MISMATCH if hashed_wrong else FindingKind.SIZE_MISMATCH
             finding(kind, "; ".join(problems) + f" (the key names {content_hash})")
@@ -357,7 +387,7 @@ class Verifier:
         ).get("Item", {})
         item = item_from_dynamo(raw)
         referenced = item is not None and any(
-            entry.in_s3 and entry.content_hash == content_hash
+            content_hash in entry.s3_objects()
             for _, entry in self.store.retention.retained(item, self.clock())
         )
         if referenced:
