@@ -450,12 +450,14 @@ def test_a_notification_lists_the_parts_and_only_when_there_are_parts(inprocess)
             "size": len(OCR),
             "content_type": "text/plain",
             "location": "inline",
+            "path": "/records/p/versions/1/parts/ocr",
         },
         "scan": {
             "content_hash": hashlib.sha256(SCAN).hexdigest(),
             "size": len(SCAN),
             "content_type": "application/octet-stream",
             "location": f"s3://{bucket}/{store.body_key('p', hashlib.sha256(SCAN).hexdigest())}",
+            "path": "/records/p/versions/1/parts/scan",
         },
     }
     [plain] = changes_from_images(None, images["q"], bucket=bucket).changes
