@@ -56,6 +56,7 @@ from . import nag
 from .config import VhsConfig
 from .function import LOG_RETENTION, VhsFunction, allow
 from .gc import list_prefix_condition
+from .ingest import store_writer_statements
 from .monitoring import Alarms
 from .store import object_arn
 
@@ -130,15 +131,8 @@ class BulkImport(Construct):
                 allow("ReadImportFiles", ["s3:GetObject"], [import_objects]),
                 # The manifest and the per-line reports; never under the import prefix.
                 allow("WriteResults", ["s3:PutObject"], [result_objects]),
-                # The store's writes, as the ingest function has them (infra/ingest.py).
-                allow("WriteBodies", ["s3:PutObject", "s3:AbortMultipartUpload"], [body_objects]),
-                allow("ReadStagedPayloads", ["s3:GetObject"], [staged_objects]),
-                allow("TellMissingPayloads", ["s3:ListBucket"], [staging.bucket_arn]),
-                allow(
-                    "ReadAndWriteIndex",
-                    ["dynamodb:GetItem", "dynamodb:UpdateItem"],
-                    [table.table_arn],
-                ),
+                # The store's writes, as the ingest function has them.
+                *store_writer_statements(body_objects, staging, table, staged_objects),
             ],
             environment=settings.bulk_import_environment(
                 store,

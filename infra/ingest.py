@@ -28,6 +28,27 @@ from .store import object_arn
 DEAD_LETTER_STAGING_PREFIX = resources.DEAD_LETTER_STAGING_PREFIX
 
 
+def store_writer_statements(
+    body_objects: str, staging: s3.IBucket, table: dynamodb.ITable, staged_objects: str
+) -> list[iam.PolicyStatement]:
+    """What writing through the store takes, as ingest writes (and bulk import, which writes
+    each line as ingest writes its message): bodies, staged payloads and the index."""
+    return [
+        # PutObject covers CreateMultipartUpload, UploadPart and CompleteMultipartUpload; a
+        # failed multipart upload is aborted. The writer never reads bodies (no GetObject).
+        allow("WriteBodies", ["s3:PutObject", "s3:AbortMultipartUpload"], [body_objects]),
+        allow("ReadStagedPayloads", ["s3:GetObject"], [staged_objects]),
+        # Without ListBucket, S3 answers 403 for a missing object, which reads as a failure to
+        # retry; with it, 404: an expired or absent payload is refused at once as
+        # MissingStagedObject. Keys only, no contents.
+        allow("TellMissingPayloads", ["s3:ListBucket"], [staging.bucket_arn]),
+        # UpdateItem writes; GetItem reads the item first (delta history, parts) and when a
+        # refused condition returns none (a purge of an id with no item). No BatchGetItem, no
+        # Query, no Scan.
+        allow("ReadAndWriteIndex", ["dynamodb:GetItem", "dynamodb:UpdateItem"], [table.table_arn]),
+    ]
+
+
 class Ingest(Construct):
     def __init__(
         self,
@@ -79,27 +100,8 @@ class Ingest(Construct):
             description=f"VHS {config.stage}: stores the records sent to the ingest queue",
             role_description=f"VHS {config.stage} ingest function: store writes only",
             statements=[
-                # PutObject covers CreateMultipartUpload, UploadPart and
-                # CompleteMultipartUpload; a failed multipart upload is aborted.
-                # Ingest writes bodies and never reads them (no GetObject).
-                allow(
-                    "WriteBodies",
-                    ["s3:PutObject", "s3:AbortMultipartUpload"],
-                    [body_objects],
-                ),
-                allow("ReadStagedPayloads", ["s3:GetObject"], [staged_objects]),
-                # Without ListBucket, S3 answers 403 for a missing object, which reads as a
-                # failure to retry; with it, 404: an expired or absent payload is
-                # dead-lettered at once as MissingStagedObject. Keys only, no contents.
-                allow("TellMissingPayloads", ["s3:ListBucket"], [staging.bucket_arn]),
+                *store_writer_statements(body_objects, staging, table, staged_objects),
                 allow("StageOversizedDeadLetters", ["s3:PutObject"], [dead_letter_objects]),
-                # UpdateItem writes; GetItem reads an item when a refused condition returns
-                # none (a purge of an id with no item). No BatchGetItem, no Query, no Scan.
-                allow(
-                    "ReadAndWriteIndex",
-                    ["dynamodb:GetItem", "dynamodb:UpdateItem"],
-                    [table.table_arn],
-                ),
                 allow(
                     "DeadLetterInvalidMessages", ["sqs:SendMessage"], [self.dead_letters.queue_arn]
                 ),

@@ -86,21 +86,8 @@ def inline_part(versions: Sequence[tuple[int, Entry]], version: int, part: Store
             f"version {version}'s part {part.name!r} is kept by a later version, which has none",
             version,
         )
-    try:
-        data = decompress(holder.inline, holder.codec, part.size)
-    except (zlib.error, ValueError) as error:
-        raise UndecodableBody(
-            f"version {version}'s part {part.name!r} does not decode: {error}", version
-        ) from None
-    actual = sha256_hex(data)
-    if actual != part.content_hash:
-        raise UndecodableBody(
-            f"version {version}'s part {part.name!r} has sha256 {actual} ({len(data)} bytes), "
-            f"the entry says {part.content_hash} ({part.size} bytes)",
-            version,
-            actual,
-        )
-    return data
+    what = f"part {part.name!r}"
+    return _inflated(what, version, holder.inline, holder.codec, part.size, part.content_hash)
 
 
 def inline_body(versions: Sequence[tuple[int, Entry]], version: int) -> bytes:
@@ -159,18 +146,41 @@ def _decode(number: int, entry: Entry, *, successor: bytes | None) -> bytes:
             f"version {number} is stored against the version after it, which has no inline body",
             number,
         )
+    return _inflated(
+        "inline body",
+        number,
+        entry.inline,
+        entry.codec,
+        entry.size,
+        entry.body_sha256,
+        successor=successor,
+    )
+
+
+def _inflated(
+    what: str,
+    number: int,
+    stored: bytes,
+    codec: str | None,
+    size: int,
+    expected: str,
+    *,
+    successor: bytes | None = None,
+) -> bytes:
+    """`stored` decompressed (`codec`, against `successor` for a delta) and checked against
+    the sha256 `expected`; `what` of version `number` names it in the error."""
     try:
-        body = decompress(entry.inline, entry.codec, entry.size, successor=successor)
+        data = decompress(stored, codec, size, successor=successor)
     except (zlib.error, ValueError) as error:
         raise UndecodableBody(
-            f"version {number} does not decode ({entry.codec}): {error}", number
+            f"version {number}'s {what} does not decode ({codec}): {error}", number
         ) from None
-    actual = sha256_hex(body)
-    if actual != entry.body_sha256:
+    actual = sha256_hex(data)
+    if actual != expected:
         raise UndecodableBody(
-            f"version {number}'s inline body has sha256 {actual} ({len(body)} bytes), "
-            f"the entry says {entry.body_sha256} ({entry.size} bytes)",
+            f"version {number}'s {what} has sha256 {actual} ({len(data)} bytes), "
+            f"the entry says {expected} ({size} bytes)",
             number,
             actual,
         )
-    return body
+    return data

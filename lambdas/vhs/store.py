@@ -638,15 +638,16 @@ class VersionedHybridStore:
             body = self.bodies.get(
                 keys.body_key(self.prefix, id, entry.body_sha256), entry.body_sha256
             )
-        if not entry.parts:
-            return Record(
-                id=id,
-                version=found.version,
-                updated_at=found.updated_at,
-                content_type=found.content_type,
-                body=body,
-                content_hash=entry.content_hash,
-            )
+        # Records with parts add what names and reads them; others stay as they always were.
+        with_parts = (
+            {
+                "parts": self._parts_info(id, entry),
+                "body_hash": entry.body_sha256,
+                "read_part": lambda name: self.read_part(found, name),
+            }
+            if entry.parts
+            else {}
+        )
         return Record(
             id=id,
             version=found.version,
@@ -654,9 +655,7 @@ class VersionedHybridStore:
             content_type=found.content_type,
             body=body,
             content_hash=entry.content_hash,
-            parts=self._parts_info(id, entry),
-            body_hash=entry.body_sha256,
-            read_part=lambda name: self.read_part(found, name),
+            **with_parts,
         )
 
     def _info(self, id: str, version: int, entry: Entry) -> VersionInfo:
