@@ -96,6 +96,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/gc.py --write docs/benchmarks.md
 	$(BIN)/python benchmarks/ingest_budget.py
 	$(BIN)/python benchmarks/hot_keys.py --write docs/benchmarks.md
+	$(BIN)/python benchmarks/volume.py --before 600 --write docs/benchmarks.md
 
 ## local: start the local stack and keep it running (Ctrl-C stops it)
 local: $(STAMP)

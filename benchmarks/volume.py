@@ -68,7 +68,7 @@ def dataset(count: int, path: Path, seed: int = SEED) -> dict[str, Any]:
     invalid = 0
     n_id = 0
     while len(lines) < count:
-        if rng.random() < 0.01:
+        if rng.random() < 0.05:  # one in 20 draws, against about 5 versions per id: 1 %
             body = {"id": f"bad-{len(lines)}", "updated_at": "2026-01-01T00:00:00", "record": {}}
             lines.append(json.dumps(body))
             invalid += 1
