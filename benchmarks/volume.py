@@ -22,6 +22,7 @@ exactly the invalid messages. Peak memory: VmHWM of `vhs local up` and of its mo
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import sections  # noqa: E402
+import sections
 
 ROOT = Path(__file__).resolve().parent.parent
 VHS = [sys.executable, "-m", "vhs.cli"]
@@ -104,9 +105,7 @@ class LocalUp:
         self.log = tempfile.NamedTemporaryFile(suffix=".log", delete=False)  # noqa: SIM115
         command = [*VHS, "local", "up", "--json", "--port", str(free_port())]
         command += ["--function-log", self.log.name, *args]
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, text=True, env=child_env()
-        )
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=child_env())
         text = []
         assert self.process.stdout
         for line in self.process.stdout:
@@ -141,7 +140,7 @@ def sqs_client(env: dict[str, str]) -> Any:
         endpoint_url=env["AWS_ENDPOINT_URL"],
         region_name=env["AWS_DEFAULT_REGION"],
         aws_access_key_id="testing",
-        aws_secret_access_key="testing",  # noqa: S106 - moto's fake credentials
+        aws_secret_access_key="testing",  # moto's fake credentials
     )
 
 
@@ -272,7 +271,7 @@ def slices(result: dict[str, Any], parts: int = 10) -> list[tuple[str, float]]:
 
 
 def _time_at(points: list[tuple[float, float]], done: float) -> float:
-    for (t0, n0), (t1, n1) in zip(points, points[1:], strict=False):
+    for (t0, n0), (t1, n1) in itertools.pairwise(points):
         if n1 >= done:
             return t0 + (t1 - t0) * ((done - n0) / (n1 - n0) if n1 > n0 else 0)
     return points[-1][0]
@@ -304,7 +303,7 @@ def scaling(work: Path, factors: Sequence[int] = (1, 10, 100)) -> dict[str, list
             with environment(stack.env):
                 store = VersionedHybridStore.from_env()
 
-                def put(n: int) -> None:
+                def put(n: int, store: Any = store) -> None:
                     big = n % 10 == 0  # a tenth over the inline threshold: bodies in S3
                     body = json.dumps({"n": n, "text": "y" * (50_000 if big else 200)}).encode()
                     store.put(f"s-{n:06d}", body, updated_at=stamp(T0))
