@@ -20,8 +20,10 @@ backlog of 4,000, against 60/s without one). Here the same model answers from in
   still scan, but only GetQueueAttributes asks for them);
 * the messages are held in insertion order in a dict (`_MessageLog`) with an index of receipt
   handles and one of deduplication ids, kept as messages are added, received and removed;
-* ReceiveMessage walks the messages in order and stops once it has its count, so its cost is
-  the in-flight messages ahead of the first visible ones plus the ones it returns.
+* ReceiveMessage takes the earliest-added visible messages from a heap and stops once it has
+  its count; the messages in flight or delayed wait in another heap, by when they become
+  visible, so a receive never walks past them (a `vhs dlq list` pass holds every letter in
+  flight: walking past them made it quadratic).
 
 Behaviour is moto's, quirks included (tests/test_moto_sqs.py runs the same calls on moto
 unpatched and patched and compares what they answer): visibility timeouts, delays, redrive to
@@ -32,6 +34,7 @@ with an earlier receipt handle. Only the local server runs this; nothing deploye
 from __future__ import annotations
 
 import contextlib
+import heapq
 from collections.abc import Iterator, Mapping
 from copy import deepcopy
 from typing import Any
@@ -42,25 +45,39 @@ _ORIGINAL: dict[tuple[Any, str], Any] = {}
 
 class _MessageLog:
     """A queue's messages in the order they were added: what moto's list did, with an index
-    of receipt handles (every handle a message has had) and of deduplication ids. A caller
-    that mutates it holds the queue's `_messages_lock`; iterating gives a snapshot, as moto's
-    code expects of a list it iterates while other threads send and delete."""
+    of receipt handles (every handle a message has had) and of deduplication ids, and two
+    heaps that let a receive skip the messages it cannot take without walking past them:
+    `ready`, by the order they were added, holds the ones that may be visible, and `waiting`,
+    by when they become visible, the ones in flight or delayed. A heap entry is current only
+    while its token is the message's latest (a message moves by being pushed again). A caller
+    holds the queue's `_messages_lock`; iterating gives a snapshot, as moto's code expects of
+    a list it iterates while other threads send and delete."""
 
     def __init__(self) -> None:
         self.by_id: dict[str, Any] = {}
         self.handles: dict[str, Any] = {}
         self.dedup: dict[Any, dict[str, Any]] = {}
+        self.order: dict[str, int] = {}
+        self.token: dict[str, int] = {}
+        self.ready: list[tuple[int, int, str]] = []
+        self.waiting: list[tuple[float, int, int, str]] = []
+        self._next = 0
 
     def append(self, message: Any) -> None:
         self.by_id[message.id] = message
+        self.order[message.id] = self._next
+        self._next += 1
         for handle in message.all_receipt_handles:
             if handle is not None:
                 self.handles[handle] = message
         self.dedup.setdefault(message.deduplication_id, {})[message.id] = message
+        self.requeue(message)
 
     def remove(self, message: Any) -> None:
         if self.by_id.pop(message.id, None) is None:
             raise ValueError("message not in the queue")
+        self.order.pop(message.id, None)
+        self.token.pop(message.id, None)
         for handle in message.all_receipt_handles:
             if self.handles.get(handle) is message:
                 del self.handles[handle]
@@ -73,9 +90,44 @@ class _MessageLog:
         """Index the receipt handle a receive has just given `message`."""
         self.handles[message.receipt_handle] = message
 
-    def scan(self) -> Iterator[Any]:
-        """The messages in order, without a copy: only under the queue's lock."""
-        return iter(self.by_id.values())
+    def requeue(self, message: Any) -> None:
+        """File `message` where it now belongs: ready if visible now, else waiting until it
+        may be (its visibility timeout or delay, whichever ends later)."""
+        token = self.token.get(message.id, 0) + 1
+        self.token[message.id] = token
+        if _visible_now(message):
+            heapq.heappush(self.ready, (self.order[message.id], token, message.id))
+        else:
+            due = max(message.visible_at, message.delayed_until)
+            heapq.heappush(self.waiting, (due, self.order[message.id], token, message.id))
+
+    def _current(self, message_id: str, token: int) -> Any:
+        return self.by_id.get(message_id) if self.token.get(message_id) == token else None
+
+    def next_visible(self) -> Any:
+        """Take the earliest-added message visible now out of `ready` (None if there is
+        none); the caller requeues it, whatever it does with it."""
+        now = _models().unix_time_millis()
+        while self.waiting and self.waiting[0][0] <= now:
+            _, _, token, message_id = heapq.heappop(self.waiting)
+            message = self._current(message_id, token)
+            if message is not None:
+                self.requeue(message)
+        while self.ready:
+            _, token, message_id = heapq.heappop(self.ready)
+            message = self._current(message_id, token)
+            if message is None:
+                continue
+            if _visible_now(message):
+                return message
+            self.requeue(message)  # received, delayed or hidden since it was filed
+        return None
+
+    def any_visible(self) -> bool:
+        message = self.next_visible()
+        if message is not None:
+            self.requeue(message)
+        return message is not None
 
     def __iter__(self) -> Iterator[Any]:
         return iter(list(self.by_id.values()))
@@ -145,9 +197,7 @@ def _visible_now(message: Any) -> bool:
 
 def _wait_for_messages(self: Any, timeout: int) -> None:
     with self._messages_lock:
-        self._messages_lock.wait_for(
-            lambda: any(_visible_now(m) for m in self._messages.scan()), timeout=timeout
-        )
+        self._messages_lock.wait_for(self._messages.any_visible, timeout=timeout)
 
 
 def _add_message(self: Any, message: Any) -> None:
@@ -193,9 +243,11 @@ def _change_message_visibility(
             f"Value {visibility_timeout} for parameter VisibilityTimeout is invalid. Reason: "
             "Total VisibilityTimeout for the message is beyond the limit [43200 seconds]"
         )
-    message.change_visibility(visibility_timeout)
-    if message.visible and message in queue.pending_messages:
-        queue.pending_messages.remove(message)
+    with queue._messages_lock:
+        message.change_visibility(visibility_timeout)
+        queue._messages.requeue(message)
+        if message.visible and message in queue.pending_messages:
+            queue.pending_messages.remove(message)
 
 
 def _purge_queue(self: Any, queue_name: str) -> None:
@@ -203,6 +255,12 @@ def _purge_queue(self: Any, queue_name: str) -> None:
     queue = self.get_queue(queue_name)
     with queue._messages_lock:
         queue._messages = _MessageLog()
+
+
+def _pending_groups(queue: Any) -> set[str]:
+    """The message groups in flight: only a FIFO queue has groups to hold back, and listing
+    them walks every message in flight."""
+    return set(queue.pending_message_groups) if queue.fifo_queue else set()
 
 
 def _receive_message(
@@ -213,8 +271,9 @@ def _receive_message(
     visibility_timeout: int,
     message_attribute_names: list[str] | None = None,
 ) -> list[Any]:
-    """moto 5.2.5's receive_message, walking the messages in order under the queue's lock
-    and stopping at `count`, instead of listing every visible message first."""
+    """moto 5.2.5's receive_message, taking the visible messages in the order they were added
+    under the queue's lock and stopping at `count`, instead of listing every visible message
+    first (and without walking past the ones in flight)."""
     models = _models()
     message_attribute_names = message_attribute_names or []
     queue = self.get_queue(queue_name)
@@ -227,14 +286,15 @@ def _receive_message(
             break
         messages_to_dlq: list[Any] = []
         with queue._messages_lock:
-            currently_pending_groups = deepcopy(queue.pending_message_groups)
-            for message in queue._messages.scan():
-                if not _visible_now(message):
-                    continue
+            log = queue._messages
+            currently_pending_groups = _pending_groups(queue)
+            taken: list[Any] = []  # looked at: requeued once the walk is over
+            while (message := log.next_visible()) is not None:
+                taken.append(message)
                 if message in queue.pending_messages:
                     # Pending but visible again: the consumer's visibility timeout ran out.
                     queue.pending_messages.remove(message)
-                    currently_pending_groups = deepcopy(queue.pending_message_groups)
+                    currently_pending_groups = _pending_groups(queue)
                 if (
                     message.group_id
                     and queue.fifo_queue
@@ -250,7 +310,7 @@ def _receive_message(
                     continue
                 queue.pending_messages.add(message)
                 message.mark_received(visibility_timeout=visibility_timeout)
-                queue._messages.received(message)
+                log.received(message)
                 message_copy = deepcopy(message)
                 models._filter_message_attributes(message_copy, message_attribute_names)
                 # moto's retention check, without reading every attribute to find the period.
@@ -260,7 +320,10 @@ def _receive_message(
                 if len(result) >= count:
                     break
             for message in messages_to_dlq:
-                queue._messages.remove(message)
+                log.remove(message)
+            for message in taken:
+                if message in log:
+                    log.requeue(message)
         for message in messages_to_dlq:
             queue.dead_letter_queue.add_message(message)
         if previous_result_count == len(result):
