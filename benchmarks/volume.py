@@ -350,8 +350,8 @@ def markdown(result: dict[str, Any]) -> str:
             f"`benchmarks/volume.py` ({result['when']}, {result['machine']}): messages through "
             "`vhs local up` with `vhs send --no-validate`, the real commands, timed from the "
             "start of the send until the ingest queue is empty. Ids with 3-7 versions "
-            "shuffled, 1 % invalid, 3 % of 20-100 KB, 0.2 % of 300-400 KB (claim checks only if over "
-            "the queue's limit: SQS now takes 1 MiB).",
+            "shuffled, 1 % invalid, 3 % of 20-100 KB, 0.2 % of 300-400 KB (claim checks "
+            "only if over the queue's limit: SQS now takes 1 MiB).",
             "",
             "| messages | ids | seconds | messages/s | claim checks | in the DLQ | nothing lost "
             "| peak RSS: vhs local up | peak RSS: moto server |",
