@@ -100,6 +100,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/reindex.py --write docs/benchmarks.md
 	$(BIN)/python benchmarks/bulk_import.py --write docs/benchmarks.md
 	$(BIN)/python benchmarks/parts.py --write docs/benchmarks.md
+	$(BIN)/python benchmarks/volume.py --before 600 --write docs/benchmarks.md
 
 ## bench-read-api: the read API's section of docs/benchmarks.md alone
 bench-read-api: $(STAMP)

@@ -21,7 +21,7 @@ def local_env() -> Iterator[dict[str, str]]:
     from vhs.local.stack import free_port
 
     process = subprocess.Popen(
-        [*VHS, "local", "up", "--port", str(free_port())],
+        [*VHS, "local", "up", "--port", str(free_port()), "--watch-queue"],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -254,7 +254,8 @@ def test_stack_reads_configuration_from_stack_outputs(local_env):
 
 
 def test_local_up_runs_the_change_feed(local_env, tmp_path: Path):
-    """A put through the CLI reaches the change feed's watch queue as one notification."""
+    """A put through the CLI reaches the change feed's watch queue (--watch-queue) as one
+    notification."""
     import time
 
     import boto3
@@ -485,3 +486,54 @@ def test_local_up_json_is_documented(tmp_path: Path):
     assert all(isinstance(value, str) for value in env.values())
     # The stack may export more than the docs list (scripts take the object whole).
     assert_documented("vhs local up", env, more_allowed=True)
+
+
+def test_send_interrupted_says_what_was_sent_and_a_rerun_sends_only_the_rest(
+    local_env, tmp_path: Path
+):
+    """Ctrl-C while `vhs send` waits on a full queue (a queue nothing consumes, so the wait is
+    certain): it exits 130 with the summary, and `--from-line` sends the rest, each line once."""
+    import time
+
+    import boto3
+
+    sqs = boto3.client("sqs", endpoint_url=local_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    url = sqs.create_queue(QueueName="cli-interrupted")["QueueUrl"]
+    env = {**local_env, "VHS_QUEUE_URL": url}
+    lines = tmp_path / "many.jsonl"
+    lines.write_text(
+        "".join(
+            json.dumps({"id": f"i{n}", "updated_at": "2026-01-01T00:00:00Z", "record": n}) + "\n"
+            for n in range(1, 51)
+        )
+    )
+    sending = subprocess.Popen(
+        [*VHS, "--json", "send", str(lines), "--max-queued", "20"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while int(queue_held(sqs, url)) < 20:  # the sender now waits on the queue
+        assert time.monotonic() < deadline and sending.poll() is None
+        time.sleep(0.05)
+    sending.send_signal(signal.SIGINT)
+    out, err = sending.communicate(timeout=30)
+    assert sending.returncode == 130, err
+    summary = json.loads(out)
+    assert_documented("vhs send", summary)
+    assert summary["interrupted"] and summary["sent"] == 20 and summary["next_line"] == 21
+    assert summary["queue_waits"] == 1 and summary["max_queued"] == 20
+
+    rest = json_of(env, "send", str(lines), "--from-line", "21", "--max-queued", "0")
+    assert (rest["lines"], rest["sent"], rest["interrupted"]) == (30, 30, False)
+    records = []
+    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+        records += [json.loads(m["Body"])["record"] for m in got]
+    assert sorted(records) == list(range(1, 51))
+
+
+def queue_held(sqs, url: str) -> int:
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    return sum(int(found[n]) for n in names)

@@ -4,6 +4,7 @@ the ingest handler reads what it wrote."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import boto3
@@ -12,7 +13,8 @@ import pytest
 
 from vhs import resources
 from vhs.ingest.contract import validate_message
-from vhs.ingest.producer import MAX_BATCH_ENTRIES, Producer
+from vhs.ingest.dlq import queue_depth
+from vhs.ingest.producer import LOCAL_MAX_QUEUED, MAX_BATCH_ENTRIES, Producer, is_local_endpoint
 from vhs.ingest.staging import claim_check_pointer
 
 REGION = "us-east-1"
@@ -218,3 +220,117 @@ def test_a_message_that_is_not_json_text_is_refused_not_a_crash(queue):
         report = Producer(url, sqs_client=sqs, validate=validate).send(messages)
         assert [(r.line, r.field) for r in report.refused] == [(1, "body")]
         assert report.sent == 1
+
+
+# --- flow control and stopping (vhs send against the local stack) -------------------------
+
+
+def numbered(count: int) -> list[tuple[int, bytes]]:
+    return [
+        (n, json.dumps({"id": f"f{n}", "updated_at": T, "record": n}).encode())
+        for n in range(1, count + 1)
+    ]
+
+
+def held(sqs: Any, url: str) -> int:
+    depth = queue_depth(sqs, url)
+    return depth.visible + depth.in_flight + depth.delayed
+
+
+def sent_records(sqs: Any, url: str) -> list[int]:
+    return [json.loads(m["Body"])["record"] for m in receive_all(sqs, url)]
+
+
+def test_flow_control_waits_while_the_queue_is_full_and_never_lets_it_grow_past_the_limit(queue):
+    sqs, _s3, url = queue
+    depths: list[int] = []
+    drained: list[int] = []
+
+    def consumer(waiting_on: int | None) -> None:
+        """Called while the producer waits: the queue is the bottleneck; drain some of it."""
+        if waiting_on is None:
+            return
+        depths.append(waiting_on)
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+        for message in got:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        drained.extend(json.loads(m["Body"])["record"] for m in got)
+
+    after_send: list[int] = []
+    sqs.meta.events.register(
+        "after-call.sqs.SendMessageBatch", lambda **_: after_send.append(held(sqs, url))
+    )
+    producer = Producer(url, sqs_client=sqs, max_queued=25)
+    report = producer.send_lines(numbered(100), waiting=consumer)
+    assert report.ok and report.sent == 100 and not report.interrupted
+    assert report.queue_waits >= 1 and depths and min(depths) >= 25
+    assert max(after_send) <= 25 + MAX_BATCH_ENTRIES - 1  # the room it saw, and no more
+    assert sorted(drained + sent_records(sqs, url)) == list(range(1, 101))
+
+
+def test_without_a_limit_the_producer_never_reads_the_queue_depth(queue):
+    sqs, _s3, url = queue
+    reads: list[str] = []
+    sqs.meta.events.register(
+        "provide-client-params.sqs.GetQueueAttributes", lambda **_: reads.append("depth")
+    )
+    report = Producer(url, sqs_client=sqs).send_lines(numbered(30))
+    assert report.sent == 30 and reads == [] and report.queue_waits == 0
+
+
+def test_a_stop_between_batches_reports_the_line_to_resume_from_and_the_rest_sends_once(queue):
+    sqs, _s3, url = queue
+    every = numbered(100)
+    every[34] = (35, b'{"id": "bad"}')  # refused: counted as accounted for, not sent
+    stop = threading.Event()
+
+    def progress(n: int) -> None:
+        counted.append(n)
+        if sum(counted) >= 42:
+            stop.set()  # as Ctrl-C does, from wherever the producer is
+
+    counted: list[int] = []
+    first = Producer(url, sqs_client=sqs).send_lines(every, progress=progress, stop=stop)
+    assert first.interrupted and first.next_line is not None
+    assert first.sent + len(first.refused) == first.next_line - 1 == sum(counted)
+    assert [r.line for r in first.refused] == [35]
+    rest = [(n, line) for n, line in every if n >= first.next_line]
+    second = Producer(url, sqs_client=sqs).send_lines(rest)
+    assert not second.interrupted and second.next_line is None
+    expected = [n for n in range(1, 101) if n != 35]
+    assert sorted(sent_records(sqs, url)) == expected  # each line once: none lost, none twice
+
+
+def test_a_stop_while_waiting_on_a_full_queue_leaves_the_batch_in_hand_unsent(queue):
+    sqs, _s3, url = queue
+    stop = threading.Event()
+    waits: list[int | None] = []
+
+    def waiting(depth: int | None) -> None:
+        waits.append(depth)
+        stop.set()  # Ctrl-C while the queue is the bottleneck
+
+    report = Producer(url, sqs_client=sqs, max_queued=20).send_lines(
+        numbered(50), stop=stop, waiting=waiting
+    )
+    assert report.interrupted and report.sent == 20 and report.next_line == 21
+    assert waits == [20] and report.queue_waits == 1
+    rest = [(n, line) for n, line in numbered(50) if n >= report.next_line]
+    assert Producer(url, sqs_client=sqs).send_lines(rest).sent == 30
+    assert sorted(sent_records(sqs, url)) == list(range(1, 51))
+
+
+def test_flow_control_is_on_by_default_only_against_a_local_endpoint(queue, monkeypatch):
+    _sqs, _s3, url = queue
+    monkeypatch.setenv("VHS_QUEUE_URL", url)
+    monkeypatch.delenv("VHS_STAGING_BUCKET", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    assert Producer.from_env().max_queued is None  # AWS: no limit
+    for local in ("http://127.0.0.1:4567", "http://localhost:4567", "http://[::1]:4567"):
+        monkeypatch.setenv("AWS_ENDPOINT_URL", local)
+        assert Producer.from_env().max_queued == LOCAL_MAX_QUEUED
+        assert Producer.from_env(max_queued=0).max_queued is None  # --max-queued 0
+        assert Producer.from_env(max_queued=5).max_queued == 5
+    assert not is_local_endpoint("https://sqs.eu-west-1.amazonaws.com")
+    with pytest.raises(ValueError, match="max_queued"):
+        Producer(url, sqs_client=_sqs, max_queued=-1)

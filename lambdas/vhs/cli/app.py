@@ -61,6 +61,24 @@ def _seconds(text: str) -> int:
     return seconds
 
 
+def _count(text: str, least: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be {least} or more, not {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    return _count(text, 1)
+
+
+def _non_negative(text: str) -> int:
+    return _count(text, 0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vhs", description="VHS: a versioned hybrid store")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -107,6 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=".vhs/logs/read-api.log",
         help="where the read API function's logs and metrics go (default .vhs/logs/read-api.log)",
     )
+    up.add_argument(
+        "--watch-queue",
+        action="store_true",
+        help="subscribe a FIFO queue to the change feed to read its notifications from "
+        "(VHS_CHANGE_QUEUE_URL); nothing drains it, so it holds one message per version stored",
+    )
+    # Only for measuring what the local server's SQS index saves (benchmarks/volume.py).
+    up.add_argument("--moto-sqs-as-is", action="store_true", help=argparse.SUPPRESS)
     up.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     up.set_defaults(handler=cmd_local_up)
 
@@ -139,6 +165,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-validate",
         action="store_true",
         help="send every line's bytes unchanged, unjudged (the handler dead-letters bad ones)",
+    )
+    p.add_argument(
+        "--from-line",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="start at line N (an interrupted send prints the N to resume from)",
+    )
+    p.add_argument(
+        "--max-queued",
+        type=_non_negative,
+        default=None,
+        metavar="N",
+        help="wait while the queue holds N messages or more (default: 1000 against a local "
+        "endpoint, no limit against AWS; 0: no limit)",
     )
 
     p = _command(sub, "import", cmd_import, "import JSON Lines or CSV files into the store")

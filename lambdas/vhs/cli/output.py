@@ -41,16 +41,33 @@ def now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def progress(*, console: Any, disable: bool, time_remaining: bool = True) -> Any:
+def progress(
+    *, console: Any, disable: bool, time_remaining: bool = True, rate: str | None = None
+) -> Any:
     """A progress bar (description, bar, done of total and, unless told not to, the time
-    remaining) drawn on `console`."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+    remaining) drawn on `console`. With `rate` (a unit, e.g. "msg"), also the rate of the
+    last 30 s and a task's `status` field (add_task/update(status=...)): what it waits on."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            return Text("" if task.speed is None else f"{task.speed:,.0f} {rate}/s")
 
     columns = (
         *Progress.get_default_columns()[:1],
         BarColumn(),
         MofNCompleteColumn(),
+        *((Rate(),) if rate else ()),
         *((TimeRemainingColumn(),) if time_remaining else ()),
+        *((TextColumn("{task.fields[status]}", markup=False),) if rate else ()),
     )
     return Progress(*columns, console=console, disable=disable)
 

@@ -32,7 +32,8 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         print(text, file=console, flush=True)
 
     port = DEFAULT_PORT if args.port is None else args.port
-    with MotoServer(port, bind=args.host) as server, contextlib.ExitStack() as running:
+    server = MotoServer(port, bind=args.host, sqs_index=not args.moto_sqs_as_is)
+    with server, contextlib.ExitStack() as running:
         stack = LocalStack(
             server.endpoint,
             table_name=args.table or DEFAULT_TABLE,
@@ -70,7 +71,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
             pipeline.running()[0].on_invocation = on_invocation
         env = stack.env()
         if not args.no_pipeline:
-            env.update(running.enter_context(_local_change_feed(stack)))
+            env.update(running.enter_context(_local_change_feed(stack, watch=args.watch_queue)))
         env[settings.READ_API_URL] = running.enter_context(
             LocalReadApi(stack, port=args.read_api_port, function_log=Path(args.read_api_log))
         ).url
@@ -102,10 +103,12 @@ def cmd_local_up(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _local_change_feed(stack: Any) -> Any:
+def _local_change_feed(stack: Any, *, watch: bool = False) -> Any:
     """The change feed on the local stack: the table's stream drives the real `changes`
-    handler, which publishes to an SNS FIFO topic; a FIFO queue subscribed to it lets you
-    watch the notifications. Yields the variables to export."""
+    handler, which publishes to an SNS FIFO topic. With `watch`, a FIFO queue subscribed to
+    it lets you read the notifications; it is opt-in because nothing drains it, so it would
+    hold a message per version stored (memory, in moto's server) for as long as the stack
+    runs. Yields the variables to export."""
     from .. import resources, settings
     from ..local.stack import client
     from ..local.stream_source import LocalChangeFeed
@@ -122,7 +125,11 @@ def _local_change_feed(stack: Any) -> Any:
             "SqsManagedSseEnabled": "true",
         },
     )["QueueUrl"]
-    watch_url = resources.subscribe_fifo_queue(sns, sqs, topic_arn, "vhs-local-changes-watch.fifo")
+    watched = {}
+    if watch:
+        watched[settings.CHANGE_QUEUE_URL] = resources.subscribe_fifo_queue(
+            sns, sqs, topic_arn, "vhs-local-changes-watch.fifo"
+        )
     feed = LocalChangeFeed(
         stack.endpoint,
         stack.table_name,
@@ -136,7 +143,7 @@ def _local_change_feed(stack: Any) -> Any:
         yield {
             settings.CHANGE_TOPIC_ARN: topic_arn,
             settings.CHANGE_DLQ_URL: dlq_url,
-            settings.CHANGE_QUEUE_URL: watch_url,
+            **watched,
         }
 
 
@@ -151,38 +158,158 @@ def jsonl_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
+    """Send a JSON Lines file. Against a local endpoint it waits while the queue is full (the
+    pipeline is then the bottleneck, and the progress bar says so); Ctrl-C stops it between
+    batches with a summary of what was sent and the --from-line that sends only the rest."""
+    import time
+
+    from rich.markup import escape
+
     from ..ingest.producer import Producer
 
     path = Path(args.file)
-    total = sum(1 for _ in jsonl_lines(path))
-    producer = Producer.from_env(validate=not args.no_validate)
-    with progress(console=console_err(), disable=args.json or not sys.stderr.isatty()) as bar:
-        from rich.markup import escape
-
+    # One pass to count (the bar's total, the summary's last line), then the lines stream:
+    # a large file is never held in memory.
+    total, last = 0, None
+    for number, _ in jsonl_lines(path):
+        if number >= args.from_line:
+            total, last = total + 1, number
+    lines = ((n, line) for n, line in jsonl_lines(path) if n >= args.from_line)
+    producer = Producer.from_env(validate=not args.no_validate, max_queued=args.max_queued)
+    stop = threading.Event()
+    started = time.monotonic()
+    drawn = not args.json and sys.stderr.isatty()
+    lines_log = _ProgressLines(total, started, every=0 if drawn else PROGRESS_LINE_SECONDS)
+    with (
+        _stop_on_interrupt(stop),
+        progress(console=console_err(), disable=not drawn, rate="msg") as bar,
+    ):
         # The description column reads markup: a file name is data.
-        task = bar.add_task(f"sending {escape(path.name)}", total=total)
-        report = producer.send_lines(jsonl_lines(path), progress=lambda n: bar.advance(task, n))
+        task = bar.add_task(f"sending {escape(path.name)}", total=total, status="")
+
+        def advance(n: int) -> None:
+            bar.advance(task, n)
+            lines_log.advance(n)
+
+        def waiting(held: int | None) -> None:
+            status = (
+                ""
+                if held is None
+                else f"waiting: the queue holds {held:,} (the pipeline is the bottleneck)"
+            )
+            bar.update(task, status=status)
+            lines_log.waiting(held)
+
+        report = producer.send_lines(lines, progress=advance, stop=stop, waiting=waiting)
+    seconds = time.monotonic() - started
+    summary = {
+        "lines": total,
+        "from_line": args.from_line,
+        "sent": report.sent,
+        "claim_checks": report.claim_checks,
+        "refused": [asdict(refusal) for refusal in report.refused],
+        "not_sent": [asdict(unsent) for unsent in report.not_sent],
+        "interrupted": report.interrupted,
+        "next_line": report.next_line,
+        "seconds": round(seconds, 3),
+        "rate": round(report.sent / seconds, 1) if seconds > 0 else None,
+        "max_queued": producer.max_queued,
+        "queue_waits": report.queue_waits,
+        "queue_wait_seconds": round(report.queue_wait_seconds, 3),
+    }
     if args.json:
-        emit_json(
-            {
-                "lines": total,
-                "sent": report.sent,
-                "claim_checks": report.claim_checks,
-                "refused": [asdict(refusal) for refusal in report.refused],
-                "not_sent": [asdict(unsent) for unsent in report.not_sent],
-            }
-        )
+        emit_json(summary)
     else:
-        print(
-            f"sent {report.sent} of {total} lines ({report.claim_checks} by claim check), "
-            f"refused {len(report.refused)}, not sent {len(report.not_sent)}"
-        )
-        for refusal in report.refused:
-            reason = f"{refusal.field}: {refusal.reason}"
-            print(f"  refused: line {refusal.line}: {reason}", file=sys.stderr)
-        for unsent in report.not_sent:
-            print(f"  not sent: line {unsent.line}: {unsent.reason}", file=sys.stderr)
+        _print_send_summary(path, summary, report, last)
+    if report.interrupted:
+        return 130  # as a shell reports a command stopped by SIGINT
     return 0 if report.ok else 1
+
+
+# Without a terminal to draw a bar on (a log, --json), `vhs send` writes a progress line to
+# standard error this often.
+PROGRESS_LINE_SECONDS = 10.0
+
+
+class _ProgressLines:
+    """Progress as lines on standard error, every `every` seconds (0: never): lines done, the
+    rate since the last line, and whether the sender is waiting on the queue."""
+
+    def __init__(self, total: int, started: float, *, every: float) -> None:
+        self.total, self.started, self.every = total, started, every
+        self.done = 0
+        self.last_at, self.last_done = started, 0
+        self.held: int | None = None
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        self._maybe_print()
+
+    def waiting(self, held: int | None) -> None:
+        self.held = held
+        self._maybe_print()
+
+    def _maybe_print(self) -> None:
+        import time
+
+        now = time.monotonic()
+        if not self.every or now - self.last_at < self.every:
+            return
+        rate = (self.done - self.last_done) / (now - self.last_at)
+        queue = "" if self.held is None else f"; waiting: the queue holds {self.held:,}"
+        print(
+            f"progress: {self.done:,} of {self.total:,} lines at {now - self.started:.0f}s "
+            f"({rate:,.1f}/s{queue})",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.last_at, self.last_done = now, self.done
+
+
+def _print_send_summary(path: Path, summary: dict[str, Any], report: Any, last: int | None) -> None:
+    print(
+        f"sent {report.sent} of {summary['lines']} lines ({report.claim_checks} by claim check), "
+        f"refused {len(report.refused)}, not sent {len(report.not_sent)} "
+        f"in {summary['seconds']:.1f}s ({summary['rate'] or 0:,.1f} messages/s)"
+    )
+    if report.queue_waits:
+        print(
+            f"waited {report.queue_wait_seconds:.1f}s for the queue to hold under "
+            f"{summary['max_queued']:,} messages: the pipeline, not the sender, set the pace",
+            file=sys.stderr,
+        )
+    for refusal in report.refused:
+        reason = f"{refusal.field}: {refusal.reason}"
+        print(f"  refused: line {refusal.line}: {reason}", file=sys.stderr)
+    for unsent in report.not_sent:
+        print(f"  not sent: line {unsent.line}: {unsent.reason}", file=sys.stderr)
+    if report.interrupted:
+        first = summary["from_line"]
+        done = f"lines {first}-{report.next_line - 1}" if report.next_line > first else "no line"
+        print(
+            f"interrupted: {done} accounted for (sent, or listed above); "
+            f"lines {report.next_line}-{last} not sent",
+            file=sys.stderr,
+        )
+        print(f"to send the rest: vhs send {path} --from-line {report.next_line}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _stop_on_interrupt(stop: threading.Event) -> Iterator[None]:
+    """The first Ctrl-C (or SIGTERM) sets `stop`, so the send ends between batches with its
+    summary; a second Ctrl-C stops at once."""
+
+    def first(signum: int, frame: Any) -> None:
+        stop.set()
+        print("\nstopping after the batch in hand (Ctrl-C again to stop at once)", file=sys.stderr)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    saved = {s: signal.signal(s, first) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
 
 
 def read_event(name: str) -> Any:

@@ -13,17 +13,27 @@ SQS Extended Client's own format, so the same consumer path serves messages from
 producer and from the Java and Python Extended Clients, and the handler reads the bytes as
 they were. Entries that a batch reports as failed are retried with backoff; a message that
 still cannot be sent is reported, never dropped silently, and the rest still go.
+
+Flow control (`max_queued`, on by default only against a local endpoint: `from_env`): before
+sending, the producer reads the queue's depth (visible, in flight and delayed) and waits while
+it holds `max_queued` messages or more, so a sender faster than its consumer never builds a
+backlog. On AWS a queue's depth costs nothing to hold, so the deployed default sends at full
+speed; moto's server holds every message in memory. A sender can be stopped between batches
+(`stop`): the report then says which line to resume from (`next_line`), every line before it
+having been sent, refused or reported as not sent.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -42,6 +52,19 @@ _ATTRIBUTE_ALLOWANCE = 1024
 _RETRY_ATTEMPTS = 6
 # What an SQS message body may hold (SendMessage refuses anything else).
 _NOT_SQS_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# Flow control against a local endpoint: at most this many messages held by the queue. The
+# local pipeline takes 10 at a time, so this keeps it busy while moto holds little.
+LOCAL_MAX_QUEUED = 1_000
+_DEPTH_POLL_SECONDS = 0.25
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "host.docker.internal"}  # nosec B104
+
+
+def is_local_endpoint(endpoint: str | None) -> bool:
+    """Whether `endpoint` (AWS_ENDPOINT_URL) is a server on this machine (the local stack)."""
+    if not endpoint:
+        return False
+    host = urlsplit(endpoint).hostname or ""
+    return host in _LOCAL_HOSTS or host.startswith("127.")
 
 
 @dataclass(frozen=True)
@@ -67,6 +90,12 @@ class SendReport:
     claim_checks: int = 0
     refused: list[Refusal] = field(default_factory=list)
     not_sent: list[NotSent] = field(default_factory=list)
+    # Stopped before the end: every line before `next_line` was sent, refused or reported as
+    # not sent, and none from it on was looked at.
+    interrupted: bool = False
+    next_line: int | None = None
+    queue_waits: int = 0  # times the queue was full (max_queued) and the producer waited
+    queue_wait_seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -92,9 +121,11 @@ class Producer:
         max_message_bytes: int = INGEST.max_message_bytes,
         validate: bool = True,
         limits: MessageLimits | None = None,
+        max_queued: int | None = None,
     ) -> None:
         """`limits`: the store's (max_future, max_body_size), as the handler's store has
-        them; by default the store's defaults."""
+        them; by default the store's defaults. `max_queued`: wait while the queue holds this
+        many messages or more (None or 0: never wait)."""
         self.queue_url = queue_url
         self.sqs = sqs_client
         self.s3 = s3_client
@@ -104,14 +135,26 @@ class Producer:
         self.max_body_bytes = max_message_bytes - _ATTRIBUTE_ALLOWANCE
         self.validate = validate
         self.limits = limits or _store_limits()
+        if max_queued is not None and max_queued < 0:
+            raise ValueError("max_queued must be 0 (no flow control) or more")
+        self.max_queued = max_queued or None
+        self._headroom = 0  # messages that may be sent before the depth is read again
 
     @classmethod
     def from_env(cls, **options: Any) -> Producer:
-        """From VHS_QUEUE_URL, and VHS_STAGING_BUCKET / VHS_STAGING_PREFIX for claim checks."""
+        """From VHS_QUEUE_URL, and VHS_STAGING_BUCKET / VHS_STAGING_PREFIX for claim checks;
+        flow control (LOCAL_MAX_QUEUED) when AWS_ENDPOINT_URL is a local server, unless
+        `max_queued` is given."""
+        import os
+
         from ..aws import aws_client
 
         (queue_url,) = settings.require(settings.QUEUE_URL, hint="try: vhs local up")
         staging_bucket = settings.get(settings.STAGING_BUCKET) or None
+        if options.get("max_queued") is None and is_local_endpoint(
+            os.environ.get("AWS_ENDPOINT_URL")
+        ):
+            options["max_queued"] = LOCAL_MAX_QUEUED
         return cls(
             queue_url,
             sqs_client=aws_client("sqs"),
@@ -126,23 +169,35 @@ class Producer:
         messages: Iterable[dict[str, Any]],
         *,
         progress: Callable[[int], None] | None = None,
+        stop: threading.Event | None = None,
+        waiting: Callable[[int | None], None] | None = None,
     ) -> SendReport:
         """Send every message (as compact JSON); `progress(n)` is called as n more messages
         are accounted for. Messages the handler would refuse (when validating) are reported
-        in `refused`, with their 1-based position as the line, and not sent."""
+        in `refused`, with their 1-based position as the line, and not sent. `stop` and
+        `waiting`: as for send_lines."""
         report = SendReport()
-        return self._send(self._serialised(messages, report, progress), report, progress)
+        serialised = self._serialised(messages, report, progress)
+        return self._send(serialised, report, progress, stop, waiting)
 
     def send_lines(
         self,
         lines: Iterable[tuple[int, bytes]],
         *,
         progress: Callable[[int], None] | None = None,
+        stop: threading.Event | None = None,
+        waiting: Callable[[int | None], None] | None = None,
     ) -> SendReport:
         """Send each (line number, line) as it is: the line's bytes, without its terminator,
         unchanged. Lines the handler would refuse (when validating) are reported in
-        `refused` with their number, and not sent."""
-        return self._send(lines, SendReport(), progress)
+        `refused` with their number, and not sent.
+
+        Once `stop` is set, no further line is read: the batch in hand is sent (unless the
+        producer is waiting on a full queue, when it is left unsent) and the report says
+        `interrupted`, with the `next_line` to resume from. `waiting(depth)` is called while
+        the producer waits on a full queue (the queue is the bottleneck), and
+        `waiting(None)` once it sends again."""
+        return self._send(lines, SendReport(), progress, stop, waiting)
 
     def _serialised(
         self,
@@ -164,10 +219,18 @@ class Producer:
         lines: Iterable[tuple[int, bytes]],
         report: SendReport,
         progress: Callable[[int], None] | None,
+        stop: threading.Event | None = None,
+        waiting: Callable[[int | None], None] | None = None,
     ) -> SendReport:
         batch: list[_Outgoing] = []
         batch_bytes = 0
+        stopped_at: int | None = None  # the line read but not looked at once `stop` was set
+        unsent: list[_Outgoing] = []  # a batch left in hand: `stop` came while waiting
+        self._headroom = 0
         for number, data in lines:
+            if stop is not None and stop.is_set():
+                stopped_at = number
+                break
             outgoing = self._prepare(number, data, report)
             if outgoing is None:
                 if progress:
@@ -177,13 +240,63 @@ class Producer:
             if batch and (
                 len(batch) == MAX_BATCH_ENTRIES or batch_bytes + size > INGEST.max_message_bytes
             ):
+                if not self._room_for(len(batch), report, stop, waiting):
+                    unsent, batch = batch, []
+                    break
                 self._send_batch(batch, report, progress)
                 batch, batch_bytes = [], 0
             batch.append(outgoing)
             batch_bytes += size
         if batch:
-            self._send_batch(batch, report, progress)
+            if self._room_for(len(batch), report, stop, waiting):
+                self._send_batch(batch, report, progress)
+            else:
+                unsent = batch
+        next_line = unsent[0].line if unsent else stopped_at
+        if next_line is not None:
+            report.interrupted = True
+            report.next_line = next_line
         return report
+
+    def _room_for(
+        self,
+        count: int,
+        report: SendReport,
+        stop: threading.Event | None,
+        waiting: Callable[[int | None], None] | None,
+    ) -> bool:
+        """Flow control: True once the queue has room for `count` more messages, False if
+        `stop` was set while waiting. The depth is read again only after enough messages to
+        fill the room it last showed, so most batches cost no extra request."""
+        if self.max_queued is None:
+            return True
+        if self._headroom >= count:
+            self._headroom -= count
+            return True
+        from .dlq import queue_depth
+
+        started: float | None = None
+        while True:
+            depth = queue_depth(self.sqs, self.queue_url)
+            held = depth.visible + depth.in_flight + depth.delayed
+            if held < self.max_queued:
+                break
+            if started is None:
+                started = time.monotonic()
+                report.queue_waits += 1
+            if waiting:
+                waiting(held)
+            if stop is not None and stop.wait(_DEPTH_POLL_SECONDS):
+                report.queue_wait_seconds += time.monotonic() - started
+                return False
+            if stop is None:
+                time.sleep(_DEPTH_POLL_SECONDS)
+        if started is not None:
+            report.queue_wait_seconds += time.monotonic() - started
+            if waiting:
+                waiting(None)
+        self._headroom = self.max_queued - held - count
+        return True
 
     def _prepare(self, number: int, data: bytes, report: SendReport) -> _Outgoing | None:
         """The message for one line, or None if it was refused or could not be staged."""

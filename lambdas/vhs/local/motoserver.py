@@ -6,6 +6,9 @@ puts gave up to 4 "stored" outcomes). DynamoDB itself applies each request atomi
 the store's ordering depends on it, so this server handles DynamoDB requests one at a time.
 Other services run concurrently as before: an SQS long poll must never hold up the rest.
 
+It also answers SQS calls from indexes rather than by scanning every message held (moto_sqs.py):
+moto's own cost per call grows with the queue's depth, which made a backlog quadratic.
+
     python -m vhs.local.motoserver -H 127.0.0.1 -p PORT
 """
 
@@ -45,10 +48,19 @@ def main(argv: list[str] | None = None) -> None:
     )
     from werkzeug.serving import run_simple
 
+    from .moto_sqs import install
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-H", "--host", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, required=True)
+    parser.add_argument(
+        "--moto-sqs",
+        action="store_true",
+        help="moto's SQS as it is, scanning every message per call (to measure the difference)",
+    )
     args = parser.parse_args(argv)
+    if not args.moto_sqs:
+        install()
     # One log line per request is noise here, and a long-lived local stack would write
     # gigabytes of it; warnings and errors still reach stderr.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)

@@ -114,20 +114,29 @@ class MotoServer(ChildServer):
     """moto's server (with atomic DynamoDB requests: see motoserver.py) in a child process,
     bound to 127.0.0.1 unless `bind` says otherwise (`vhs local up --host 0.0.0.0`, for
     containers). `atomic_dynamodb=False` runs moto's own server, unchanged: only for
-    measuring what the middleware prevents (benchmarks/atomicity.py)."""
+    measuring what the middleware prevents (benchmarks/atomicity.py); `sqs_index=False`
+    leaves moto's SQS scanning every message per call (moto_sqs.py), only for measuring what
+    the index saves (benchmarks/volume.py)."""
 
     name = "moto server"
     probe_path = "/moto-api/"
 
     def __init__(
-        self, port: int = 0, *, atomic_dynamodb: bool = True, bind: str = "127.0.0.1"
+        self,
+        port: int = 0,
+        *,
+        atomic_dynamodb: bool = True,
+        bind: str = "127.0.0.1",
+        sqs_index: bool = True,
     ) -> None:
         super().__init__(port, bind=bind)
         self.atomic_dynamodb = atomic_dynamodb
+        self.sqs_index = sqs_index
 
     def command(self) -> list[str]:
         module = "vhs.local.motoserver" if self.atomic_dynamodb else "moto.server"
-        return [sys.executable, "-m", module, "-H", self.bind, "-p", str(self.port)]
+        as_is = [] if self.sqs_index or not self.atomic_dynamodb else ["--moto-sqs"]
+        return [sys.executable, "-m", module, "-H", self.bind, "-p", str(self.port), *as_is]
 
 
 def endpoint_environment(endpoint: str, region: str) -> dict[str, str]:
