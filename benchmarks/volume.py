@@ -22,6 +22,7 @@ exactly the invalid messages. Peak memory: VmHWM of `vhs local up` and of its mo
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -289,7 +290,8 @@ def timed(env: dict[str, str], *args: str) -> float:
 
 
 def scaling(work: Path, factors: Sequence[int] = (1, 10, 100)) -> dict[str, list[float]]:
-    """Seconds for gc and verify over 100/1,000/10,000 records, dlq list over as many letters,
+    """Seconds for gc and verify over 100/1,000/10,000 records (a tenth with bodies in S3, a
+    tenth with an orphan object), dlq list over as many letters,
     and send (no consumer, no flow control) of 1/10/100 MB files."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -304,9 +306,18 @@ def scaling(work: Path, factors: Sequence[int] = (1, 10, 100)) -> dict[str, list
                 store = VersionedHybridStore.from_env()
 
                 def put(n: int, store: Any = store) -> None:
-                    big = n % 10 == 0  # a tenth over the inline threshold: bodies in S3
-                    body = json.dumps({"n": n, "text": "y" * (50_000 if big else 200)}).encode()
-                    store.put(f"s-{n:06d}", body, updated_at=stamp(T0))
+                    # A tenth of the records have bodies in S3 (random text does not compress
+                    # under the inline threshold), and a tenth of the ids an orphan beside
+                    # them, as a writer that crashed after its upload leaves one: the
+                    # collector lists, judges and (dry run) reports every one.
+                    big = n % 10 == 0
+                    text = random.Random(n).randbytes(25_000).hex() if big else "y" * 200
+                    record_id = f"s-{n:06d}"
+                    store.put(record_id, {"n": n, "text": text}, updated_at=stamp(T0))
+                    if n % 10 == 5:
+                        orphan = random.Random(-n).randbytes(20_000)
+                        key = store.body_key(record_id, hashlib.sha256(orphan).hexdigest())
+                        store.bodies.s3.put_object(Bucket=store.bucket_name, Key=key, Body=orphan)
 
                 with ThreadPoolExecutor(8) as pool:
                     list(pool.map(put, range(100 * factor)))

@@ -177,6 +177,7 @@ def test_latest_a_version_and_the_history(api: Api) -> None:
         "content_hash": sha(first.body),
         "deleted": False,
         "content_type": "application/json",
+        "parts": {},
     }
 
 
@@ -272,6 +273,12 @@ def test_parts_are_served_with_their_own_etag_304_and_redirect(api: Api) -> None
     assert sha(scan) in big.headers["Location"]
     # The record's own ETag names the whole version (JSON and parts), not the JSON alone.
     assert api.get("parts-1").headers["ETag"] == f'"{api.store.get("parts-1").content_hash}"'
+    versions = api.get("parts-1", "/history").json()["versions"]
+    assert [sorted(v["parts"]) for v in versions] == [["ocr"], ["ocr", "scan"]]
+    listed = versions[1]["parts"]["scan"]
+    assert listed["path"] == "/records/parts-1/versions/2/parts/scan"
+    assert (listed["size"], f'"{listed["content_hash"]}"') == (len(scan), big.headers["ETag"])
+    assert api.get("parts-1", listed["path"].removeprefix("/records/parts-1")).status == 307
     missing = api.get("parts-1", "/versions/1/parts/scan")
     assert missing.status == 404 and "no part 'scan'" in missing.problem()["detail"]
     bad = api.get("parts-1", "/parts/Scan")

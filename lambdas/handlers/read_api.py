@@ -42,6 +42,7 @@ from pydantic import BaseModel, Field
 
 from handlers.observability import instrumented, logger_and_metrics
 from vhs import settings
+from vhs.changes.feed import version_path
 from vhs.errors import InvalidInput, PartNotFound, RecordNotFound
 from vhs.model import Record, StoredVersion
 from vhs.parts import PART_NAME_PATTERN, check_part_name
@@ -108,13 +109,26 @@ class Problem(BaseModel):
     field: str | None = Field(default=None, description="the input at fault (400 only)")
 
 
+class Part(BaseModel):
+    content_hash: str = Field(description="sha256 hex of the part: its ETag")
+    size: int
+    content_type: str
+    path: str = Field(description="where this API serves it: /records/{id}/versions/{n}/parts/…")
+
+
 class Version(BaseModel):
     version: int = Field(ge=1)
     updated_at: str = Field(description="RFC 3339")
     size: int = Field(description="bytes of the body (0 for a delete)")
-    content_hash: str | None = Field(description="sha256 hex of the body; null for a delete")
+    content_hash: str | None = Field(
+        description="the version's ETag: sha256 hex of the body, or for a version with parts "
+        "of its manifest (the body and every part); null for a delete"
+    )
     deleted: bool
     content_type: str | None
+    parts: dict[str, Part] = Field(
+        default_factory=dict, description="the version's parts by name; empty without parts"
+    )
 
 
 class History(BaseModel):
@@ -252,6 +266,15 @@ def history(id: IdSegment) -> History:
             content_hash=v.content_hash,
             deleted=v.deleted,
             content_type=v.content_type,
+            parts={
+                name: Part(
+                    content_hash=part.content_hash,
+                    size=part.size,
+                    content_type=part.content_type,
+                    path=f"{version_path(record_id, v.version)}/parts/{name}",
+                )
+                for name, part in v.parts.items()
+            },
         )
         for v in store().history(record_id)
     ]
