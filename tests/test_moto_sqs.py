@@ -323,3 +323,16 @@ def test_the_index_is_removed_on_uninstall():
         assert models.Queue.__dict__["add_message"] is moto_sqs._add_message
     assert not moto_sqs.installed()
     assert models.Queue.__dict__["add_message"] is not moto_sqs._add_message
+
+
+def test_another_moto_release_is_served_as_it_is(monkeypatch):
+    """The patch copies one release's receive code: under any other release nothing is
+    patched, so moto answers as itself (slower at depth, never from a stale copy)."""
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "5.3.0")
+    assert moto_sqs.install() is False
+    assert not moto_sqs.installed()
+    assert models.Queue.__dict__["add_message"] is not moto_sqs._add_message
+    with pytest.raises(RuntimeError, match=moto_sqs.PATCHED_MOTO_VERSION), moto_sqs.patched():
+        pass

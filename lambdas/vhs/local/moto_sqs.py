@@ -41,6 +41,9 @@ from typing import Any
 
 # What each patched name was, to restore it (uninstall, the tests' before/after runs).
 _ORIGINAL: dict[tuple[Any, str], Any] = {}
+# The moto release whose SQS model this reproduces (its receive code is copied here). Another
+# release is served by moto as it is: slower at depth, but never answered by a stale copy.
+PATCHED_MOTO_VERSION = "5.2.5"
 
 
 class _MessageLog:
@@ -362,13 +365,19 @@ def installed() -> bool:
     return bool(_ORIGINAL)
 
 
-def install() -> None:
-    """Patch moto's SQS model in this process (queues created from now on use the index)."""
+def install() -> bool:
+    """Patch moto's SQS model in this process (queues created from now on use the index).
+    False, and nothing patched, under a moto release other than the one this reproduces."""
+    from importlib.metadata import version
+
+    if version("moto") != PATCHED_MOTO_VERSION:
+        return False
     if installed():
-        return
+        return True
     for owner, name, replacement in _patches():
         _ORIGINAL[(owner, name)] = owner.__dict__[name]
         setattr(owner, name, replacement)
+    return True
 
 
 def uninstall() -> None:
@@ -379,7 +388,8 @@ def uninstall() -> None:
 
 @contextlib.contextmanager
 def patched() -> Iterator[None]:
-    install()
+    if not install():
+        raise RuntimeError(f"moto_sqs reproduces moto {PATCHED_MOTO_VERSION} only")
     try:
         yield
     finally:

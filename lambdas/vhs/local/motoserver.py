@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     from werkzeug.serving import run_simple
 
-    from .moto_sqs import install
+    from .moto_sqs import PATCHED_MOTO_VERSION, install
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-H", "--host", default="127.0.0.1")
@@ -59,8 +59,12 @@ def main(argv: list[str] | None = None) -> None:
         help="moto's SQS as it is, scanning every message per call (to measure the difference)",
     )
     args = parser.parse_args(argv)
-    if not args.moto_sqs:
-        install()
+    if not args.moto_sqs and not install():
+        print(
+            f"warning: moto_sqs reproduces moto {PATCHED_MOTO_VERSION}'s SQS, not this "
+            "release: serving moto's own, which slows down as queues grow",
+            file=sys.stderr,
+        )
     # One log line per request is noise here, and a long-lived local stack would write
     # gigabytes of it; warnings and errors still reach stderr.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
