@@ -17,7 +17,8 @@ So a backlog makes each call slower and a run quadratic (measured: 1.7 messages/
 backlog of 4,000, against 60/s without one). Here the same model answers from indexes:
 
 * `attributes` is a mapping that computes an attribute only when it is read (the three counts
-  still scan, but only GetQueueAttributes asks for them);
+  still walk the messages, but only GetQueueAttributes asks for them, and in one pass with one
+  clock read);
 * the messages are held in insertion order in a dict (`_MessageLog`) with an index of receipt
   handles and one of deduplication ids, kept as messages are added, received and removed;
 * ReceiveMessage takes the earliest-added visible messages from a heap and stops once it has
@@ -347,11 +348,45 @@ def _models() -> Any:
     return models
 
 
+def _count_visible(self: Any) -> int:
+    return _counts(self)[0]
+
+
+def _count_not_visible(self: Any) -> int:
+    return _counts(self)[1]
+
+
+def _count_delayed(self: Any) -> int:
+    return _counts(self)[2]
+
+
+def _counts(queue: Any) -> tuple[int, int, int]:
+    """ApproximateNumberOfMessages, ...NotVisible and ...Delayed as moto counts them (visible:
+    past `visible_at` and not delayed; not visible; delayed: before `delayed_until`), in one
+    pass that reads the clock once. The counts still walk every message held, but only when
+    asked for, and ~20x cheaper than moto's two clock reads per message: `vhs send`'s flow
+    control asks several times a second while the queue holds its 1,000 messages."""
+    now = _models().unix_time_millis()
+    visible = not_visible = delayed = 0
+    for message in queue._messages:
+        if now < message.delayed_until:
+            delayed += 1
+        if now > message.visible_at:
+            if now >= message.delayed_until:
+                visible += 1
+        else:
+            not_visible += 1
+    return visible, not_visible, delayed
+
+
 def _patches() -> list[tuple[Any, str, Any]]:
     models = _models()
     return [
         (models.Queue, "__init__", _queue_init),
         (models.Queue, "attributes", property(_attributes)),
+        (models.Queue, "approximate_number_of_messages", property(_count_visible)),
+        (models.Queue, "approximate_number_of_messages_not_visible", property(_count_not_visible)),
+        (models.Queue, "approximate_number_of_messages_delayed", property(_count_delayed)),
         (models.Queue, "wait_for_messages", _wait_for_messages),
         (models.Queue, "add_message", _add_message),
         (models.Queue, "delete_message", _delete_message),
