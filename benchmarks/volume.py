@@ -410,7 +410,8 @@ def markdown(result: dict[str, Any]) -> str:
     if scale:
         lines += [
             "Scaling of the other long-running local commands (seconds, one run each; gc and "
-            "verify over 100 / 1,000 / 10,000 records, a tenth with bodies in S3; `dlq list` "
+            "verify over 100 / 1,000 / 10,000 records, a tenth with bodies in S3 and a tenth "
+            "with an orphan object beside them; `dlq list` "
             "over as many letters; `vhs send` of 1 / 10 / 100 MB to a queue with no consumer, "
             "`--max-queued 0`). Linear growth is 10x per step; each figure includes starting "
             "the CLI (about 0.5 s).",
