@@ -37,6 +37,11 @@ def test_reads_every_sibling_stack(cloudformation):
         "Vhs-prod-Ingest",
         {"QueueUrl": "https://q", "DeadLetterQueueUrl": "https://dlq", "FunctionName": "f"},
     )
+    deploy(
+        cloudformation,
+        "Vhs-prod-ReadApi",
+        {"ReadApiUrl": "https://abc.lambda-url.us-east-1.on.aws/", "ReaderPolicyArn": "arn:p"},
+    )
     deploy(cloudformation, "Vhs-dev-Store", {"TableName": "other"})
     expected = {
         "VHS_TABLE_NAME": "t",
@@ -45,8 +50,10 @@ def test_reads_every_sibling_stack(cloudformation):
         "VHS_STAGING_BUCKET": "s",
         "VHS_QUEUE_URL": "https://q",
         "VHS_DLQ_URL": "https://dlq",
+        # Without the function URL's trailing "/", as `vhs local up` exports its own.
+        "VHS_READ_API_URL": "https://abc.lambda-url.us-east-1.on.aws",
     }
-    for name in ("Vhs-prod", "Vhs-prod-Store", "Vhs-prod-Ingest"):
+    for name in ("Vhs-prod", "Vhs-prod-Store", "Vhs-prod-Ingest", "Vhs-prod-ReadApi"):
         assert env_from_stacks(name, cloudformation) == expected
 
 

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from .. import settings
 from ..errors import ConfigurationError
 
-STACK_SUFFIXES = ("Store", "Ingest", "Changes", "Maintenance", "Reindex")
+STACK_SUFFIXES = ("Store", "Ingest", "Changes", "Maintenance", "ReadApi", "Reindex", "Import")
 
 # Stack output -> environment variable.
 OUTPUT_ENV = {
@@ -29,6 +29,7 @@ OUTPUT_ENV = {
     "ChangeTopicArn": settings.CHANGE_TOPIC_ARN,
     "ChangeDeadLetterQueueUrl": settings.CHANGE_DLQ_URL,
     "ReindexStateMachineArn": settings.REINDEX_STATE_MACHINE_ARN,
+    "ReadApiUrl": settings.READ_API_URL,
 }
 
 
@@ -60,7 +61,10 @@ def env_from_stacks(name: str, cloudformation: Any = None) -> dict[str, str]:
         for output in described[0].get("Outputs", []):
             variable = OUTPUT_ENV.get(output["OutputKey"])
             if variable and output.get("OutputValue") not in (None, ""):
-                env[variable] = output["OutputValue"]
+                value = output["OutputValue"]
+                # A function URL ends in "/"; VHS_READ_API_URL is joined with "/records/...",
+                # and "//records" would be another path.
+                env[variable] = value.rstrip("/") if variable == settings.READ_API_URL else value
     if not found:
         raise ConfigurationError(
             f"no VHS stacks named {prefix}-{{{','.join(STACK_SUFFIXES)}}} in this account "
