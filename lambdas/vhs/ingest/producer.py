@@ -56,7 +56,8 @@ _NOT_SQS_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010fff
 # local pipeline takes 10 at a time, so this keeps it busy while moto holds little.
 LOCAL_MAX_QUEUED = 1_000
 _DEPTH_POLL_SECONDS = 0.25
-_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "host.docker.internal"}
+# Names, compared with the endpoint's host; nothing binds to them (bandit B104 reads "0.0.0.0").
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "host.docker.internal"}  # nosec B104
 
 
 def is_local_endpoint(endpoint: str | None) -> bool:
