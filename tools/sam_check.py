@@ -191,9 +191,14 @@ def check_invoke(checks: Checks, sam: str, name: str, env_file: Path, sam_out: P
     )
 
 
+def _absolute(path: str) -> str:
+    return str(Path(path).resolve())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--vhs", default=str(ROOT / ".venv/bin/vhs"))
+    # Absolute: the local stack runs in a directory of its own (its .vhs/ files stay there).
+    parser.add_argument("--vhs", default=str(ROOT / ".venv/bin/vhs"), type=_absolute)
     parser.add_argument("--sam", default=str(Path(sys.executable).parent / "sam"))
     parser.add_argument("--sam-out", default=str(ROOT / "cdk.out.sam"))
     parser.add_argument("--deployed", default=str(ROOT / "cdk.out"))
