@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
@@ -91,7 +91,7 @@ def ingest_batch(
     (vhs.ingest.coalesce), the writers stored concurrently, and the others' outcomes read
     off their winner's. Losers whose winner was not written (dead-lettered, or failed and to
     be retried) are coalesced again among themselves, as if it had never been sent."""
-    from vhs.ingest.coalesce import losers, outcome_after, read_candidate
+    from vhs.ingest.coalesce import in_rounds, read_candidate
 
     candidates = {
         n: c
@@ -99,36 +99,34 @@ def ingest_batch(
         if (c := read_candidate(n, record, worker.limits)) is not None
     }
     results: list[IngestResult | BaseException | None] = [None] * len(records)
-    pending = list(range(len(records)))
-    coalesced = 0
-    while pending:
-        beaten = losers(candidates[n] for n in pending if n in candidates)
-        writers = [n for n in pending if n not in beaten]
+
+    def write(writers: list[int]) -> None:
         with ThreadPoolExecutor(max(1, min(CONCURRENCY, len(writers)))) as pool:
             written = pool.map(lambda n: _ingest_one(worker, records[n]), writers)
             for n, result in zip(writers, written, strict=True):
                 results[n] = result
-        pending = []
-        for n, winner in beaten.items():
-            won = results[winner]
-            if isinstance(won, BaseException) or won is None or won.outcome == "invalid":
-                # Not written (it is retried, or dead-lettered): its losers do not fail with
-                # it, but are coalesced again among themselves.
-                pending.append(n)
-                continue
-            loser, message_id = candidates[n], records[n]["messageId"]
-            outcome = outcome_after(candidates[winner].key, won.outcome, loser)
-            results[n] = IngestResult(message_id, loser.record_id, outcome, won.version)
-            coalesced += 1
-            logger.info(
-                outcome,
-                extra={
-                    "message_id": message_id,
-                    "record_id": loser.record_id,
-                    "coalesced_into": records[winner]["messageId"],
-                },
-            )
-        pending.sort()
+
+    def outcome(winner: int) -> str | None:
+        # Not written (it is retried, or dead-lettered): None.
+        won = results[winner]
+        if isinstance(won, BaseException) or won is None or won.outcome == "invalid":
+            return None
+        return won.outcome
+
+    coalesced = 0
+    for n, winner, after in in_rounds(range(len(records)), candidates, write, outcome):
+        won = cast(IngestResult, results[winner])  # in_rounds yields written winners only
+        loser, message_id = candidates[n], records[n]["messageId"]
+        results[n] = IngestResult(message_id, loser.record_id, after, won.version)
+        coalesced += 1
+        logger.info(
+            after,
+            extra={
+                "message_id": message_id,
+                "record_id": loser.record_id,
+                "coalesced_into": records[winner]["messageId"],
+            },
+        )
     metrics.add_metric(name="coalesced", unit=MetricUnit.Count, value=coalesced)
     return [r for r in results if r is not None]
 

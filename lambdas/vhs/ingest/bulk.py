@@ -35,7 +35,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..aws import error_code
 from ..errors import InvalidInput, InvalidMessage, WriteConflict
-from .coalesce import Candidate, candidate, losers, outcome_after
+from .coalesce import Candidate, candidate, in_rounds
 from .contract import read_message
 from .ingestor import Ingestor, IngestResult
 from .strict_json import parse_json_body
@@ -374,18 +374,16 @@ class ImportWorker:
             candidates[n] = candidate(n, message)
             pending.append(n)
         results: dict[int, IngestResult | Problem] = {}
-        while pending:
-            beaten = losers(candidates[n] for n in pending if n in candidates)
-            writers = [n for n in pending if n not in beaten]
+
+        def outcome(winner: int) -> str | None:
+            won = results[winner]
+            return None if isinstance(won, Problem) else won.outcome
+
+        def write(writers: list[int]) -> None:
             self._write_all(parsed, writers, results, settle)
-            pending = []
-            for n, winner in sorted(beaten.items()):
-                won = results[winner]
-                if isinstance(won, Problem):
-                    pending.append(n)  # not written: its losers are coalesced again
-                    continue
-                outcome = outcome_after(candidates[winner].key, won.outcome, candidates[n])
-                settle(Settled(parsed[n].line, str(outcome), coalesced=True))
+
+        for n, _, after in in_rounds(pending, candidates, write, outcome):
+            settle(Settled(parsed[n].line, str(after), coalesced=True))
 
     def _write_all(
         self,

@@ -25,7 +25,7 @@ share its fate: they are coalesced again among themselves, as if it had never be
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,3 +100,29 @@ def outcome_after(winner: OrderKey | None, winner_outcome: str, loser: Candidate
     if loser.key is not None and loser.key == winner and winner_outcome != Outcome.STALE:
         return Outcome.UNCHANGED
     return Outcome.STALE
+
+
+def in_rounds(
+    pending: Iterable[int],
+    candidates: Mapping[int, Candidate],
+    write: Callable[[list[int]], None],
+    written: Callable[[int], str | None],
+) -> Iterator[tuple[int, int, Outcome]]:
+    """Coalesce and write the messages `pending` (indexes; those in `candidates` can be
+    ranked, the others are always written): `write` stores a round's writers, then each
+    loser is yielded with its winner and the outcome it has after it, as (loser, winner,
+    outcome). `written(winner)` is the winner's outcome, or None when it was not written
+    (dead-lettered, refused or to be retried): its losers do not share its fate but are
+    coalesced again among themselves, in a round of their own. The ingest handler's batches
+    and bulk import's chunks both go through here."""
+    pending = list(pending)
+    while pending:
+        beaten = losers(candidates[n] for n in pending if n in candidates)
+        write([n for n in pending if n not in beaten])
+        pending = []
+        for n, winner in sorted(beaten.items()):
+            won = written(winner)
+            if won is None:
+                pending.append(n)
+                continue
+            yield n, winner, outcome_after(candidates[winner].key, won, candidates[n])
