@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import unquote
 
@@ -43,7 +44,7 @@ from pydantic import BaseModel, Field
 from handlers.observability import instrumented, logger_and_metrics
 from vhs import settings
 from vhs.changes.feed import version_path
-from vhs.errors import InvalidInput, PartNotFound, RecordNotFound
+from vhs.errors import InvalidInput, RecordNotFound
 from vhs.model import Record, StoredVersion
 from vhs.parts import PART_NAME_PATTERN, check_part_name
 from vhs.resources import LAMBDA_RESPONSE_PAYLOAD_BYTES, READ_API
@@ -146,43 +147,33 @@ _PROBLEMS: dict[int | str, Any] = {
         (404, "unknown id, version not retained, or the record is deleted"),
     )
 }
-_BODY_HEADERS = {
-    "ETag": {"description": 'the body\'s sha256 hex, quoted: "<sha256>"', "schema": {}},
-    "X-Vhs-Version": {"description": "the version's number", "schema": {"type": "integer"}},
-    "X-Vhs-Updated-At": {"description": "the version's updated_at, RFC 3339", "schema": {}},
-}
-_BODY_RESPONSES: dict[int | str, Any] = {
-    200: {
-        "description": "the body, with the record's content type",
-        "headers": _BODY_HEADERS,
-        "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
-    },
-    304: {"description": "If-None-Match named the ETag", "headers": _BODY_HEADERS},
-    307: {
-        "description": "a body too large for a Lambda response: Location is a presigned S3 "
-        "GET URL, valid for VHS_READ_API_PRESIGN_SECONDS (60 s by default)",
-        "headers": {**_BODY_HEADERS, "Location": {"schema": {"type": "string"}}},
-    },
-    **_PROBLEMS,
-}
-_PART_HEADERS = {
-    **_BODY_HEADERS,
-    "ETag": {"description": 'the part\'s sha256 hex, quoted: "<sha256>"', "schema": {}},
-}
-_PART_RESPONSES: dict[int | str, Any] = {
-    200: {
-        "description": "the part's bytes, with its content type",
-        "headers": _PART_HEADERS,
-        "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
-    },
-    304: {"description": "If-None-Match named the ETag", "headers": _PART_HEADERS},
-    307: {
-        "description": "a part too large for a Lambda response: Location is a presigned S3 "
-        "GET URL, valid for VHS_READ_API_PRESIGN_SECONDS (60 s by default)",
-        "headers": {**_PART_HEADERS, "Location": {"schema": {"type": "string"}}},
-    },
-    **_PROBLEMS,
-}
+
+
+def _served(what: str, content: str) -> dict[int | str, Any]:
+    """The responses of a route that serves bytes (`what`: "body" or "part")."""
+    headers = {
+        "ETag": {"description": f'the {what}\'s sha256 hex, quoted: "<sha256>"', "schema": {}},
+        "X-Vhs-Version": {"description": "the version's number", "schema": {"type": "integer"}},
+        "X-Vhs-Updated-At": {"description": "the version's updated_at, RFC 3339", "schema": {}},
+    }
+    return {
+        200: {
+            "description": content,
+            "headers": headers,
+            "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+        },
+        304: {"description": "If-None-Match named the ETag", "headers": headers},
+        307: {
+            "description": f"a {what} too large for a Lambda response: Location is a presigned "
+            "S3 GET URL, valid for VHS_READ_API_PRESIGN_SECONDS (60 s by default)",
+            "headers": {**headers, "Location": {"schema": {"type": "string"}}},
+        },
+        **_PROBLEMS,
+    }
+
+
+_BODY_RESPONSES = _served("body", "the body, with the record's content type")
+_PART_RESPONSES = _served("part", "the part's bytes, with its content type")
 # Checked by parts.check_part_name (a 400 naming `parts`), not by a pattern here: a failed
 # pattern would be reported as the version's problem.
 PartName = Annotated[str, Path(description=f"a part's name, {PART_NAME_PATTERN}")]
@@ -330,20 +321,12 @@ def _id(segment: str) -> str:
 
 def _send(found: StoredVersion) -> Response:
     headers = _version_headers(found.version, found.content_hash, found)
-    if _etag_matches(headers["ETag"]):
-        metrics.add_metric(name="read_not_modified", unit=MetricUnit.Count, value=1)
-        return Response(304, headers=headers, body="")
-    limit = response_limit()
-    if base64_size(found.size) > limit:
-        url = store().body_url(found, presign_seconds())
-        if url is not None:  # an inline body is never that large, but has no object anyway
-            metrics.add_metric(name="read_redirected", unit=MetricUnit.Count, value=1)
-            return Response(
-                307, headers={**headers, "Location": url, "Cache-Control": "no-store"}, body=""
-            )
     content_type = found.content_type or "application/octet-stream"
-    if app.current_event.http_method.upper() == "HEAD":
-        return Response(200, content_type, "", headers)
+    early = _without_reading(
+        headers, found.size, content_type, lambda seconds: store().body_url(found, seconds)
+    )
+    if early is not None:
+        return early
     record = store().read(found)
     if record.version != found.version or record.content_hash != found.content_hash:
         # The body was collected under us and the item read again (store.read): another
@@ -351,7 +334,7 @@ def _send(found: StoredVersion) -> Response:
         headers = _version_headers(record.version, record.content_hash, record)
         content_type = record.content_type or "application/octet-stream"
     metrics.add_metric(name="read_bytes", unit=MetricUnit.Bytes, value=len(record.body))
-    return _body_response(record.body, content_type, limit, headers)
+    return _body_response(record.body, content_type, response_limit(), headers)
 
 
 def _part_name(segment: str) -> str:
@@ -362,26 +345,40 @@ def _send_part(found: StoredVersion, name: str) -> Response:
     """A part, by the body's rules: the part's hash is its ETag (304 before anything is
     read), a part too large for the response is redirected to a presigned URL, and the bytes
     are read (and checked against the hash) only when they are sent."""
-    part = found.entry.part(name)
-    if part is None:
-        raise PartNotFound(found.id, found.version, name)
+    part = store().stored_part(found, name)
     headers = _version_headers(found.version, part.content_hash, found)
+    early = _without_reading(
+        headers, part.size, part.content_type, lambda s: store().part_url(found, name, s)
+    )
+    if early is not None:
+        return early
+    data = store().read_part(found, name)
+    metrics.add_metric(name="read_bytes", unit=MetricUnit.Bytes, value=len(data))
+    return _body_response(data, part.content_type, response_limit(), headers)
+
+
+def _without_reading(
+    headers: dict[str, str],
+    size: int,
+    content_type: str,
+    presigned: Callable[[int], str | None],
+) -> Response | None:
+    """The answers that need no bytes read: 304 when If-None-Match names the ETag, 307 to
+    `presigned(seconds)` when `size` bytes are too large for the response (None: inline,
+    never that large), and a HEAD's 200. None: read the bytes and send them."""
     if _etag_matches(headers["ETag"]):
         metrics.add_metric(name="read_not_modified", unit=MetricUnit.Count, value=1)
         return Response(304, headers=headers, body="")
-    limit = response_limit()
-    if base64_size(part.size) > limit:
-        url = store().part_url(found, name, presign_seconds())
+    if base64_size(size) > response_limit():
+        url = presigned(presign_seconds())
         if url is not None:
             metrics.add_metric(name="read_redirected", unit=MetricUnit.Count, value=1)
             return Response(
                 307, headers={**headers, "Location": url, "Cache-Control": "no-store"}, body=""
             )
     if app.current_event.http_method.upper() == "HEAD":
-        return Response(200, part.content_type, "", headers)
-    data = store().read_part(found, name)
-    metrics.add_metric(name="read_bytes", unit=MetricUnit.Bytes, value=len(data))
-    return _body_response(data, part.content_type, limit, headers)
+        return Response(200, content_type, "", headers)
+    return None
 
 
 def _version_headers(

@@ -580,7 +580,7 @@ class VersionedHybridStore:
     def part_url(self, found: StoredVersion, name: str, expires_in: int) -> str | None:
         """A presigned GET URL of part `name` of `found`, or None when the part is inline.
         Raises PartNotFound."""
-        part = self._stored_part(found, name)
+        part = self.stored_part(found, name)
         if not part.in_s3:
             return None
         return self.bodies.presigned_url(self.body_key(found.id, part.content_hash), expires_in)
@@ -594,14 +594,15 @@ class VersionedHybridStore:
         except DanglingPointer:
             return self._part_bytes(self.locate(found.id, found.requested), name)
 
-    def _stored_part(self, found: StoredVersion, name: str) -> StoredPart:
+    def stored_part(self, found: StoredVersion, name: str) -> StoredPart:
+        """Part `name` of `found` as the item holds it (no bytes read). Raises PartNotFound."""
         part = found.entry.part(name)
         if part is None:
             raise PartNotFound(found.id, found.version, name)
         return part
 
     def _part_bytes(self, found: StoredVersion, name: str) -> bytes:
-        part = self._stored_part(found, name)
+        part = self.stored_part(found, name)
         if part.in_s3:
             return self.bodies.get(self.body_key(found.id, part.content_hash), part.content_hash)
         try:
