@@ -315,9 +315,10 @@ def reindex_environment(
     judges no retention: only the table, bucket and prefix of the store's settings."""
     return {
         TABLE_NAME: store.table_name,
-        BUCKET_NAME: store.bucket_name,
-        CHANGE_TOPIC_ARN: topic_arn,
-        **_optional({PREFIX: store.prefix, REINDEX_STOP_AT_REMAINING_MS: stop_at_remaining_ms}),
+        **changes_environment(
+            topic_arn=topic_arn, bucket_name=store.bucket_name, prefix=store.prefix
+        ),
+        **_optional({REINDEX_STOP_AT_REMAINING_MS: stop_at_remaining_ms}),
     }
 
 
