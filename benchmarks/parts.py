@@ -43,9 +43,10 @@ from pynamodb_mate.patterns.large_attribute.api import (  # noqa: E402
 
 from benchmarks.billing import Biller  # noqa: E402
 from benchmarks.measure import combine  # noqa: E402
+from benchmarks.peers.pynamodb_mate_peer import local_meta  # noqa: E402
 from benchmarks.pricing import Bill  # noqa: E402
 from benchmarks.systems import VhsSystem  # noqa: E402
-from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, MotoServer, client  # noqa: E402
+from vhs.local.stack import MotoServer, client  # noqa: E402
 
 IDS = 20
 UPDATES = 5
@@ -99,19 +100,7 @@ class VhsParts:
 
 
 def two_part_model(table: str, endpoint: str) -> Any:
-    meta = type(
-        "Meta",
-        (),
-        {
-            "table_name": table,
-            "region": DEFAULT_REGION,
-            "host": endpoint,
-            "billing_mode": pm.constants.PAY_PER_REQUEST_BILLING_MODE,
-            "stream_view_type": "NEW_AND_OLD_IMAGES",  # as every table in run.py
-            "aws_access_key_id": LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            "aws_secret_access_key": LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        },
-    )
+    meta = local_meta(table, endpoint)
 
     class ScannedDocument(pm.Model, LargeAttributeMixin):
         Meta = meta

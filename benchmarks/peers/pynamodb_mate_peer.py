@@ -37,9 +37,9 @@ def _body(record: Any) -> bytes:
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def document_model(table: str, endpoint: str) -> Any:
-    """The docs' `Document` model, bound to `table` on `endpoint`."""
-    meta = type(
+def local_meta(table: str, endpoint: str) -> Any:
+    """A pynamodb `Meta` for `table` on the local `endpoint`."""
+    return type(
         "Meta",
         (),
         {
@@ -54,6 +54,11 @@ def document_model(table: str, endpoint: str) -> Any:
             "aws_secret_access_key": LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         },
     )
+
+
+def document_model(table: str, endpoint: str) -> Any:
+    """The docs' `Document` model, bound to `table` on `endpoint`."""
+    meta = local_meta(table, endpoint)
 
     class Document(pm.Model, LargeAttributeMixin):
         Meta = meta
