@@ -52,8 +52,9 @@ def list_prefix_condition(body_prefix: str) -> dict[str, dict[str, str]] | None:
     and evaluates that ListBucket with the key as `s3:prefix` (AWS does not document it;
     Ceph's S3 gateway does the same "to match aws behavior", ceph/ceph#68577, and the live
     import test checks it on a deployed stage). So a key under the prefix is a 404, and one
-    outside it a 403. moto cannot show either: its IAM checks take no condition values and
-    it answers 404 for any missing key."""
+    outside it a 403. moto cannot show either: its IAM checks evaluate no condition (a
+    statement with one applies as if it had none), and it answers 404 for any missing key
+    the caller may GetObject."""
     prefix = body_prefix.strip("/")
     return {"StringLike": {"s3:prefix": f"{prefix}/*"}} if prefix else None
 
