@@ -10,8 +10,8 @@ The topic is FIFO (the message group is the record id, so notifications of an id
 order, and deduplication ids drop a retried notification), encrypted with a customer managed
 KMS key and TLS-only. The function is a `VhsFunction` (infra/function.py), packaged like the
 ingest function, with a role of its own, written out statement by statement: read this one
-stream, publish to this one topic (and use its key), send to this one dead-letter queue,
-write its own logs.
+stream (and ListStreams, which takes no resource), publish to this one topic (and use its
+key), send to this one dead-letter queue, write its own logs.
 """
 
 from __future__ import annotations
@@ -32,13 +32,22 @@ from .config import VhsConfig
 from .function import VhsFunction, allow
 from .monitoring import TOPIC_KEY_ACTIONS, Alarms, topic_key
 
-# Lambda's event source for a DynamoDB stream needs these four on the stream (the policy
-# AWS documents for a function that processes a table's stream, scoped to the one stream).
+# Lambda's event source for a DynamoDB stream needs these three on the stream (the policy
+# AWS documents for a function that processes a table's stream, scoped to the one stream)...
 STREAM_READ_ACTIONS = (
     "dynamodb:DescribeStream",
     "dynamodb:GetRecords",
     "dynamodb:GetShardIterator",
-    "dynamodb:ListStreams",
+)
+# ... and ListStreams, which lists an account's streams and has no resource type: IAM matches
+# it against Resource "*" only, so a grant on the stream ARN matched no request. Lambda checks
+# all four when it creates the mapping ("ensure the role can perform the GetRecords,
+# GetShardIterator, DescribeStream, and ListStreams Actions on your stream").
+STREAM_LIST_ACTIONS = ("dynamodb:ListStreams",)
+STREAM_LIST_REASON = (
+    "dynamodb:ListStreams has no resource-level permissions (AWS requires Resource '*'): "
+    "Lambda's DynamoDB stream event source checks that the role may call it; it lists "
+    "stream ARNs and labels only, and reads no record."
 )
 
 
@@ -95,6 +104,7 @@ class ChangeFeed(Construct):
             role_description=f"VHS {config.stage} change feed function: read the stream, publish",
             statements=[
                 allow("ReadTheTableStream", STREAM_READ_ACTIONS, [table_stream_arn]),
+                allow("ListTableStreams", STREAM_LIST_ACTIONS, ["*"]),
                 # sns:Publish also authorizes PublishBatch.
                 allow("PublishChanges", ["sns:Publish"], [self.topic.topic_arn]),
                 allow("EncryptChanges", TOPIC_KEY_ACTIONS, [self.topic_key.key_arn]),
@@ -109,6 +119,7 @@ class ChangeFeed(Construct):
                 stop_at_remaining_ms=shape.stop_publishing_at_remaining_ms,
             ),
             shape=shape,
+            unscoped_reason=STREAM_LIST_REASON,
             no_dlq_reason=(
                 "A function DLQ catches failed asynchronous invocations; this function is "
                 "invoked synchronously by the stream's event source mapping, whose on-failure "

@@ -155,7 +155,9 @@ class VhsFunction(lambda_.Function):
     `environment` (the function's settings, from the vhs.settings builders) and the Powertools
     settings of `spec`; its timeout and memory are those of `shape`. `no_dlq_reason` says why
     the function needs no dead-letter queue of its own (checkov's CKV_AWS_116, skipped with
-    that reason).
+    that reason). `unscoped_reason` says why any of `statements` has Resource "*" (cdk-nag
+    reports every "*" of a policy as one IAM5 finding, so one acknowledgement gives every
+    reason).
     """
 
     def __init__(
@@ -170,6 +172,7 @@ class VhsFunction(lambda_.Function):
         environment: Mapping[str, str],
         shape: FunctionShape,
         no_dlq_reason: str,
+        unscoped_reason: str | None = None,
         **options: Any,
     ) -> None:
         log_group = logs.LogGroup(
@@ -224,4 +227,5 @@ class VhsFunction(lambda_.Function):
         function.add_metadata(sam.RESOURCE_ID, spec.name)
 
         nag.skip_checkov(self, "CKV_AWS_116", no_dlq_reason)
-        nag.acknowledge(role, "AwsSolutions-IAM5", XRAY_ACKNOWLEDGEMENT, finding="Resource::*")
+        unscoped = " ".join(filter(None, (XRAY_ACKNOWLEDGEMENT, unscoped_reason)))
+        nag.acknowledge(role, "AwsSolutions-IAM5", unscoped, finding="Resource::*")

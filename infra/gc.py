@@ -44,8 +44,17 @@ def gc_function_name(config: VhsConfig) -> str:
 
 
 def list_prefix_condition(body_prefix: str) -> dict[str, dict[str, str]] | None:
-    """ListBucket only under the body prefix (the collector lists `{prefix}/{shard}/`); the
-    whole bucket when bodies have no prefix."""
+    """ListBucket only under a prefix (the collector lists `{prefix}/{shard}/`; the import
+    function `imports/`); the whole bucket when there is no prefix.
+
+    The condition also decides what a missing object under the prefix answers: S3 answers a
+    GetObject or HeadObject of a missing key with 404 only when the caller may ListBucket,
+    and evaluates that ListBucket with the key as `s3:prefix` (AWS does not document it;
+    Ceph's S3 gateway does the same "to match aws behavior", ceph/ceph#68577, and the live
+    import test checks it on a deployed stage). So a key under the prefix is a 404, and one
+    outside it a 403. moto cannot show either: its IAM checks evaluate no condition (a
+    statement with one applies as if it had none), and it answers 404 for any missing key
+    the caller may GetObject."""
     prefix = body_prefix.strip("/")
     return {"StringLike": {"s3:prefix": f"{prefix}/*"}} if prefix else None
 

@@ -23,6 +23,7 @@ from vhs import resources, settings
 from . import nag
 from .config import VhsConfig
 from .function import VhsFunction, allow
+from .gc import list_prefix_condition
 from .store import object_arn
 
 DEAD_LETTER_STAGING_PREFIX = resources.DEAD_LETTER_STAGING_PREFIX
@@ -40,8 +41,14 @@ def store_writer_statements(
         allow("ReadStagedPayloads", ["s3:GetObject"], [staged_objects]),
         # Without ListBucket, S3 answers 403 for a missing object, which reads as a failure to
         # retry; with it, 404: an expired or absent payload is refused at once as
-        # MissingStagedObject. Keys only, no contents.
-        allow("TellMissingPayloads", ["s3:ListBucket"], [staging.bucket_arn]),
+        # MissingStagedObject. Keys under the producers' prefix only (never dead-letters/ or
+        # imports/), no contents.
+        allow(
+            "TellMissingPayloads",
+            ["s3:ListBucket"],
+            [staging.bucket_arn],
+            list_prefix_condition(resources.STAGING_PREFIX),
+        ),
         # UpdateItem writes; GetItem reads the item first (delta history, parts) and when a
         # refused condition returns none (a purge of an id with no item). No BatchGetItem, no
         # Query, no Scan.

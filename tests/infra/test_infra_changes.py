@@ -19,7 +19,7 @@ from infra_support import (
     statements,
 )
 
-from infra.changes import STREAM_READ_ACTIONS, TOPIC_KEY_ACTIONS
+from infra.changes import STREAM_LIST_ACTIONS, STREAM_READ_ACTIONS, TOPIC_KEY_ACTIONS
 from vhs import resources
 from vhs.local.invoke import HANDLERS
 
@@ -174,6 +174,8 @@ def test_the_role_grants_exactly_what_the_feed_needs(changes: dict[str, Any]) ->
     key = {"Fn::GetAtt": [logical_id(changes, "AWS::KMS::Key"), "Arn"]}
     expected = {
         **{action: [stream] for action in STREAM_READ_ACTIONS},
+        # ListStreams takes no resource: on the stream ARN it would match no request.
+        **{action: ["*"] for action in STREAM_LIST_ACTIONS},
         "sns:Publish": [{"Ref": logical_id(changes, "AWS::SNS::Topic")}],
         **{action: [key] for action in TOPIC_KEY_ACTIONS},
         "sqs:SendMessage": [{"Fn::GetAtt": [logical_id(changes, "AWS::SQS::Queue"), "Arn"]}],
@@ -186,6 +188,18 @@ def test_the_role_grants_exactly_what_the_feed_needs(changes: dict[str, Any]) ->
         "xray:PutTelemetryRecords": ["*"],
     }
     assert allowed == expected
+    # "*" in a statement of its own: the stream's three actions stay on the stream only.
+    (listing,) = [
+        s
+        for s in statements(only(changes, "AWS::IAM::Policy"))
+        if "dynamodb:ListStreams" in as_list(s["Action"])
+    ]
+    assert listing == {
+        "Sid": "ListTableStreams",
+        "Effect": "Allow",
+        "Action": "dynamodb:ListStreams",
+        "Resource": "*",
+    }
 
 
 # --- alarms -------------------------------------------------------------------------------------

@@ -132,13 +132,18 @@ def test_the_function_reads_imports_writes_results_and_writes_the_store_as_inges
         "ReadAndWriteIndex": (["dynamodb:GetItem", "dynamodb:UpdateItem"], [TABLE]),
         "XRay": (["xray:PutTelemetryRecords", "xray:PutTraceSegments"], ["*"]),
     }
-    (listing,) = [
-        s
+    # It lists two prefixes of the staging bucket and nothing else: the export's files, and
+    # the producers' payloads a line may point to (for a 404 where one is missing).
+    listings = {
+        s["Sid"]: s["Condition"]
         for p in resources_of(imports, "AWS::IAM::Policy").values()
         for s in statements(p)
-        if s.get("Sid") == "ListImportFiles"
-    ]
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": "imports/*"}}
+        if s.get("Sid") in ("ListImportFiles", "TellMissingPayloads")
+    }
+    assert listings == {
+        "ListImportFiles": {"StringLike": {"s3:prefix": "imports/*"}},
+        "TellMissingPayloads": {"StringLike": {"s3:prefix": "incoming/*"}},
+    }
 
 
 def test_the_state_machine_reads_no_export_and_runs_only_its_own_children(

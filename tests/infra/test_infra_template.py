@@ -322,7 +322,8 @@ def test_ingest_role_grants_exactly_the_actions_the_handler_calls(
         "s3:PutObject": {f"{bodies}/{BODY_PREFIX}/*", f"{staging}/dead-letters/*"},
         # Producers' payloads only (never dead-letters/); bodies are written, never read.
         "s3:GetObject": {f"{staging}/{resources.STAGING_PREFIX}*"},
-        "s3:ListBucket": {staging},  # so that a missing payload is a 404, not a 403
+        # So that a missing payload is a 404, not a 403: under incoming/ only (below).
+        "s3:ListBucket": {staging},
         "s3:AbortMultipartUpload": {f"{bodies}/{BODY_PREFIX}/*"},
         "dynamodb:GetItem": {table},
         "dynamodb:UpdateItem": {table},
@@ -338,6 +339,8 @@ def test_ingest_role_grants_exactly_the_actions_the_handler_calls(
         "xray:PutTraceSegments": {"*"},
         "xray:PutTelemetryRecords": {"*"},
     }
+    (listing,) = [s for s in role_statements(ingest) if "s3:ListBucket" in as_list(s["Action"])]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": f"{resources.STAGING_PREFIX}*"}}
 
 
 def test_no_policy_anywhere_has_wildcard_actions_scan_or_delete(

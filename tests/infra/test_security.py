@@ -37,6 +37,9 @@ DATA_SERVICES = frozenset({"s3", "dynamodb", "sqs", "sns", "kms", "lambda"})
 # Actions that support no resource-level permissions, so AWS requires Resource "*" for them.
 RESOURCELESS_ACTIONS = {
     "xray:PutTraceSegments": "Tracing.ACTIVE: X-Ray segments have no resource ARN",
+    # The change feed's stream event source (infra/changes.py): ListStreams lists an
+    # account's streams, so its only resource is "*" (a grant on the stream matches nothing).
+    "dynamodb:ListStreams": "a stream event source: ListStreams has no resource ARN",
     "xray:PutTelemetryRecords": "Tracing.ACTIVE: X-Ray telemetry has no resource ARN",
     # A state machine's tracing and its log delivery to CloudWatch Logs (infra/reindex.py):
     # vended log deliveries and sampling rules have no resource ARN.
@@ -460,6 +463,38 @@ def producers_write_outside_their_prefix(template: Template) -> list[str]:
     return findings
 
 
+def lists_beyond_what_it_reads(template: Template) -> list[str]:
+    """A role lists a bucket only under prefixes (`s3:prefix` StringLike ``<prefix>/*``), each
+    one where the same policy reads objects (GetObject on ``<bucket>/<prefix>/*``): ListBucket
+    makes a missing object a 404 and finds the keys to read, and never shows the rest of a
+    bucket (other producers' payloads, the handler's dead letters, another store's bodies)."""
+    findings = []
+    for logical_id, policy in {
+        **resources_of(template, "AWS::IAM::Policy"),
+        **resources_of(template, "AWS::IAM::ManagedPolicy"),
+    }.items():
+        stmts = [Statement(logical_id, "PolicyDocument", s) for s in statements(policy)]
+        reads = {
+            render(resource)
+            for s in stmts
+            if s.allows and "s3:GetObject" in s.actions
+            for resource in as_list(s.body.get("Resource", []))
+        }
+        for statement in stmts:
+            lists = [a for a in statement.actions if fnmatch.fnmatchcase("s3:ListBucket", a)]
+            if not statement.allows or not lists:
+                continue
+            condition = statement.body.get("Condition", {})
+            prefixes = as_list(condition.get("StringLike", {}).get("s3:prefix", []))
+            if not prefixes:
+                findings.append(f"lists a whole bucket: {statement}")
+            for prefix in prefixes:
+                for bucket in map(render, as_list(statement.body.get("Resource", []))):
+                    if f"{bucket}/{prefix}" not in reads or "*" in prefix.removesuffix("/*"):
+                        findings.append(f"lists {prefix} of {bucket}, reads none: {statement}")
+    return findings
+
+
 def service_grants_without_a_source(template: Template) -> list[str]:
     """An Allow to an AWS service principal in a resource or key policy carries a source
     condition (aws:SourceAccount or aws:SourceArn): the confused-deputy guard."""
@@ -484,6 +519,7 @@ RULES: tuple[Rule, ...] = (
     scans_beyond_the_condemned_index,
     deletes_outside_a_body_prefix,
     producers_write_outside_their_prefix,
+    lists_beyond_what_it_reads,
     service_grants_without_a_source,
 )
 
@@ -873,6 +909,28 @@ def _producer_without_the_deny(template: Template) -> str:
     return "no deny of dead-letters/"
 
 
+def _sid(template: Template, sid: str) -> dict[str, Any]:
+    return next(s.body for s in statements_of(template) if s.body.get("Sid") == sid)
+
+
+def _list_the_whole_staging_bucket(template: Template) -> str:
+    """TellMissingPayloads as it was: ListBucket on the whole staging bucket."""
+    del _sid(template, "TellMissingPayloads")["Condition"]
+    return "lists a whole bucket"
+
+
+def _list_the_dead_letters(template: Template) -> str:
+    listing = _sid(template, "TellMissingPayloads")
+    listing["Condition"]["StringLike"]["s3:prefix"] = f"{resources.DEAD_LETTER_STAGING_PREFIX}*"
+    return "reads none"
+
+
+def _list_every_import_prefix(template: Template) -> str:
+    listing = _sid(template, "ListImportFiles")
+    listing["Condition"]["StringLike"]["s3:prefix"] = "*/*"
+    return "reads none"
+
+
 def _key_grant_without_a_source(template: Template) -> str:
     key = _statement_with(template, "kms:Decrypt")
     del key["Condition"]
@@ -897,6 +955,10 @@ def _log_delivery_without_a_source(template: Template) -> str:
         ("Maintenance", deletes_outside_a_body_prefix, _delete_with_a_wildcard_prefix),
         ("Ingest", producers_write_outside_their_prefix, _producer_writes_the_whole_bucket),
         ("Ingest", producers_write_outside_their_prefix, _producer_without_the_deny),
+        ("Ingest", lists_beyond_what_it_reads, _list_the_whole_staging_bucket),
+        ("Ingest", lists_beyond_what_it_reads, _list_the_dead_letters),
+        ("Import", lists_beyond_what_it_reads, _list_the_whole_staging_bucket),
+        ("Import", lists_beyond_what_it_reads, _list_every_import_prefix),
         ("Ingest", service_grants_without_a_source, _key_grant_without_a_source),
         ("Store", service_grants_without_a_source, _log_delivery_without_a_source),
     ],
