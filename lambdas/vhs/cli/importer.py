@@ -191,7 +191,7 @@ class ImportRun:
         if done:
             return
         header = None
-        if file.fmt == "csv":
+        if file.fmt == "csv" and file.size:  # an empty file is zero lines, no header
             header, past_header = read_header(file, self.s3)
             self.worker.mapping.check_header(header, file.name)
             if offset == 0:

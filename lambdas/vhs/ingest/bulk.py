@@ -35,6 +35,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..aws import error_code
 from ..errors import InvalidInput, InvalidMessage, WriteConflict
+from ..resources import INGEST
 from .coalesce import Candidate, candidate, in_rounds
 from .contract import read_message
 from .ingestor import Ingestor, IngestResult
@@ -46,6 +47,9 @@ SUFFIXES = {"jsonl": (".jsonl", ".ndjson"), "csv": (".csv",)}
 DEFAULT_CHUNK_LINES = 1000
 DEFAULT_WORKERS = 16
 DEFAULT_ATTEMPTS = 5
+# The longest line (a CSV row: all its physical lines) an import reads: the largest message the
+# ingest queue accepts, so a line is refused exactly when the queue path would refuse it.
+MAX_LINE_BYTES = INGEST.max_message_bytes
 REFUSED, FAILED = "refused", "failed"
 OUTCOMES = ("stored", "unchanged", "stale", "deleted", REFUSED, FAILED)
 # Errors worth another attempt: the service was busy or broken, not the request.
@@ -74,6 +78,9 @@ class Line:
     data: bytes  # without its terminator
     end: int  # the byte offset just past it: where a resumed read starts
     span: int = 1  # the physical lines it covers (a CSV row with line breaks in quotes)
+    # (field, reason): a line refused as it was read (over MAX_LINE_BYTES); its bytes are
+    # not held (`data` is empty).
+    refused: tuple[str, str] | None = None
 
     @property
     def next_number(self) -> int:
@@ -328,6 +335,9 @@ class ImportWorker:
         `header`: a CSV file's columns (already checked against the mapping)."""
         for line in lines:
             message_id = f"{line.source}:{line.number}"
+            if line.refused is not None:
+                yield _Parsed(line, None, Problem(line.source, line.number, *line.refused))
+                continue
             if self.fmt == "jsonl":
                 yield _Parsed(line, {"messageId": message_id, "body": line.data})
                 continue
