@@ -298,8 +298,9 @@ def csv_rows(lines: Iterable[Line], *, max_bytes: int = MAX_LINE_BYTES) -> Itera
     """Physical lines joined into CSV rows as the csv module joins them: a line break inside
     a quoted field continues the row (`_ends_in_quotes`). A row is numbered by its first line.
     A row that grows past `max_bytes` (a quoted field that never closes) is yielded refused,
-    covering its lines so far, and the next line starts a row afresh: every line is in one
-    row, every row held is at most `max_bytes`, and each line is scanned once."""
+    covering its lines so far, and the next line starts a row afresh; so is a quoted field
+    still open at the end. Every line is in one row, every row held is at most `max_bytes`,
+    and each line is scanned once."""
     parts: list[bytes] = []
     first: Line | None = None
     last: Line | None = None
@@ -332,9 +333,11 @@ def csv_rows(lines: Iterable[Line], *, max_bytes: int = MAX_LINE_BYTES) -> Itera
             yield Line(first.source, first.number, b"\n".join(parts), line.end, span)
             first, parts = None, []
     if first is not None and last is not None:
-        # A quoted field open at the end of the input: the csv module judges the row.
+        # A quoted field open at the end of the input (a cut file): what the csv module's
+        # strict mode calls "unexpected end of data", refused rather than guessed at.
+        reason = f"a quoted field opened on line {first.number} is not closed at the end"
         span = last.number - first.number + 1
-        yield Line(first.source, first.number, b"\n".join(parts), last.end, span)
+        yield Line(first.source, first.number, b"", last.end, span, ("row", reason))
 
 
 def file_lines(
