@@ -16,7 +16,7 @@ import io
 import json
 import os
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -391,34 +391,46 @@ def test_a_chunk_of_an_export_replaced_since_the_plan_fails_naming_both_etags(
     assert not backend.store().index.read("new") and not backend.store().index.read("old")
 
 
-def test_an_s3_export_replaced_after_listing_or_before_a_resume_is_refused(
-    ingestor: Ingestor, tmp_path: Path
-) -> None:
+def changed_after_listing(
+    ingestor: Ingestor, source: str, tmp_path: Path, change: Callable[[], None]
+) -> ExportChanged:
+    """What importing `source` raises when `change` runs between its listing and its read."""
     from vhs.cli.importer import open_run
 
-    s3 = ingestor.s3
-    s3.create_bucket(Bucket="moving-exports")
-    body = "".join(message(f"m{n}") + "\n" for n in range(10))
-    s3.put_object(Bucket="moving-exports", Key="x/a.jsonl", Body=body.encode())
-
-    # Replaced between the listing and the read: If-Match refuses the read.
     imported = open_run(
-        ["s3://moving-exports/x/"],
+        [source],
         fmt=None,
         mapping=CsvMapping(),
         report_path=tmp_path / "listed.jsonl",
         resume=False,
         workers=2,
         ingestor=ingestor,
-        s3=s3,
+        s3=ingestor.s3,
     )
-    s3.put_object(Bucket="moving-exports", Key="x/a.jsonl", Body=body.replace("m", "n").encode())
-    with pytest.raises(ExportChanged, match=r"x/a\.jsonl changed since it was listed"):
-        try:
+    change()
+    try:
+        with pytest.raises(ExportChanged) as changed:
             imported.run()
-        finally:
-            imported.worker.close()
-            imported.report.close()
+    finally:
+        imported.worker.close()
+        imported.report.close()
+    return changed.value
+
+
+def test_an_s3_export_replaced_after_listing_or_before_a_resume_is_refused(
+    ingestor: Ingestor, tmp_path: Path
+) -> None:
+    s3 = ingestor.s3
+    s3.create_bucket(Bucket="moving-exports")
+    body = "".join(message(f"m{n}") + "\n" for n in range(10))
+    old = s3.put_object(Bucket="moving-exports", Key="x/a.jsonl", Body=body.encode())["ETag"]
+
+    # Replaced between the listing and the read: If-Match refuses the read.
+    def replace() -> None:
+        s3.put_object(Bucket="moving-exports", Key="x/a.jsonl", Body=body.replace("m", "n"))
+
+    changed = changed_after_listing(ingestor, "s3://moving-exports/x/", tmp_path, replace)
+    assert changed.name == "s3://moving-exports/x/a.jsonl" and changed.expected == f"ETag {old}"
     assert not ingestor.store.index.read("n0")
 
     # Replaced after an interruption: --resume refuses it (its ETag is not the checkpoint's).
@@ -430,27 +442,14 @@ def test_an_s3_export_replaced_after_listing_or_before_a_resume_is_refused(
 
 
 def test_a_local_file_changed_after_listing_is_refused(ingestor: Ingestor, tmp_path: Path) -> None:
-    from vhs.cli.importer import open_run
-
     source = tmp_path / "a.jsonl"
     source.write_text(message("first") + "\n")
-    imported = open_run(
-        [str(source)],
-        fmt=None,
-        mapping=CsvMapping(),
-        report_path=tmp_path / "r.jsonl",
-        resume=False,
-        workers=2,
-        ingestor=ingestor,
-    )
-    source.write_text(message("second") + "\n" + message("third") + "\n")
-    try:
-        with pytest.raises(ExportChanged) as changed:
-            imported.run()
-    finally:
-        imported.worker.close()
-        imported.report.close()
-    assert changed.value.name == str(source)
+
+    def rewrite() -> None:
+        source.write_text(message("second") + "\n" + message("third") + "\n")
+
+    changed = changed_after_listing(ingestor, str(source), tmp_path, rewrite)
+    assert changed.name == str(source) and changed.found.startswith(f"{source.stat().st_size} ")
     assert not ingestor.store.index.read("second")
 
 
