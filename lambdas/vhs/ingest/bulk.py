@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -69,9 +69,9 @@ _TRANSIENT_CODES = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Line:
-    """One line (a CSV row, which may span lines) of a source, as read."""
+class Line(NamedTuple):
+    """One line (a CSV row, which may span lines) of a source, as read. A tuple: a file is
+    millions of them, and a tuple is built several times faster than a frozen dataclass."""
 
     source: str  # a path, or s3://bucket/key
     number: int  # its first line's number in the file, from 1

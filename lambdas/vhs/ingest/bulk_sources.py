@@ -20,6 +20,7 @@ a whole file in memory), from any byte offset, with every line's number and end 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -271,6 +272,10 @@ def split_lines(
 
 
 _COMMA = ord(",")
+# A row of one line whose every field is unquoted (no quote at all) or quoted and closed
+# right before a delimiter: the common case, decided in one match (no field can be read two
+# ways, so a failed match backtracks little), the rest by `_ends_in_quotes`.
+_PLAIN_ROW = re.compile(rb'(?:[^",]*|"(?:[^"]|"")*")(?:,(?:[^",]*|"(?:[^"]|"")*"))*')
 
 
 def _ends_in_quotes(data: bytes, inside: bool) -> bool:
@@ -279,6 +284,8 @@ def _ends_in_quotes(data: bytes, inside: bool) -> bool:
     strict off): a quote opens a quoted field only as a field's first character; inside one,
     a doubled quote is a quote and a single one closes it; any other quote is data. Looks
     only at the quotes (bytes.find), so a line is scanned once."""
+    if not inside and _PLAIN_ROW.fullmatch(data) is not None:
+        return False
     position, field_start = 0, 0
     while True:
         found = data.find(b'"', position)
@@ -301,35 +308,33 @@ def csv_rows(lines: Iterable[Line], *, max_bytes: int = MAX_LINE_BYTES) -> Itera
     covering its lines so far, and the next line starts a row afresh; so is a quoted field
     still open at the end. Every line is in one row, every row held is at most `max_bytes`,
     and each line is scanned once."""
-    parts: list[bytes] = []
-    first: Line | None = None
+    parts: list[bytes] = []  # the lines of a row still open
+    first: Line | None = None  # its first line
     last: Line | None = None
     size = 0
     for line in lines:
         last = line
+        data = line.data
         if first is None:
             if line.refused is not None:
                 yield line
-                continue
-            if not line.data.strip():
-                continue  # a blank line between rows
-            first, parts, size = line, [line.data], len(line.data)
-            inside = _ends_in_quotes(line.data, False)
-        else:
-            parts.append(line.data)
-            size += 1 + len(line.data)
-            inside = line.refused is None and _ends_in_quotes(line.data, True)
-            if line.refused is not None or size > max_bytes:
-                reason = (
-                    f"a quoted field opened on line {first.number} is still open on line "
-                    f"{line.number}, past the limit of {max_bytes} bytes for a row"
-                )
-                span = line.number - first.number + 1
-                yield Line(first.source, first.number, b"", line.end, span, ("row", reason))
-                first, parts = None, []
-                continue
-        if not inside:
-            span = line.number - first.number + 1
+            elif data and not data.isspace():  # else a blank line between rows
+                if _ends_in_quotes(data, False):
+                    first, parts, size = line, [data], len(data)
+                else:
+                    yield line  # a row of one line: as it was read
+            continue
+        parts.append(data)
+        size += 1 + len(data)
+        span = line.number - first.number + 1
+        if line.refused is not None or size > max_bytes:
+            reason = (
+                f"a quoted field opened on line {first.number} is still open on line "
+                f"{line.number}, past the limit of {max_bytes} bytes for a row"
+            )
+            yield Line(first.source, first.number, b"", line.end, span, ("row", reason))
+            first, parts = None, []
+        elif not _ends_in_quotes(data, True):
             yield Line(first.source, first.number, b"\n".join(parts), line.end, span)
             first, parts = None, []
     if first is not None and last is not None:
