@@ -5,7 +5,8 @@ A JSON Lines line *is* an ingest message (docs/ingest.md): its bytes are read by
 handler's own `contract.read_message`. A CSV row is first made into one by a `CsvMapping`
 (which columns are the id, the timestamp, the record or a delete flag), then read the same
 way. A line the contract refuses is not written: it becomes a `Problem` (file, line, field,
-reason) in the import's report.
+reason) in the import's report; so does a line longer than the largest ingest message
+(`MAX_LINE_BYTES`), which is refused as it is read (bulk_sources.split_lines), unheld.
 
 The lines of a chunk are coalesced per id with the ingest handler's own rules
 (ingest/coalesce.py): the winner of each id is written, the others are given the outcome the

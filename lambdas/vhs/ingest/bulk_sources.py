@@ -239,7 +239,11 @@ def split_lines(
         while (found := chunk.find(b"\n", position)) >= 0:
             end = base + found + 1
             if dropped < 0 and len(held) + found - position <= limit:
-                data = bytes(held + chunk[position:found]) if held else chunk[position:found]
+                if held:
+                    held += memoryview(chunk)[position:found]
+                    data = bytes(held)
+                else:
+                    data = chunk[position:found]
                 data = data.removesuffix(b"\r")
                 if len(data) > max_bytes:
                     yield _too_long(source, number, len(data), end, max_bytes)
