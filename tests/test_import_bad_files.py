@@ -348,6 +348,9 @@ def test_the_cloud_plan_and_worker_refuse_a_long_line_and_keep_the_others(
         ({"key": "incoming/secret.jsonl"}, "key"),
         ({"key": "import-results/e0/manifest.jsonl"}, "key"),
         ({"etag": None}, "etag"),
+        ({"format": "xml"}, "format"),
+        ({"start": "0"}, "start"),
+        ({"end": -1}, "end"),
     ],
 )
 def test_the_chunk_worker_refuses_an_item_outside_the_import_prefix_or_without_its_etag(

@@ -150,11 +150,15 @@ def _chunk_file(item: dict[str, Any], bucket: str, allowed: str) -> SourceFile:
         raise InvalidInput("key", f"must be an object key under {allowed!r}, not {key!r}")
     if not isinstance(etag, str) or not etag:
         raise InvalidInput("etag", f"{key}: the item has no ETag of the planned object")
-    end = item.get("end")
-    if not isinstance(end, int):
-        raise InvalidInput("end", f"{key}: must be a byte offset, not {end!r}")
+    for name in ("start", "end", "first_line"):
+        value = item.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidInput(name, f"{key}: must be a whole number, not {value!r}")
+    fmt = _format(item.get("format"))
+    if fmt is None:
+        raise InvalidInput("format", f"{key}: must be one of {', '.join(FORMATS)}")
     # The size is the range's end: read_chunks never reads past it.
-    return SourceFile(f"s3://{bucket}/{key}", item["format"], end, etag, bucket=bucket, key=key)
+    return SourceFile(f"s3://{bucket}/{key}", fmt, item["end"], etag, bucket=bucket, key=key)
 
 
 def import_chunks(event: dict[str, Any]) -> dict[str, Any]:
