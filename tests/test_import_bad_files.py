@@ -480,3 +480,34 @@ def test_a_file_name_that_is_not_utf8_is_reported_escaped_and_resumes(
     checkpoint = json.loads((tmp_path / "report.jsonl.checkpoint.json").read_text())
     assert list(checkpoint["files"]) == [escaped] and checkpoint["files"][escaped]["done"]
     assert {ingestor.store.get(f"u{n}").id for n in range(6)} == {f"u{n}" for n in range(6)}
+
+
+# --- all of it at once ---------------------------------------------------------------------
+
+
+def test_a_hostile_export_ends_with_every_line_in_exactly_one_outcome(
+    ingestor: Ingestor, tmp_path: Path
+) -> None:
+    """A stray quote, a line three times the bound, an empty file and a name that is not
+    UTF-8, in one directory: each line is stored or in the report, once."""
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    csv_rows_text = [f"q{n},{T0},LP {n}" for n in range(20)]
+    csv_rows_text[0] = f'q0,{T0},12" vinyl'
+    (exports / "a.csv").write_text("id,updated_at,title\n" + "\n".join(csv_rows_text) + "\n")
+    long = [message("l0"), "z" * (3 * MAX_LINE_BYTES), message("l2"), message("l3", at="x")]
+    (exports / "b.jsonl").write_text("\n".join(long) + "\n")
+    (exports / "c.jsonl").write_bytes(b"")
+    with open(os.path.join(os.fsencode(exports), b"d-\xff.jsonl"), "wb") as out:
+        out.write(f"{message('n0')}\n{message('n1', at='x')}\n".encode())
+
+    imported, report = run(ingestor, [str(exports)], tmp_path)
+
+    assert sorted((Path(e["file"]).name, e["line"], e["field"]) for e in report) == [
+        ("b.jsonl", 2, "line"),
+        ("b.jsonl", 4, "updated_at"),
+        ("d-\\xff.jsonl", 2, "updated_at"),
+    ]
+    counts = imported.tally.counts
+    assert (counts["stored"], counts["refused"]) == (20 + 2 + 1, 3)
+    assert sum(counts.values()) == 20 + 4 + 0 + 2  # every line (row) of every file, once
