@@ -99,6 +99,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/read_api.py --write docs/benchmarks.md
 	$(BIN)/python benchmarks/reindex.py --write docs/benchmarks.md
 	$(BIN)/python benchmarks/bulk_import.py --write docs/benchmarks.md
+	$(BIN)/python benchmarks/import_reading.py --write docs/benchmarks.md
 	$(BIN)/python benchmarks/parts.py --write docs/benchmarks.md
 	$(BIN)/python benchmarks/volume.py --before 600 --write docs/benchmarks.md
 

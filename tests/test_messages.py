@@ -141,6 +141,15 @@ INVALID = [
     ),
     ([{"id": "a"}], "body"),
     ("just a string", "body"),
+    (
+        {"id": "a", "updated_at": T, "body_base64": "AA==", "content_type": "a/b\u200b"},
+        "content_type",
+    ),
+    (
+        {"id": "a", "updated_at": T, "body_base64": "AA==", "content_type": "text/plain; x=日本"},
+        "content_type",
+    ),
+    ({"id": "a", "updated_at": T, "body_base64": "AA==", "content_type": "text"}, "content_type"),
 ]
 
 
@@ -186,10 +195,6 @@ BEYOND_THE_SCHEMA = [
     ({"id": "a", "updated_at": "0999-12-31T00:00:00Z", "record": 1}, "updated_at"),
     ({"id": "a", "updated_at": "9999-12-31T23:00:00-05:00", "record": 1}, "updated_at"),
     ({"id": "a", "updated_at": T, "record_location": "s3://b/" + "k" * 1025}, "record_location"),
-    (
-        {"id": "a", "updated_at": T, "body_base64": "AA==", "content_type": "a/b\u200b"},
-        "content_type",
-    ),
 ]
 
 
@@ -246,3 +251,22 @@ def test_the_handlers_own_dead_letters_are_outside_every_staging_location():
     assert not resources.STAGING_PREFIX.startswith(resources.DEAD_LETTER_STAGING_PREFIX)
     with pytest.raises(ValueError, match="the ingest function's"):
         StagingLocation("stage", "dead-letters/producers/")
+
+
+def test_the_schemas_content_types_are_the_validators_media_types(schema):
+    """One definition of a content type: the schema carries codec's pattern, anchored."""
+    from vhs.codec import MEDIA_TYPE_PATTERN
+
+    with open(schema_path()) as f:
+        document = json.load(f)
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("content_type"), dict) and "pattern" in node["content_type"]:
+                found.append(node["content_type"]["pattern"])
+            for value in node.values():
+                walk(value)
+
+    walk(document)
+    assert found == [f"^(?:{MEDIA_TYPE_PATTERN})$"] * 2

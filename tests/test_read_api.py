@@ -207,6 +207,36 @@ def test_every_content_type_round_trips(api: Api, content_type: str, body: bytes
     assert answer.headers["Content-Type"] == content_type
 
 
+def test_a_stored_content_type_that_is_no_media_type_is_served_as_octet_stream(
+    api: Api,
+) -> None:
+    """Written before content types were checked (or by hand): never reflected into the
+    Content-Type header, whose value it cannot be."""
+    from vhs.item import CONTENT_TYPE
+
+    id = "legacy-type"
+    api.store.put(id, b"legacy bytes", updated_at=T1, content_type="text/plain")
+    index = api.store.index
+    item = index.dynamodb.get_item(TableName=index.table, Key={"id": {"S": id}})["Item"]
+
+    def retyped(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: {"S": "text/plain; x=日本"} if k == CONTENT_TYPE else retyped(v)
+                for k, v in value.items()
+            }
+        return [retyped(v) for v in value] if isinstance(value, list) else value
+
+    index.dynamodb.put_item(TableName=index.table, Item=retyped(item))
+    assert api.store.get(id).content_type == "text/plain; x=日本"
+
+    for method in ("GET", "HEAD"):
+        answer = api.get(id, method=method)
+        assert answer.status == 200
+        assert answer.headers["Content-Type"] == "application/octet-stream"
+    assert api.get(id).body == b"legacy bytes"
+
+
 def test_head_gives_the_headers_without_the_body(api: Api) -> None:
     api.store.put("head-1", {"n": 1}, updated_at=T1)
     answer = api.get("head-1", method="HEAD")

@@ -9,11 +9,15 @@ Two events, one per state of the state machine:
   A CSV header that lacks a mapped column fails the plan, before anything is written.
 * **Chunks** (the ItemBatcher's ``{"Items": [...], "BatchInput": {...}}``): import each
   chunk's byte range with the CLI's worker (vhs.ingest.bulk), write its refused and failed
-  lines to ``<results prefix><NAME>/reports/<file key>/<first line>.jsonl`` and return the
-  counts, which the ResultWriter collects. A chunk with a line that failed (retries ran out)
-  raises ImportIncomplete after its report is written: the child execution fails, the Task
-  retries it, and a redrive of the execution runs only such chunks again. Lines already
-  stored are answered "unchanged" by the store.
+  lines to ``<results prefix><NAME>/reports/<file key>/<first line>.jsonl`` (or delete that
+  report, when every line is in: a retry's report replaces the earlier attempt's) and return
+  the counts, which the ResultWriter collects. An item whose key is not under the import
+  prefix, or that has no ETag, is refused (InvalidInput) before anything is read; the range
+  is read with If-Match the planned ETag, and an export replaced since the plan raises
+  ExportChanged. Both are permanent: the state machine does not retry them. A chunk with a
+  line that failed (retries ran out) raises ImportIncomplete after its report is written:
+  the child execution fails, the Task retries it, and a redrive of the execution runs only
+  such chunks again. Lines already stored are answered "unchanged" by the store.
 """
 
 from __future__ import annotations
@@ -118,7 +122,7 @@ def plan(event: dict[str, Any]) -> dict[str, Any]:
     chunks = 0
     lines: list[bytes] = []
     for file in files:  # every header first: a bad mapping fails before any chunk is planned
-        if file.fmt == "csv":
+        if file.fmt == "csv" and file.size:  # an empty file is zero lines, no header
             mapping.check_header(read_header(file, s3)[0], file.name)
     for file in files:
         for item in plan_chunks(file, s3, chunk_lines=chunk_lines):
@@ -138,17 +142,38 @@ def plan(event: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _chunk_file(item: dict[str, Any], bucket: str, allowed: str) -> SourceFile:
+    """The object a manifest item names, refused (before anything is read) unless its key is
+    under the import prefix and it carries the ETag the plan read."""
+    key, etag = item.get("key"), item.get("etag")
+    if not isinstance(key, str) or not key.startswith(allowed):
+        raise InvalidInput("key", f"must be an object key under {allowed!r}, not {key!r}")
+    if not isinstance(etag, str) or not etag:
+        raise InvalidInput("etag", f"{key}: the item has no ETag of the planned object")
+    for name in ("start", "end", "first_line"):
+        value = item.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidInput(name, f"{key}: must be a whole number, not {value!r}")
+    fmt = _format(item.get("format"))
+    if fmt is None:
+        raise InvalidInput("format", f"{key}: must be one of {', '.join(FORMATS)}")
+    # The size is the range's end: read_chunks never reads past it.
+    return SourceFile(f"s3://{bucket}/{key}", fmt, item["end"], etag, bucket=bucket, key=key)
+
+
 def import_chunks(event: dict[str, Any]) -> dict[str, Any]:
-    bucket, _, results = _where()
+    bucket, allowed, results = _where()
     batch = event.get("BatchInput") or {}
     execution = _execution(batch)
     mapping = CsvMapping.of(batch.get("mapping"))
+    items = event.get("Items") or []
+    files = [_chunk_file(item, bucket, allowed) for item in items]
     worker_count = settings.whole_number(settings.IMPORT_WRITE_WORKERS, SHAPE.write_workers)
     tally, reports = Tally(), []
     writer = ingestor()
     s3 = writer.s3
     with ImportWorker(writer, mapping=mapping, workers=worker_count) as worker:
-        for item in event.get("Items") or []:
+        for item, file in zip(items, files, strict=True):
             problems: list[Problem] = []
 
             def settle(settled: Settled, problems: list[Problem] = problems) -> None:
@@ -156,14 +181,6 @@ def import_chunks(event: dict[str, Any]) -> dict[str, Any]:
                 if settled.problem is not None:
                     problems.append(settled.problem)
 
-            file = SourceFile(
-                f"s3://{bucket}/{item['key']}",
-                item["format"],
-                0,
-                "",
-                bucket=bucket,
-                key=item["key"],
-            )
             worker.fmt = file.fmt
             csv = file.fmt == "csv"
             header = csv_header(item["header"].encode(), file.name) if csv else None
@@ -177,11 +194,15 @@ def import_chunks(event: dict[str, Any]) -> dict[str, Any]:
             # An item is at most the plan's chunk_lines lines: one chunk, coalesced together.
             for chunk in chunked(worker.rows(csv_rows(lines) if csv else lines, header), 100_000):
                 worker.chunk(chunk, settle)
+            key = f"{results}{execution}/reports/{file.key}/{item['first_line']:012d}.jsonl"
             if problems:
-                key = f"{results}{execution}/reports/{item['key']}/{item['first_line']:012d}.jsonl"
                 body = "".join(json.dumps(p.as_json(), ensure_ascii=False) + "\n" for p in problems)
                 s3.put_object(Bucket=bucket, Key=key, Body=body.encode())
                 reports.append(f"s3://{bucket}/{key}")
+            else:
+                # A retried chunk (the Task's retry, a redrive) whose earlier attempt left a
+                # report: the report describes this attempt's outcome, where every line is in.
+                s3.delete_object(Bucket=bucket, Key=key)
     for name, value in tally.as_json().items():
         metrics.add_metric(name=f"import_{name}", unit=MetricUnit.Count, value=value)
     result = {"counts": tally.as_json(), "reports": reports}

@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 from handlers.observability import instrumented, logger_and_metrics
 from vhs import settings
 from vhs.changes.feed import version_path
+from vhs.codec import served_content_type
 from vhs.errors import InvalidInput, RecordNotFound
 from vhs.model import Record, StoredVersion
 from vhs.parts import PART_NAME_PATTERN, check_part_name
@@ -321,7 +322,7 @@ def _id(segment: str) -> str:
 
 def _send(found: StoredVersion) -> Response:
     headers = _version_headers(found.version, found.content_hash, found)
-    content_type = found.content_type or "application/octet-stream"
+    content_type = served_content_type(found.content_type)
     early = _without_reading(
         headers, found.size, content_type, lambda seconds: store().body_url(found, seconds)
     )
@@ -332,7 +333,7 @@ def _send(found: StoredVersion) -> Response:
         # The body was collected under us and the item read again (store.read): another
         # version is current now, and the headers must name it.
         headers = _version_headers(record.version, record.content_hash, record)
-        content_type = record.content_type or "application/octet-stream"
+        content_type = served_content_type(record.content_type)
     metrics.add_metric(name="read_bytes", unit=MetricUnit.Bytes, value=len(record.body))
     return _body_response(record.body, content_type, response_limit(), headers)
 
@@ -347,14 +348,15 @@ def _send_part(found: StoredVersion, name: str) -> Response:
     are read (and checked against the hash) only when they are sent."""
     part = store().stored_part(found, name)
     headers = _version_headers(found.version, part.content_hash, found)
+    content_type = served_content_type(part.content_type)
     early = _without_reading(
-        headers, part.size, part.content_type, lambda s: store().part_url(found, name, s)
+        headers, part.size, content_type, lambda s: store().part_url(found, name, s)
     )
     if early is not None:
         return early
     data = store().read_part(found, name)
     metrics.add_metric(name="read_bytes", unit=MetricUnit.Bytes, value=len(data))
-    return _body_response(data, part.content_type, response_limit(), headers)
+    return _body_response(data, content_type, response_limit(), headers)
 
 
 def _without_reading(

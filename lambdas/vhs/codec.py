@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +21,17 @@ from .errors import BodyTooLarge, InvalidRecord
 JSON_CONTENT_TYPE = "application/json"
 BINARY_CONTENT_TYPE = "application/octet-stream"
 MAX_CONTENT_TYPE_LENGTH = 255
+# A media type as RFC 9110 writes it (8.3.1): type "/" subtype *( OWS ";" OWS [ name "=" value ] ),
+# names and types tokens (5.6.2), a value a token or a quoted string (5.6.4), ASCII only (no
+# obs-text): a value that can be sent as a Content-Type header as it is.
+_TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_QUOTED_STRING = r'"(?:[\t !#-\[\]-~]|\\[\t -~])*"'
+# The shipped JSON Schema (schemas/ingest-message.schema.json) carries it as
+# ^(?:MEDIA_TYPE_PATTERN)$, which a test checks.
+MEDIA_TYPE_PATTERN = (
+    rf"{_TOKEN}/{_TOKEN}(?:[ \t]*;[ \t]*(?:{_TOKEN}=(?:{_TOKEN}|{_QUOTED_STRING}))?)*"
+)
+_MEDIA_TYPE = re.compile(MEDIA_TYPE_PATTERN)
 MAX_BODY_SIZE = 5 * 1024**3  # S3's largest object
 _CHUNK = 8 * 1024 * 1024
 
@@ -115,14 +127,36 @@ def _check_size(size: int, max_size: int, field: str) -> None:
         raise BodyTooLarge(size, max_size, field)
 
 
+def is_media_type(value: object) -> bool:
+    """Whether `value` is a content type VHS stores and serves: an ASCII media type by RFC
+    9110's syntax, at most MAX_CONTENT_TYPE_LENGTH characters."""
+    return (
+        isinstance(value, str)
+        and len(value) <= MAX_CONTENT_TYPE_LENGTH
+        and _MEDIA_TYPE.fullmatch(value) is not None
+    )
+
+
 def check_content_type(content_type: object, field: str = "content_type") -> str:
+    """`content_type` if it is a media type (is_media_type); else InvalidRecord naming
+    `field`."""
     if not isinstance(content_type, str) or not content_type.strip():
         raise InvalidRecord("must be a non-empty string", field)
-    if len(content_type) > MAX_CONTENT_TYPE_LENGTH or not content_type.isprintable():
+    if not is_media_type(content_type):
         raise InvalidRecord(
-            f"must be printable, at most {MAX_CONTENT_TYPE_LENGTH} characters", field
+            "must be an ASCII media type as RFC 9110 writes it (type/subtype, then ';'"
+            " name=value parameters, a value a token or a quoted string), at most "
+            f"{MAX_CONTENT_TYPE_LENGTH} characters: {content_type[:80]!r}",
+            field,
         )
     return content_type
+
+
+def served_content_type(content_type: str | None) -> str:
+    """The Content-Type a stored body or part is served with: its own, when it is a media
+    type (is_media_type), else application/octet-stream (a content type stored before they
+    were checked, which a header must not carry)."""
+    return content_type if is_media_type(content_type) else BINARY_CONTENT_TYPE
 
 
 def sha256_hex(data: bytes) -> str:

@@ -119,3 +119,16 @@ class MissingStagedObject(InvalidMessage):
 class UnreadableStagedObject(InvalidMessage):
     """A claim check or record_location that points at an object the function may never read:
     encrypted under a KMS key it has no use of (the producer's own key, say)."""
+
+
+class ExportChanged(VhsError):
+    """A file being imported is not the one that was listed: an S3 object replaced (its ETag
+    differs: S3 answered 412 to the read's If-Match) or a local file modified (its size or
+    mtime differs). Nothing more of it is read: a half-old, half-new import is never made.
+    Permanent: importing it again (a new plan, or a run without --resume) is the remedy."""
+
+    def __init__(self, name: str, expected: str, found: str) -> None:
+        self.name = name
+        self.expected = expected
+        self.found = found
+        super().__init__(f"{name} changed since it was listed: it was {expected}, it is {found}")

@@ -913,9 +913,22 @@ message_case(
         body_base64="AA==",
         content_type="text/plain\r\nx-amz-meta-owner: mallory",
     ),
-    Rejected("content_type", "printable"),
+    Rejected("content_type", "media type"),
     "content_type with CR LF and a header",
     "It becomes S3's Content-Type header.",
+)
+message_case(
+    "msg-content-type-not-ascii",
+    message(
+        id="msg-content-type-not-ascii",
+        updated_at=T,
+        body_base64="AA==",
+        content_type="text/plain; x=日本",
+    ),
+    Rejected("content_type", "media type"),
+    "content_type with a parameter value that is not ASCII",
+    "Printable, but no media type (RFC 9110): it would be reflected into the read API's "
+    "Content-Type header.",
 )
 message_case(
     "msg-base64-invalid",

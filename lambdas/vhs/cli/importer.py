@@ -6,7 +6,8 @@ each other (by default under .vhs/import/, named by the run: a digest of the sou
 format, the mapping and the table):
 
 * the report, ``<run>.jsonl``: one JSON line per refused or failed line, {file, line, field,
-  reason, outcome};
+  reason, outcome} (a local file name's bytes that are not UTF-8 written as ``\\xNN``:
+  bulk_sources.display_name, as in the checkpoint);
 * the checkpoint, ``<run>.jsonl.checkpoint.json``: per file, the line (and byte offset) below
   which every line is settled, saved after every chunk and on an interruption.
 
@@ -191,7 +192,7 @@ class ImportRun:
         if done:
             return
         header = None
-        if file.fmt == "csv":
+        if file.fmt == "csv" and file.size:  # an empty file is zero lines, no header
             header, past_header = read_header(file, self.s3)
             self.worker.mapping.check_header(header, file.name)
             if offset == 0:

@@ -2,8 +2,12 @@
 a whole file in memory), from any byte offset, with every line's number and end offset.
 
 * `split_lines` cuts a byte stream into lines on LF (a CR before it is dropped, as `vhs send`
-  reads files), numbering them and skipping blank ones. A CSV row may hold line breaks inside
-  quotes: `csv_rows` joins such lines back into one row, numbered by its first line.
+  reads files), numbering them and skipping blank ones. A line longer than the largest
+  ingest message (`bulk.MAX_LINE_BYTES`) is refused without being held. A CSV row may hold
+  line breaks inside quotes: `csv_rows` joins such lines back into one row by the csv
+  module's rules, numbered by its first line, and refuses a row past the same bound.
+* A file is read from the content that was listed: an S3 object with If-Match its ETag, a
+  local file checked against its size and mtime; anything else raises ExportChanged.
 * A source is a local file or directory, or ``s3://bucket/prefix``. A directory or a prefix
   is imported file by file, in key order, taking only the files whose suffix is the format's
   (`bulk.SUFFIXES`: .jsonl or .ndjson, .csv); everything else under it is skipped and
@@ -16,16 +20,19 @@ a whole file in memory), from any byte offset, with every line's number and end 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInput
-from .bulk import FORMATS, SUFFIXES, Line, csv_header
+from botocore.exceptions import ClientError
+
+from ..aws import error_code, is_object_missing
+from ..errors import ExportChanged, InvalidInput
+from .bulk import FORMATS, MAX_LINE_BYTES, SUFFIXES, Line, csv_header
 
 READ_CHUNK_BYTES = 1024 * 1024
-_MAX_HEADER_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -33,12 +40,13 @@ class SourceFile:
     """One file to import: a local path or an S3 object, with what identifies its content
     (size and modification time, or ETag), so that a resumed import knows it is the same."""
 
-    name: str  # the path, or s3://bucket/key: what the report calls it
+    name: str  # the path (escaped: `display_name`), or s3://bucket/key: what reports call it
     fmt: str
     size: int
     version: str  # mtime_ns locally, the ETag in S3
     bucket: str | None = None
     key: str | None = None
+    path: str = ""  # a local file's path as the OS gives it (undecodable bytes and all)
 
     @property
     def is_s3(self) -> bool:
@@ -103,9 +111,17 @@ def _local_files(path: Path, fmt: str | None) -> tuple[list[SourceFile], list[st
     return found, ignored
 
 
+def display_name(path: str) -> str:
+    """`path` as reports and checkpoints name it: a local name's bytes that are not UTF-8
+    (which Python holds as lone surrogates, and which no UTF-8 file can hold) written as
+    `\\xNN`, so the name is recognisable and the report is valid UTF-8."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _local(path: Path, fmt: str) -> SourceFile:
     stat = path.stat()
-    return SourceFile(str(path), fmt, stat.st_size, str(stat.st_mtime_ns))
+    name = str(path)
+    return SourceFile(display_name(name), fmt, stat.st_size, str(stat.st_mtime_ns), path=name)
 
 
 def _s3_files(s3: Any, uri: str, fmt: str | None) -> tuple[list[SourceFile], list[str]]:
@@ -135,27 +151,67 @@ def _s3_files(s3: Any, uri: str, fmt: str | None) -> tuple[list[SourceFile], lis
 def read_chunks(
     file: SourceFile, s3: Any = None, start: int = 0, end: int | None = None
 ) -> Iterator[bytes]:
-    """The bytes of `file` from `start` (to `end`, exclusive), a megabyte at a time."""
-    if file.is_s3:
-        if end is not None and end <= start:
-            return
-        ranged = f"bytes={start}-{'' if end is None else end - 1}"
-        response = s3.get_object(Bucket=file.bucket, Key=file.key, Range=ranged)
-        try:
-            yield from response["Body"].iter_chunks(READ_CHUNK_BYTES)
-        finally:
-            response["Body"].close()
+    """The bytes of `file` from `start` to `end` (exclusive; at most its size), a megabyte
+    at a time, from the content that was listed: an S3 object is read with If-Match its
+    listed ETag, a local file is checked against its listed size and mtime, before and after
+    reading; either raises ExportChanged. An empty range is never requested (S3 answers 416
+    to `bytes=0-` of an empty object)."""
+    stop = file.size if end is None else min(end, file.size)
+    if stop <= start:
         return
-    with open(file.name, "rb") as handle:
+    if file.is_s3:
+        yield from _s3_chunks(file, s3, start, stop)
+        return
+    with open(file.path or file.name, "rb") as handle:
+        _check_unchanged(file, os.fstat(handle.fileno()))
         handle.seek(start)
-        left = None if end is None else end - start
-        while left is None or left > 0:
-            data = handle.read(READ_CHUNK_BYTES if left is None else min(left, READ_CHUNK_BYTES))
+        left = stop - start
+        while left > 0:
+            data = handle.read(min(left, READ_CHUNK_BYTES))
             if not data:
-                return
-            if left is not None:
-                left -= len(data)
+                break
+            left -= len(data)
             yield data
+        _check_unchanged(file, os.fstat(handle.fileno()))
+
+
+def _s3_chunks(file: SourceFile, s3: Any, start: int, stop: int) -> Iterator[bytes]:
+    condition = {"IfMatch": file.version} if file.version else {}
+    try:
+        response = s3.get_object(
+            Bucket=file.bucket, Key=file.key, Range=f"bytes={start}-{stop - 1}", **condition
+        )
+    except ClientError as error:
+        if error_code(error) != "PreconditionFailed":
+            raise
+        raise ExportChanged(file.name, f"ETag {file.version}", _current_etag(s3, file)) from None
+    try:
+        yield from response["Body"].iter_chunks(READ_CHUNK_BYTES)
+    finally:
+        response["Body"].close()
+
+
+def _current_etag(s3: Any, file: SourceFile) -> str:
+    try:
+        return f"ETag {s3.head_object(Bucket=file.bucket, Key=file.key)['ETag']}"
+    except ClientError as error:
+        if is_object_missing(error):
+            return "deleted"
+        raise
+
+
+def _check_unchanged(file: SourceFile, stat: os.stat_result) -> None:
+    if file.version and (stat.st_size, str(stat.st_mtime_ns)) != (file.size, file.version):
+        raise ExportChanged(
+            file.name,
+            f"{file.size} bytes, mtime_ns {file.version}",
+            f"{stat.st_size} bytes, mtime_ns {stat.st_mtime_ns}",
+        )
+
+
+def _too_long(source: str, number: int, size: int, end: int, max_bytes: int) -> Line:
+    reason = f"is {size} bytes, over the limit of {max_bytes} bytes (the largest ingest message)"
+    return Line(source, number, b"", end, refused=("line", reason))
 
 
 def split_lines(
@@ -165,47 +221,132 @@ def split_lines(
     first_line: int = 1,
     offset: int = 0,
     keep_blank: bool = False,
+    max_bytes: int = MAX_LINE_BYTES,
 ) -> Iterator[Line]:
     """The lines of a byte stream that starts at line `first_line`, byte `offset`: their bytes
     without the terminator (LF, or CRLF), and the offset just past them. Blank lines are
     skipped (their numbers are not) unless `keep_blank` (CSV: a blank line may be inside a
-    quoted field)."""
-    number, buffer = first_line, bytearray()
-    start = offset  # the offset of buffer[0]
+    quoted field). A line of more than `max_bytes` bytes (its terminator apart) is yielded
+    refused, without its bytes: they are dropped as they are read, up to its LF, so memory
+    stays within `max_bytes` and one read chunk whatever the file, and every byte is looked
+    at once."""
+    number, base = first_line, offset  # base: the offset of the chunk's first byte
+    held = bytearray()  # the start of the line being read, while within the bound
+    dropped = -1  # >= 0: the line being read is over the bound; its bytes so far
+    limit = max_bytes + 1  # room for a CR before the LF
     for chunk in chunks:
-        buffer += chunk
         position = 0
-        while (found := buffer.find(b"\n", position)) >= 0:
-            data = bytes(buffer[position:found]).removesuffix(b"\r")
-            if keep_blank or data.strip():
-                yield Line(source, number, data, start + found + 1)
+        while (found := chunk.find(b"\n", position)) >= 0:
+            end = base + found + 1
+            if dropped < 0 and len(held) + found - position <= limit:
+                if held:
+                    held += memoryview(chunk)[position:found]
+                    data = bytes(held)
+                else:
+                    data = chunk[position:found]
+                data = data.removesuffix(b"\r")
+                if len(data) > max_bytes:
+                    yield _too_long(source, number, len(data), end, max_bytes)
+                elif keep_blank or data.strip():
+                    yield Line(source, number, data, end)
+            else:
+                size = max(dropped, len(held)) + found - position
+                yield _too_long(source, number, size, end, max_bytes)
+            held.clear()
+            dropped = -1
             number += 1
             position = found + 1
-        del buffer[:position]
-        start += position
-    if buffer.strip():
-        yield Line(source, number, bytes(buffer).removesuffix(b"\r"), start + len(buffer))
-
-
-def csv_rows(lines: Iterable[Line]) -> Iterator[Line]:
-    """Physical lines joined into CSV rows: a line break inside a quoted field continues the
-    row (RFC 4180: quotes inside a field are doubled, so an odd count of quotes so far means
-    a field is still open). A row is numbered by its first line."""
-    row: Line | None = None
-    quotes = 0
-    for line in lines:
-        if row is None:
-            row = line
+        rest = len(chunk) - position
+        if dropped >= 0:
+            dropped += rest
+        elif len(held) + rest > limit:
+            dropped = len(held) + rest
+            held.clear()
         else:
-            span = line.number - row.number + 1
-            row = Line(row.source, row.number, row.data + b"\n" + line.data, line.end, span)
-        quotes += line.data.count(b'"')
-        if quotes % 2 == 0:
-            if row.data.strip():
-                yield row
-            row, quotes = None, 0
-    if row is not None:
-        yield row  # an unclosed quote: the csv module reports it on this row
+            held += memoryview(chunk)[position:]
+        base += len(chunk)
+    if dropped >= 0:
+        yield _too_long(source, number, dropped, base, max_bytes)
+    elif held.strip():
+        data = bytes(held).removesuffix(b"\r")
+        if len(data) > max_bytes:
+            yield _too_long(source, number, len(data), base, max_bytes)
+        else:
+            yield Line(source, number, data, base)
+
+
+_COMMA = ord(",")
+# A row of one line whose every field is unquoted (no quote at all) or quoted and closed
+# right before a delimiter: the common case, decided in one match (no field can be read two
+# ways, so a failed match backtracks little), the rest by `_ends_in_quotes`.
+_PLAIN_ROW = re.compile(rb'(?:[^",]*|"(?:[^"]|"")*")(?:,(?:[^",]*|"(?:[^"]|"")*"))*')
+
+
+def _ends_in_quotes(data: bytes, inside: bool) -> bool:
+    """Whether a quoted field is still open at the end of a line that starts inside one
+    (`inside`) or at the start of a row, by the csv module's rules (the excel dialect,
+    strict off): a quote opens a quoted field only as a field's first character; inside one,
+    a doubled quote is a quote and a single one closes it; any other quote is data. Looks
+    only at the quotes (bytes.find), so a line is scanned once."""
+    if not inside and _PLAIN_ROW.fullmatch(data) is not None:
+        return False
+    position, field_start = 0, 0
+    while True:
+        found = data.find(b'"', position)
+        if found < 0:
+            return inside
+        if inside:
+            if data[found + 1 : found + 2] == b'"':
+                position = found + 2
+                continue
+            inside, field_start = False, -1  # what follows a closing quote is the same field
+        elif found == field_start or (found > 0 and data[found - 1] == _COMMA):
+            inside = True
+        position = found + 1
+
+
+def csv_rows(lines: Iterable[Line], *, max_bytes: int = MAX_LINE_BYTES) -> Iterator[Line]:
+    """Physical lines joined into CSV rows as the csv module joins them: a line break inside
+    a quoted field continues the row (`_ends_in_quotes`). A row is numbered by its first line.
+    A row that grows past `max_bytes` (a quoted field that never closes) is yielded refused,
+    covering its lines so far, and the next line starts a row afresh; so is a quoted field
+    still open at the end. Every line is in one row, every row held is at most `max_bytes`,
+    and each line is scanned once."""
+    parts: list[bytes] = []  # the lines of a row still open
+    first: Line | None = None  # its first line
+    last: Line | None = None
+    size = 0
+    for line in lines:
+        last = line
+        data = line.data
+        if first is None:
+            if line.refused is not None:
+                yield line
+            elif data and not data.isspace():  # else a blank line between rows
+                if _ends_in_quotes(data, False):
+                    first, parts, size = line, [data], len(data)
+                else:
+                    yield line  # a row of one line: as it was read
+            continue
+        parts.append(data)
+        size += 1 + len(data)
+        span = line.number - first.number + 1
+        if line.refused is not None or size > max_bytes:
+            reason = (
+                f"a quoted field opened on line {first.number} is still open on line "
+                f"{line.number}, past the limit of {max_bytes} bytes for a row"
+            )
+            yield Line(first.source, first.number, b"", line.end, span, ("row", reason))
+            first, parts = None, []
+        elif not _ends_in_quotes(data, True):
+            yield Line(first.source, first.number, b"\n".join(parts), line.end, span)
+            first, parts = None, []
+    if first is not None and last is not None:
+        # A quoted field open at the end of the input (a cut file): what the csv module's
+        # strict mode calls "unexpected end of data", refused rather than guessed at.
+        reason = f"a quoted field opened on line {first.number} is not closed at the end"
+        span = last.number - first.number + 1
+        yield Line(first.source, first.number, b"", last.end, span, ("row", reason))
 
 
 def file_lines(
@@ -229,11 +370,18 @@ def file_lines(
 
 
 def read_header(file: SourceFile, s3: Any = None) -> tuple[list[str], int]:
-    """A CSV file's columns, and the offset just past its header line."""
-    for line in split_lines(read_chunks(file, s3, 0, _MAX_HEADER_BYTES), file.name):
-        if line.number != 1:
-            break
-        return csv_header(line.data, file.name), line.end
+    """A CSV file's columns, and the offset just past its header line (read up to its LF
+    only; a header is a line, bound as any line is)."""
+    lines = split_lines(read_chunks(file, s3), file.name)
+    try:
+        for line in lines:
+            if line.number != 1:
+                break
+            if line.refused is not None:
+                raise InvalidInput("header", f"{file.name}: the header line {line.refused[1]}")
+            return csv_header(line.data, file.name), line.end
+    finally:
+        lines.close()  # the rest of the file is not read
     raise InvalidInput("header", f"{file.name}: no header line (the first line is empty)")
 
 
@@ -241,9 +389,12 @@ def read_header(file: SourceFile, s3: Any = None) -> tuple[list[str], int]:
 
 
 def plan_chunks(file: SourceFile, s3: Any, *, chunk_lines: int) -> Iterator[dict[str, Any]]:
-    """Items of `chunk_lines` lines (rows) each: {key, format, start, end, first_line} byte
-    ranges of whole lines (first_line: the number of the line at `start`), and a CSV file's
-    header. Reads the file once, as a stream."""
+    """Items of `chunk_lines` lines (rows) each: {key, etag, format, start, end, first_line},
+    byte ranges of whole lines (first_line: the number of the line at `start`; etag: the
+    object's, which the chunk's read must match), and a CSV file's header. Reads the file
+    once, as a stream. An empty file has no chunks (and no header to read)."""
+    if file.size == 0:
+        return
     header_text: str | None = None
     start, first = 0, 1
     if file.fmt == "csv":
@@ -277,6 +428,7 @@ def _item(
         "start": start,
         "end": end,
         "first_line": first_line,
+        "etag": file.version,
     }
     if header is not None:
         item["header"] = header
