@@ -9,12 +9,14 @@ Start an execution with ``{"prefix": "imports/<export>/", "format": "auto"|"json
    each a byte range with the number of its first line; write them as a JSON Lines manifest.
 2. **Import** (a DISTRIBUTED Map): its ItemReader reads the manifest (JSONL), its
    ItemBatcher hands `max_items_per_batch` chunks to each child, at most `max_concurrency`
-   children run at once (Express children: they are short and cost per request, not per
-   state transition), and each child's Task invokes the import function, which writes the
+   children run at once (STANDARD children: a chunk's work, up to the function's 900 s, and
+   its retries do not fit an EXPRESS child's 5 minutes), and each child's Task invokes the
+   import function, which writes the
    chunk through the store and its per-line report to S3. The ResultWriter writes every
    child's result (counts and report locations) under the results prefix. A chunk whose
    lines failed fails its child; `tolerated_failure_percentage` (0: none) decides whether
-   the Map Run fails, and a redrive of the execution runs only the unsuccessful chunks.
+   the Map Run fails, and a redrive of the execution runs only the unsuccessful chunks. Bad
+   input, configuration and a replaced export (`PERMANENT_ERRORS`) are never retried.
 
 Why a plan step, rather than the ItemReader on the export itself: Step Functions' JSONL and
 CSV readers parse each line themselves, so a line that is not JSON fails the whole Map Run
@@ -51,6 +53,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from vhs import resources, settings
+from vhs.errors import permanent_error_names
 
 from . import nag
 from .config import VhsConfig
@@ -59,6 +62,11 @@ from .gc import list_prefix_condition
 from .ingest import store_writer_statements
 from .monitoring import Alarms
 from .store import object_arn
+
+# What no retry can fix: bad input and configuration, and a replaced export (the chunk worker's
+# ExportChanged: S3 answered 412 to its IfMatch on the ETag the plan recorded).
+EXPORT_CHANGED = "ExportChanged"
+PERMANENT_ERRORS = (*permanent_error_names(), EXPORT_CHANGED)
 
 # What a state machine with logging to CloudWatch Logs and X-Ray tracing needs: the log
 # delivery actions and X-Ray's support no resource-level permissions (AWS requires "*").
@@ -236,6 +244,7 @@ class BulkImport(Construct):
             result_path="$.plan",
             retry_on_service_exceptions=True,
         )
+        plan.add_retry(errors=list(PERMANENT_ERRORS), max_attempts=0)
         chunk = tasks.LambdaInvoke(
             self,
             "ImportChunks",
@@ -243,6 +252,9 @@ class BulkImport(Construct):
             payload_response_only=True,
             retry_on_service_exceptions=True,
         )
+        # A bad item or a replaced export fails its chunk at once: trying again cannot fix it.
+        # First, so that it matches before ImportIncomplete's Retrier.
+        chunk.add_retry(errors=list(PERMANENT_ERRORS), max_attempts=0)
         # Failed lines (throttling that outlasted the worker's own retries): twice more,
         # later, before the child fails.
         chunk.add_retry(
@@ -270,7 +282,10 @@ class BulkImport(Construct):
             result_writer_v2=sfn.ResultWriterV2(
                 bucket=imports, prefix=resources.IMPORT_RESULTS_PREFIX
             ),
-            map_execution_type=sfn.StateMachineType.EXPRESS,
+            # STANDARD children: a chunk may take the function's whole timeout (900 s) and its
+            # ImportIncomplete retries wait 30 s + 120 s more, past an EXPRESS child's 5
+            # minutes (docs/import.md, "AWS limits").
+            map_execution_type=sfn.StateMachineType.STANDARD,
             label="Import",
             result_path="$.import",
         )

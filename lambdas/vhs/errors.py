@@ -119,3 +119,16 @@ class MissingStagedObject(InvalidMessage):
 class UnreadableStagedObject(InvalidMessage):
     """A claim check or record_location that points at an object the function may never read:
     encrypted under a KMS key it has no use of (the producer's own key, say)."""
+
+
+def permanent_error_names() -> tuple[str, ...]:
+    """The error types (class names, as Lambda reports a raised exception's `errorType`) that
+    trying again cannot fix: bad input and configuration. A state machine's Task retries none of
+    them (infra/reindex.py, infra/bulk_import.py: a Retrier with MaxAttempts 0 before the rest)."""
+    found: set[str] = set()
+    pending: list[type] = [InvalidInput, ConfigurationError]
+    while pending:
+        cls = pending.pop()
+        found.add(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    return tuple(sorted(found))
