@@ -437,11 +437,11 @@ def _patches(recorder: Recorder) -> list[tuple[Any, str, Any]]:
     # itemreader-jsonl
     original_input_type_init = input_type.InputType.__init__
 
-    def input_type_init(self: Any, value: str) -> None:
-        if value == "JSONL":
+    def input_type_init(self: Any, input_type: str) -> None:
+        if input_type == "JSONL":
             self.input_type_value = "JSONL"
             return
-        original_input_type_init(self, value)
+        original_input_type_init(self, input_type)
 
     class JsonLinesReader(ResourceOutputTransformer):
         def _eval_body(self, env: Any) -> None:
@@ -452,10 +452,10 @@ def _patches(recorder: Recorder) -> list[tuple[Any, str, Any]]:
 
     original_transformer_for = transformer_factory.resource_output_transformer_for
 
-    def transformer_for(value: Any) -> Any:
-        if value.input_type_value == "JSONL":
+    def transformer_for(input_type: Any) -> Any:
+        if input_type.input_type_value == "JSONL":
             return JsonLinesReader()
-        return original_transformer_for(value)
+        return original_transformer_for(input_type=input_type)
 
     # resultwriter-files: each child's outcome, recorded as it ends.
     original_eval_job = item_worker.DistributedItemProcessorWorker._eval_job
@@ -476,7 +476,7 @@ def _patches(recorder: Recorder) -> list[tuple[Any, str, Any]]:
         with recorder.lock:
             recorder.map_children.append(record)
 
-    def write_results(self: Any, env: Any, runtime: Any, credentials: Any) -> None:
+    def write_results(env: Any, runtime: Any, credentials: Any) -> None:
         parameters = env.stack.pop()
         env.stack.pop()  # the outputs: written from the recorded children instead
         s3 = resource_eval_s3.ResourceEvalS3._get_s3_client(runtime, credentials)
