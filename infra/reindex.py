@@ -61,7 +61,9 @@ TABLE_READ_ACTIONS = ("dynamodb:Scan", "dynamodb:BatchGetItem")
 LAMBDA_THROTTLED = ("Lambda.TooManyRequestsException",)
 MAP_LABEL = "ReplaySegments"
 # What no retry can fix (bad input, configuration): never retried.
-PERMANENT_ERRORS = permanent_error_names()  # the Distributed Map's label: its map runs are named by it
+PERMANENT_ERRORS = (
+    permanent_error_names()
+)  # the Distributed Map's label: its map runs are named by it
 
 
 def reindex_state_machine_name(config: VhsConfig) -> str:

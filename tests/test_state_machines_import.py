@@ -14,14 +14,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
-import botocore.session
 import moto
 import pytest
 from botocore.exceptions import ClientError
-from support.backends import atomic_inprocess_dynamodb
-from support.stepfunctions import Execution, StateMachines, installed, machine_of, templates
-from support.stepfunctions import REGION
 
+from support.backends import atomic_inprocess_dynamodb
+from support.stepfunctions import (
+    REGION,
+    Execution,
+    StateMachines,
+    function_session,
+    installed,
+    machine_of,
+    templates,
+)
 from vhs import VersionedHybridStore, resources
 from vhs.errors import RecordNotFound
 
@@ -40,7 +46,7 @@ class Import:
     store: VersionedHybridStore
     s3: Any
     bucket: str  # the import bucket (the staging bucket: no importBucket in context)
-    session: Any  # the function's botocore session: tests hook its calls
+    hooks: list[tuple[str, str]]  # (event, unique id) registered on the functions' session
     after_plan: list[Callable[[dict[str, Any]], None]]
 
     def put(self, key: str, body: bytes | str) -> None:
@@ -90,7 +96,9 @@ class Import:
                     model.name,
                 )
 
-        self.session.register("provide-client-params.dynamodb.*", refuse)
+        event, unique_id = "provide-client-params.dynamodb.*", f"refuse-{len(self.hooks)}"
+        function_session().register(event, refuse, unique_id=unique_id)
+        self.hooks.append((event, unique_id))
 
 
 WRITES = {"PutItem", "UpdateItem", "TransactWriteItems", "BatchWriteItem"}
@@ -129,11 +137,8 @@ def bulk() -> Iterator[Import]:
             region=REGION,
         )
         resources.create_staging_bucket(s3, env["VHS_STAGING_BUCKET"], REGION)
-        import vhs.aws
         from handlers import bulk_import
 
-        session = botocore.session.get_session()
-        vhs.aws._session = session
         bulk_import.reset()
         after_plan: list[Callable[[dict[str, Any]], None]] = []
 
@@ -144,17 +149,20 @@ def bulk() -> Iterator[Import]:
                     step(result)
             return result
 
+        hooks: list[tuple[str, str]] = []
         with installed(machine, {function.handler: handler}) as machines:
             yield Import(
                 machines,
                 VersionedHybridStore.from_env(),
                 s3,
                 env["VHS_IMPORT_BUCKET"],
-                session,
+                hooks,
                 after_plan,
             )
+        session = function_session()
+        for event, unique_id in hooks:
+            session.unregister(event, unique_id=unique_id)
         bulk_import.reset()
-        vhs.aws._session = None
 
 
 def chunk_calls(machines: StateMachines) -> list[Any]:

@@ -5,14 +5,17 @@ the invocations and Retry waits it took."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
 import moto
 import pytest
+
 from support.backends import atomic_inprocess_dynamodb
 from support.notifications import receive_notifications
 from support.stepfunctions import (
@@ -25,7 +28,6 @@ from support.stepfunctions import (
     machine_of,
     templates,
 )
-
 from vhs import VersionedHybridStore, resources
 from vhs.changes.feed import Change
 
@@ -38,11 +40,7 @@ TOPIC_PARAMETER = f"/vhs/{STAGE}/change-topic-arn"
 class Reindex:
     machines: StateMachines
     store: VersionedHybridStore
-    sqs: Any
-    queue_url: str
-
-    def received(self) -> list[Change]:
-        return receive_notifications(self.sqs, self.queue_url, timeout=5)
+    received: Callable[[], list[Change]]  # what a copy subscribed to the feed has received
 
 
 class FastClock:
@@ -75,17 +73,16 @@ def reindex_run(clock: Any = None) -> Iterator[Reindex]:
             bucket_name=env["VHS_BUCKET_NAME"],
             region=REGION,
         )
-        import vhs.aws
         from handlers import reindex as worker
 
-        vhs.aws._session = None
         worker.reset()
         options = {"clock": clock} if clock is not None else {}
         with installed(machine, {function.handler: worker.handler}, **options) as machines:
             store = VersionedHybridStore.from_env()
-            yield Reindex(machines, store, sqs, queue_url)
+            yield Reindex(
+                machines, store, functools.partial(receive_notifications, sqs, queue_url, 5)
+            )
         worker.reset()
-        vhs.aws._session = None
 
 
 @pytest.fixture
@@ -141,10 +138,12 @@ def test_several_segments_loop_with_their_cursors_until_every_record_is_replayed
     for segment in range(3):
         mine = [c for c in calls if c.event["segment"] == segment]
         assert mine[0].event.get("cursor") is None
-        for before, after in zip(mine, mine[1:], strict=False):
+        for before, after in itertools.pairwise(mine):
             assert after.event["cursor"] == before.result["cursor"] is not None
         assert mine[-1].result["done"] is True
-        assert sum(c.result["last"]["scanned"] for c in mine) == mine[-1].result["totals"]["scanned"]
+        assert (
+            sum(c.result["last"]["scanned"] for c in mine) == mine[-1].result["totals"]["scanned"]
+        )
     assert len(calls) > 3  # the Choice looped
     assert sum(c.result["last"]["replayed"] for c in calls) == 30
     assert run.machines.waits == []
@@ -177,7 +176,9 @@ def test_an_id_list_replays_those_ids_each_segment_given_only_its_share(
 
 
 def test_a_childs_output_is_its_totals_not_the_run() -> None:
-    definition = machine_of(templates()["reindex"], {TOPIC_PARAMETER: "arn:aws:sns:topic"}).definition
+    definition = machine_of(
+        templates()["reindex"], {TOPIC_PARAMETER: "arn:aws:sns:topic"}
+    ).definition
     processor = definition["States"]["ReplaySegments"]["ItemProcessor"]["States"]
     assert processor["SegmentReplayed"]["Parameters"] == {
         "segment.$": "$.segment",
@@ -235,7 +236,10 @@ def test_a_permanent_error_in_a_segment_fails_it_at_once_and_a_transient_one_is_
 
     execution = reindex.machines.run({"total_segments": 2})
 
-    assert (execution.status, execution.error) == ("FAILED", "States.ExceedToleratedFailureThreshold")
+    assert (execution.status, execution.error) == (
+        "FAILED",
+        "States.ExceedToleratedFailureThreshold",
+    )
     calls = worker_calls(reindex.machines)
     assert sorted(c.event["segment"] for c in calls) == [0, 1]  # once each
     assert {c.error_type for c in calls} == {"ConfigurationError"}

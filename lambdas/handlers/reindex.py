@@ -125,7 +125,9 @@ def plan_run(request: Any, execution: Any) -> dict[str, Any]:
         )
     unknown = sorted(set(request) - set(PLAN_FIELDS))
     if unknown:
-        raise InvalidInput(unknown[0], f"is not a reindex option (those are {', '.join(PLAN_FIELDS)})")
+        raise InvalidInput(
+            unknown[0], f"is not a reindex option (those are {', '.join(PLAN_FIELDS)})"
+        )
     total = validate_segments(
         request.get("total_segments", REINDEX.default_segments), "total_segments"
     )

@@ -370,6 +370,7 @@ _install_lock = threading.Lock()
 
 def _patches(recorder: Recorder) -> list[tuple[Any, str, Any]]:
     """(owner, attribute, replacement) for every patched moto name (see ADAPTATIONS)."""
+    from moto.stepfunctions.parser.api import HistoryEventType, MapRunFailedEventDetails
     from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
         FailureEvent,
         FailureEventException,
@@ -405,7 +406,6 @@ def _patches(recorder: Recorder) -> list[tuple[Any, str, Any]]:
         resource_eval_s3,
     )
     from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
-    from moto.stepfunctions.parser.api import HistoryEventType, MapRunFailedEventDetails
     from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
     from moto.stepfunctions.parser.backend import execution_worker
 
@@ -533,9 +533,8 @@ def _patches(recorder: Recorder) -> list[tuple[Any, str, Any]]:
         if not outputs or not failed:
             return
         # AWS fails the Map Run once either threshold is exceeded (both 0 unless set).
-        if (
-            failed * 100 / len(outputs) > (record.tolerated_failure_percentage or 0)
-            or failed > (record.tolerated_failure_count or 0)
+        if failed * 100 / len(outputs) > (record.tolerated_failure_percentage or 0) or failed > (
+            record.tolerated_failure_count or 0
         ):
             name = StatesErrorName(typ=StatesErrorNameType.StatesExceedToleratedFailureThreshold)
             cause = "The specified tolerated failure threshold was exceeded"
@@ -566,6 +565,16 @@ def _patches(recorder: Recorder) -> list[tuple[Any, str, Any]]:
     ]
 
 
+@functools.cache
+def function_session() -> Any:
+    """The botocore session the functions make their clients from (vhs.aws._session), one per
+    process: a fresh session loads every service model again (about half a second a test).
+    A test hooks the functions' calls on it (and unregisters what it registered)."""
+    import botocore.session
+
+    return botocore.session.get_session()
+
+
 @contextlib.contextmanager
 def installed(
     machine: Machine,
@@ -578,6 +587,8 @@ def installed(
     patch undone on the way out. `handlers` maps a function's Handler ("handlers.reindex.handler")
     to the callable."""
     global _active
+    import vhs.aws
+
     _check_moto_version()
     recorder = Recorder()
     variables = {k: v for f in machine.functions.values() for k, v in f.environment.items()}
@@ -591,9 +602,16 @@ def installed(
         undo = []
         try:
             for owner, name, replacement in _patches(recorder):
-                undo.append((owner, name, owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)))
+                undo.append(
+                    (
+                        owner,
+                        name,
+                        owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name),
+                    )
+                )
                 setattr(owner, name, replacement)
             _active = StateMachines(machine, handlers, recorder, clock)
+            saved_session, vhs.aws._session = vhs.aws._session, function_session()
         except BaseException:
             _undo(undo, saved_env)
             raise
@@ -602,6 +620,7 @@ def installed(
     finally:
         with _install_lock:
             _active = None
+            vhs.aws._session = saved_session
             _undo(undo, saved_env)
 
 
