@@ -15,6 +15,7 @@ from typing import Any
 import boto3
 import moto
 import pytest
+from botocore.exceptions import ClientError
 
 from support.backends import atomic_inprocess_dynamodb
 from support.notifications import receive_notifications
@@ -24,6 +25,7 @@ from support.stepfunctions import (
     REGION,
     STAGE,
     StateMachines,
+    function_session,
     installed,
     machine_of,
     templates,
@@ -222,12 +224,11 @@ def test_bad_input_fails_the_execution_before_any_work_naming_the_field_once(
     assert reindex.received() == []
 
 
-def test_a_permanent_error_in_a_segment_fails_it_at_once_and_a_transient_one_is_retried(
+def test_a_permanent_error_in_a_segment_fails_it_at_once(
     reindex: Reindex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A misconfigured worker (its topic unset: ConfigurationError) is not retried; a worker
-    error that may pass (here SNS refusing the publish: a ClientError past botocore's
-    retries) is, 3 times with backoff, as the template says."""
+    """A misconfigured worker (its topic unset: ConfigurationError) is not retried: each
+    segment is invoked once, with no wait, and the execution fails."""
     from handlers import reindex as worker
 
     reindex.store.put("r01", {"n": 1}, updated_at=AT)
@@ -245,3 +246,39 @@ def test_a_permanent_error_in_a_segment_fails_it_at_once_and_a_transient_one_is_
     assert {c.error_type for c in calls} == {"ConfigurationError"}
     assert reindex.machines.waits == []
     assert reindex.received() == []
+
+
+def test_a_worker_error_that_may_pass_is_retried_after_a_wait(reindex: Reindex) -> None:
+    """A Scan that fails (a DynamoDB error past botocore's retries) fails the invocation;
+    States.TaskFailed's Retrier runs it again after a wait (FULL jitter: up to 30 s,
+    recorded, not slept) and the segment goes on."""
+    for n in range(3):
+        reindex.store.put(f"r{n}", {"n": n}, updated_at=AT)
+    failures = [1]
+
+    def fail_once(**_: Any) -> None:
+        if failures:
+            failures.pop()
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "x"}}, "Scan")
+
+    session = function_session()
+    session.register("provide-client-params.dynamodb.Scan", fail_once, unique_id="fail-once")
+    try:
+        execution = reindex.machines.run({"total_segments": 1})
+    finally:
+        session.unregister("provide-client-params.dynamodb.Scan", unique_id="fail-once")
+
+    assert execution.status == "SUCCEEDED", execution.cause
+    assert [c.error_type for c in worker_calls(reindex.machines)] == ["ClientError", None]
+    (wait,) = reindex.machines.waits
+    assert 0 <= wait <= 30
+    assert sorted(c.id for c in reindex.received()) == ["r0", "r1", "r2"]
+
+
+def test_the_harness_refuses_a_moto_release_it_was_not_written_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(moto, "__version__", "9.9.9")
+    machine = machine_of(templates()["reindex"], {TOPIC_PARAMETER: "arn:aws:sns:topic"})
+    with pytest.raises(RuntimeError, match=r"not 9\.9\.9"), installed(machine, {}):
+        pass
