@@ -282,3 +282,27 @@ def test_the_harness_refuses_a_moto_release_it_was_not_written_for(
     machine = machine_of(templates()["reindex"], {TOPIC_PARAMETER: "arn:aws:sns:topic"})
     with pytest.raises(RuntimeError, match=r"not 9\.9\.9"), installed(machine, {}):
         pass
+
+
+def test_vhs_reindex_cloud_starts_a_run_the_state_machine_accepts(
+    reindex: Reindex, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command names the execution by the run id and leaves run_id out of the input."""
+    from vhs.cli.app import main
+
+    for n in range(4):
+        reindex.store.put(f"r{n}", {"n": n}, updated_at=AT)
+    arn = reindex.machines.arn
+
+    assert main(["reindex", "--cloud", "--state-machine", arn, "--segments", "2", "--json"]) == 0
+
+    # The execution ran inside StartExecution: the worker's log lines come first, one a line;
+    # the command's answer is the last document (indented).
+    out = capsys.readouterr().out
+    started = json.loads(out[out.rindex("\n{\n") + 1 :])
+    described = reindex.machines.sfn.describe_execution(executionArn=started["execution_arn"])
+    assert described["status"] == "SUCCEEDED" and described["name"] == started["run_id"]
+    assert "run_id" not in json.loads(described["input"])
+    received = reindex.received()
+    assert sorted(c.id for c in received) == ["r0", "r1", "r2", "r3"]
+    assert {c.replay_run for c in received} == {started["run_id"]}
