@@ -201,6 +201,8 @@ def test_a_childs_output_is_its_totals_not_the_run() -> None:
         ({"page_size": 0}, "page_size"),
         ({"ids": "r01"}, "ids"),
         ({"ids": ["ok", ""]}, "ids"),
+        # Above max_ids_bytes (200 KiB), below the 256 KiB an execution's input may be.
+        ({"ids": [f"id-{n:07d}" for n in range(16_000)]}, "ids"),
         ({"since": "yesterday"}, "since"),
         ({"run_id": "mine"}, "run_id"),
         ({"segments": 4}, "segments"),
