@@ -18,6 +18,13 @@ Where moto 5.2.5's interpreter falls short of what our templates use, this modul
 moto parses it (`_lower`) or a narrow patch of one moto function (`_patches`); the patches are
 written against `PATCHED_MOTO_VERSION` and refuse to install on another release, so an upgrade
 fails loudly here rather than running on a stale copy.
+
+Not modelled (the live-AWS tests' part): a handler is never cut off at its timeout (the
+context only reports the time left), IAM, redrive, the 25,000-event history, Express
+children, and the 256 KiB limits beyond moto's own check of a Lambda result. Child executions
+are not executions of their own (moto runs a Map's items inside the parent), and the
+ResultWriter's files hold each child's Input, Output or Error and Cause and Status, not every
+field AWS writes.
 """
 
 from __future__ import annotations
