@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
 import moto
 import pytest
 from botocore.exceptions import ClientError
@@ -23,6 +22,7 @@ from support.stepfunctions import (
     REGION,
     Execution,
     StateMachines,
+    client,
     function_session,
     installed,
     machine_of,
@@ -128,9 +128,9 @@ def bulk() -> Iterator[Import]:
         machine = machine_of(templates()["import"])
         (function,) = machine.functions.values()
         env = function.environment
-        s3 = boto3.client("s3", REGION)
+        s3 = client("s3")
         resources.create_store_resources(
-            boto3.client("dynamodb", REGION),
+            client("dynamodb"),
             s3,
             table_name=env["VHS_TABLE_NAME"],
             bucket_name=env["VHS_BUCKET_NAME"],

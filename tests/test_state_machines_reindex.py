@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
 import moto
 import pytest
 from botocore.exceptions import ClientError
@@ -25,6 +24,7 @@ from support.stepfunctions import (
     REGION,
     STAGE,
     StateMachines,
+    client,
     function_session,
     installed,
     machine_of,
@@ -62,15 +62,15 @@ def reindex_run(clock: Any = None) -> Iterator[Reindex]:
         moto.mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
         atomic_inprocess_dynamodb(),
     ):
-        sns, sqs = boto3.client("sns", REGION), boto3.client("sqs", REGION)
+        sns, sqs = client("sns"), client("sqs")
         topic = resources.create_change_topic(sns, "vhs-changes.fifo")
         queue_url = resources.subscribe_fifo_queue(sns, sqs, topic, "vhs-copy.fifo")
         machine = machine_of(templates()["reindex"], {TOPIC_PARAMETER: topic})
         (function,) = machine.functions.values()
         env = function.environment
         resources.create_store_resources(
-            boto3.client("dynamodb", REGION),
-            boto3.client("s3", REGION),
+            client("dynamodb"),
+            client("s3"),
             table_name=env["VHS_TABLE_NAME"],
             bucket_name=env["VHS_BUCKET_NAME"],
             region=REGION,
@@ -115,6 +115,7 @@ def test_the_adaptations_of_moto_are_the_listed_ones() -> None:
         "itemreader-jsonl",
         "itembatcher",
         "tolerated-failure",
+        "parse-once",
         "resultwriter-files",
     ]
     assert all(len(why) > 40 for _, why in ADAPTATIONS)

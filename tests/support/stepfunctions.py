@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import fcntl
 import functools
 import json
 import os
@@ -87,6 +88,12 @@ ADAPTATIONS: tuple[tuple[str, str], ...] = (
         "moto parses ToleratedFailurePercentage/Count but never applies them (a Map Run with "
         "failed children succeeds), and its grammar refuses a whole-number percentage: the "
         "Map Run fails with States.ExceedToleratedFailureThreshold as AWS's does",
+    ),
+    (
+        "parse-once",
+        "moto parses a definition with ANTLR at CreateStateMachine and again at every "
+        "StartExecution (about 0.2 s each): a definition is parsed once a process, its "
+        "program (declarations only; each run's state is in its Environment) reused",
     ),
     (
         "resultwriter-files",
@@ -296,13 +303,11 @@ class StateMachines:
         recorder: Recorder,
         clock: Callable[[], float],
     ) -> None:
-        import boto3
-
         self.machine = machine
         self.handlers = handlers
         self.recorder = recorder
         self.clock = clock
-        self.sfn = boto3.client("stepfunctions", region_name=REGION)
+        self.sfn = client("stepfunctions")
         self.arn = self.sfn.create_state_machine(
             name=machine.name,
             definition=json.dumps(_lower(machine.definition)),
@@ -372,6 +377,9 @@ def _check_moto_version() -> None:
 
 
 _active: StateMachines | None = None
+# Parsed definitions (parse-once), by their text.
+_parsed: dict[str, Any] = {}
+_parsed_lock = threading.Lock()
 _install_lock = threading.Lock()
 
 
@@ -414,7 +422,17 @@ def _patches(recorder: Recorder) -> list[tuple[Any, str, Any]]:
     )
     from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
     from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+    from moto.stepfunctions.parser.asl.parse import asl_parser
     from moto.stepfunctions.parser.backend import execution_worker
+
+    # parse-once
+    original_parse = asl_parser.AmazonStateLanguageParser.parse
+
+    def parse_once(definition: str) -> Any:
+        with _parsed_lock:
+            if definition not in _parsed:
+                _parsed[definition] = original_parse(definition)
+            return _parsed[definition]
 
     # lambda-in-process
     def invoke_lambda(parameters: dict, region: str, state_credentials: Any) -> dict:
@@ -559,6 +577,7 @@ def _patches(recorder: Recorder) -> list[tuple[Any, str, Any]]:
             )
 
     return [
+        (asl_parser.AmazonStateLanguageParser, "parse", staticmethod(parse_once)),
         (lambda_eval_utils, "_invoke_lambda_function", invoke_lambda),
         (execution_worker.ExecutionWorker, "start", start_inline),
         (retrier_decl, "time", RecordedTime),
@@ -580,6 +599,14 @@ def function_session() -> Any:
     import botocore.session
 
     return botocore.session.get_session()
+
+
+@functools.cache
+def client(service: str) -> Any:
+    """A client of `service` for the tests' own calls, one per process (made from the same
+    session: a boto3 client made afresh costs about 0.15 s); moto intercepts its calls inside
+    any `mock_aws`."""
+    return function_session().create_client(service, region_name=REGION)
 
 
 @contextlib.contextmanager
@@ -664,14 +691,29 @@ def templates() -> dict[str, dict[str, Any]]:
     once (cdk-nag off here; the infra tests synthesize with it) and kept in the temporary
     directory under a digest of every source they are made of, so pytest-xdist's workers (and
     later runs) share one synthesis: the first jsii use in a process costs about 10 s."""
-    import sys
     import tempfile
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     cache = Path(tempfile.gettempdir()) / "vhs-sfn-templates" / f"{_sources_digest(root)}.json"
-    if cache.exists():
-        return json.loads(cache.read_text())
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    # One worker synthesizes; the others wait for its file rather than synthesize too.
+    with open(cache.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if cache.exists():
+            return json.loads(cache.read_text())
+        found = _synthesize(root)
+        partial = cache.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(found))
+        os.replace(partial, cache)
+        return found
+
+
+def _synthesize(root: Any) -> dict[str, dict[str, Any]]:
+    """The app as `cdk synth` builds it (cdk.json's context, stage STAGE), cdk-nag off."""
+    import sys
+    import tempfile
+
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -684,13 +726,7 @@ def templates() -> dict[str, dict[str, Any]]:
         app = cdk.App(outdir=outdir, context={**context, "stage": STAGE})
         stacks = build(app, nag=False)
         assembly = app.synth()
-        found = {
+        return {
             "import": assembly.get_stack_by_name(stacks.bulk_import.stack_name).template,
             "reindex": assembly.get_stack_by_name(stacks.reindex.stack_name).template,
         }
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    # Written whole, then renamed: a worker reading it never sees half a file.
-    partial = cache.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps(found))
-    os.replace(partial, cache)
-    return found
