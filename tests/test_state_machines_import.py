@@ -17,17 +17,9 @@ import moto
 import pytest
 from botocore.exceptions import ClientError
 
+from support import stepfunctions as harness
 from support.backends import atomic_inprocess_dynamodb
-from support.stepfunctions import (
-    REGION,
-    Execution,
-    StateMachines,
-    client,
-    function_session,
-    installed,
-    machine_of,
-    templates,
-)
+from support.stepfunctions import REGION, Execution, StateMachines, client, function_session
 from vhs import VersionedHybridStore, resources
 from vhs.errors import RecordNotFound
 
@@ -125,7 +117,7 @@ def bulk() -> Iterator[Import]:
         moto.mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
         atomic_inprocess_dynamodb(),
     ):
-        machine = machine_of(templates()["import"])
+        machine = harness.machine_of(harness.templates()["import"])
         (function,) = machine.functions.values()
         env = function.environment
         s3 = client("s3")
@@ -150,7 +142,7 @@ def bulk() -> Iterator[Import]:
             return result
 
         hooks: list[tuple[str, str]] = []
-        with installed(machine, {function.handler: handler}) as machines:
+        with harness.installed(machine, {function.handler: handler}) as machines:
             yield Import(
                 machines,
                 VersionedHybridStore.from_env(),
@@ -335,7 +327,7 @@ def test_a_manifest_item_naming_a_key_outside_the_prefix_is_refused_without_retr
 
 
 def test_permanent_errors_come_first_and_are_never_retried() -> None:
-    definition = machine_of(templates()["import"]).definition
+    definition = harness.machine_of(harness.templates()["import"]).definition
     plan = definition["States"]["Plan"]
     chunk = definition["States"]["Import"]["ItemProcessor"]["States"]["ImportChunks"]
     for task in (plan, chunk):
