@@ -26,9 +26,9 @@ requests, counted here) and a model of the Lambda time each needs: its CPU per r
 measured here, plus the requests' published latencies divided by the writes it keeps in
 flight (ingest: a batch of 10; import: 16). DynamoDB's capacity is priced on the items as
 stored (one write, one eventually consistent read per record, both paths alike). The import
-adds Step Functions (one Express child per chunk of 2,000 lines and a few Standard state
-transitions per execution) and S3 GETs of the files (one per file for the plan, one per
-chunk); the queue path adds SQS (send, receive and delete, batches of 10).
+adds Step Functions (one Standard child per chunk of 2,000 lines, about 2 state transitions
+each, and a few transitions per execution) and S3 GETs of the files (one per file for the
+plan, one per chunk); the queue path adds SQS (send, receive and delete, batches of 10).
 """
 
 from __future__ import annotations
@@ -72,6 +72,8 @@ CONDITIONS = (False, True)  # injected latency off, on
 EXPORT_RECORDS = 1_000_000
 EXPORT_FILES = 10
 EXECUTION_TRANSITIONS = 8  # start, Plan, the Map state, the end, and their retries' margin
+# A chunk's child (STANDARD: docs/import.md, "AWS limits"): its Task and its end.
+CHILD_TRANSITIONS = 2
 
 
 @dataclass(frozen=True)
@@ -186,14 +188,8 @@ def dollars_per_million(result: dict[str, Any], on: bool) -> dict[str, dict[str,
             bill["s3 source GETs"] = (
                 chunks_per_record + (EXPORT_FILES + 1) / EXPORT_RECORDS
             ) * prices.s3_get_per_million + prices.s3_put_per_million / EXPORT_RECORDS
-            chunk_seconds = seconds * shape.chunk_lines
             bill["step functions"] = (
-                chunks_per_record
-                * (
-                    prices.sfn_express_requests_per_million
-                    + 1e6 * prices.sfn_express_gb_second * 0.0625 * chunk_seconds
-                )
-                + (EXECUTION_TRANSITIONS / EXPORT_RECORDS)
+                (chunks_per_record * CHILD_TRANSITIONS + EXECUTION_TRANSITIONS / EXPORT_RECORDS)
                 * prices.step_functions_transition_per_thousand
                 * 1000
             )

@@ -9,12 +9,14 @@ Start an execution with ``{"prefix": "imports/<export>/", "format": "auto"|"json
    each a byte range with the number of its first line; write them as a JSON Lines manifest.
 2. **Import** (a DISTRIBUTED Map): its ItemReader reads the manifest (JSONL), its
    ItemBatcher hands `max_items_per_batch` chunks to each child, at most `max_concurrency`
-   children run at once (Express children: they are short and cost per request, not per
-   state transition), and each child's Task invokes the import function, which writes the
+   children run at once (STANDARD children: a chunk's work, up to the function's 900 s, and
+   its retries do not fit an EXPRESS child's 5 minutes), and each child's Task invokes the
+   import function, which writes the
    chunk through the store and its per-line report to S3. The ResultWriter writes every
    child's result (counts and report locations) under the results prefix. A chunk whose
    lines failed fails its child; `tolerated_failure_percentage` (0: none) decides whether
-   the Map Run fails, and a redrive of the execution runs only the unsuccessful chunks.
+   the Map Run fails, and a redrive of the execution runs only the unsuccessful chunks. Bad
+   input, configuration and a replaced export (`PERMANENT_ERRORS`) are never retried.
 
 Why a plan step, rather than the ItemReader on the export itself: Step Functions' JSONL and
 CSV readers parse each line themselves, so a line that is not JSON fails the whole Map Run
@@ -51,6 +53,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from vhs import resources, settings
+from vhs.errors import permanent_error_names
 
 from . import nag
 from .config import VhsConfig
@@ -59,6 +62,10 @@ from .gc import list_prefix_condition
 from .ingest import store_writer_statements
 from .monitoring import Alarms
 from .store import object_arn
+
+# What no retry can fix: bad input and configuration, and a replaced export (the chunk worker's
+# ExportChanged: S3 answered 412 to its IfMatch on the ETag the plan recorded).
+PERMANENT_ERRORS = permanent_error_names()
 
 # What a state machine with logging to CloudWatch Logs and X-Ray tracing needs: the log
 # delivery actions and X-Ray's support no resource-level permissions (AWS requires "*").
@@ -113,6 +120,7 @@ class BulkImport(Construct):
         staged_objects = object_arn(staging, resources.STAGING_PREFIX)
         import_objects = object_arn(imports, resources.IMPORT_PREFIX)
         result_objects = object_arn(imports, resources.IMPORT_RESULTS_PREFIX)
+        report_objects = imports.arn_for_objects(f"{resources.IMPORT_RESULTS_PREFIX}*/reports/*")
         self.function = VhsFunction(
             self,
             config=config,
@@ -131,6 +139,10 @@ class BulkImport(Construct):
                 allow("ReadImportFiles", ["s3:GetObject"], [import_objects]),
                 # The manifest and the per-line reports; never under the import prefix.
                 allow("WriteResults", ["s3:PutObject"], [result_objects]),
+                # A chunk that ends with every line in deletes the report an earlier attempt
+                # left (its failed lines were stored on the retry): reports describe the final
+                # outcome. Reports only, never the manifest or the ResultWriter's files.
+                allow("ReplaceReports", ["s3:DeleteObject"], [report_objects]),
                 # The store's writes, as the ingest function has them.
                 *store_writer_statements(body_objects, staging, table, staged_objects),
             ],
@@ -155,7 +167,9 @@ class BulkImport(Construct):
 
         self.machine_role = self._machine_role(stack, name, result_objects)
         self.state_machine = self._state_machine(config, shape, imports, name)
-        self._acknowledge(body_objects, staged_objects, import_objects, result_objects)
+        self._acknowledge(
+            body_objects, staged_objects, import_objects, result_objects, report_objects
+        )
 
         self.alarms: list[cloudwatch.Alarm] = []
         if alarm_topic is not None:
@@ -236,6 +250,7 @@ class BulkImport(Construct):
             result_path="$.plan",
             retry_on_service_exceptions=True,
         )
+        plan.add_retry(errors=list(PERMANENT_ERRORS), max_attempts=0)
         chunk = tasks.LambdaInvoke(
             self,
             "ImportChunks",
@@ -243,6 +258,9 @@ class BulkImport(Construct):
             payload_response_only=True,
             retry_on_service_exceptions=True,
         )
+        # A bad item or a replaced export fails its chunk at once: trying again cannot fix it.
+        # First, so that it matches before ImportIncomplete's Retrier.
+        chunk.add_retry(errors=list(PERMANENT_ERRORS), max_attempts=0)
         # Failed lines (throttling that outlasted the worker's own retries): twice more,
         # later, before the child fails.
         chunk.add_retry(
@@ -270,7 +288,10 @@ class BulkImport(Construct):
             result_writer_v2=sfn.ResultWriterV2(
                 bucket=imports, prefix=resources.IMPORT_RESULTS_PREFIX
             ),
-            map_execution_type=sfn.StateMachineType.EXPRESS,
+            # STANDARD children: a chunk may take the function's whole timeout (900 s) and its
+            # ImportIncomplete retries wait 30 s + 120 s more, past an EXPRESS child's 5
+            # minutes (docs/import.md, "AWS limits").
+            map_execution_type=sfn.StateMachineType.STANDARD,
             label="Import",
             result_path="$.import",
         )
@@ -316,6 +337,7 @@ class BulkImport(Construct):
         staged_objects: str,
         import_objects: str,
         result_objects: str,
+        report_objects: str,
     ) -> None:
         role = self.role
         nag.acknowledge_wildcard(
@@ -344,6 +366,13 @@ class BulkImport(Construct):
             "PutObject under the import results prefix only: each execution writes its "
             "manifest and one report per chunk with refused lines, named by the execution "
             "and the file, which are known only when it runs.",
+        )
+        nag.acknowledge_wildcard(
+            role,
+            report_objects,
+            "DeleteObject of per-chunk reports only (import-results/<execution>/reports/...): "
+            "a chunk whose retry stored every line removes the report its failed attempt "
+            "wrote, named by the execution and the file, known only when it runs.",
         )
         machine = self.machine_role
         nag.acknowledge_wildcard(

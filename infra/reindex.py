@@ -3,11 +3,14 @@ change feed, through the reindex worker Lambda (handlers/reindex.py, docs/change
 
 The state machine (standard, fixed name `vhs-<stage>-reindex`):
 
-    Defaults -> Plan -> Segments -> ReplaySegments (Distributed Map over 0..N-1)
-                                       each segment: ReplayPage <-> SegmentDone? -> Replayed
+    Plan -> ReplaySegments (Distributed Map over the plan's segments)
+              each segment: ReplayPage <-> SegmentDone? -> SegmentReplayed
 
-* The input ``{"total_segments"?, "rate"?, "page_size"?, "since"?, "until"?, "ids"?}`` is
-  merged over the defaults of `vhs.resources.REINDEX`; the run id is the execution's name.
+* Plan: the worker checks the input ``{"total_segments"?, "rate"?, "page_size"?, "since"?,
+  "until"?, "ids"?}`` before any work (types, ranges of `vhs.resources.REINDEX`, unknown fields
+  and `run_id` refused: the run id is the execution's name) and answers the run and one item
+  per segment, each with its own share of an id list. A refused input fails the execution at
+  once, naming the field (InvalidInput, never retried).
 * A Distributed Map runs the segments, at most `max_concurrency` at once, each as a child
   execution of its own (STANDARD: a segment of a large table loops for hours, and each child
   has its own 25,000-event history). The console's Map Run view shows every segment's state.
@@ -17,6 +20,9 @@ The state machine (standard, fixed name `vhs-<stage>-reindex`):
 * LambdaInvoke retries Lambda's service errors and throttling with backoff; a worker error
   (a DynamoDB or SNS failure past botocore's retries) is retried 3 times, then the segment,
   and with it the Map Run, fails: the ReindexFailures alarm fires; redrive once it is fixed.
+  Bad input and configuration (`vhs.errors.permanent_error_names`) are not retried.
+* A child's output is its segment and totals only: the Map's results are bounded by the
+  number of segments, whatever the id list.
 * The rate bound is the worker's (records/s per segment): at most
   min(segments, max_concurrency) x rate records/s in all.
 
@@ -41,6 +47,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from vhs import resources, settings
+from vhs.errors import permanent_error_names
 
 from . import nag
 from .config import VhsConfig
@@ -53,6 +60,8 @@ TABLE_READ_ACTIONS = ("dynamodb:Scan", "dynamodb:BatchGetItem")
 # not cover: throttling of the worker by the account's concurrency.
 LAMBDA_THROTTLED = ("Lambda.TooManyRequestsException",)
 MAP_LABEL = "ReplaySegments"  # the Distributed Map's label: its map runs are named by it
+# What no retry can fix (bad input, configuration): never retried.
+PERMANENT_ERRORS = permanent_error_names()
 
 
 def reindex_state_machine_name(config: VhsConfig) -> str:
@@ -154,35 +163,21 @@ class Reindex(Construct):
             self.alarms = [self.failures_alarm]
 
     def _definition(self, shape: resources.ReindexShape) -> sfn.IChainable:
-        defaults = sfn.Pass(
-            self,
-            "Defaults",
-            comment="the run's settings: resources.REINDEX's, the execution's name as run id",
-            parameters={
-                "defaults": {
-                    "run_id.$": "$$.Execution.Name",
-                    "total_segments": shape.default_segments,
-                    "rate": shape.default_rate,
-                    "page_size": shape.page_size,
-                },
-                "input.$": "$",
-            },
-        )
-        plan = sfn.Pass(
+        plan = tasks.LambdaInvoke(
             self,
             "Plan",
-            comment="the input over the defaults",
-            parameters={"run.$": "States.JsonMerge($.defaults, $.input, false)"},
+            comment="the input checked before any work; the run and one item per segment",
+            lambda_function=self.function,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "plan": sfn.JsonPath.object_at("$"),
+                    "execution": sfn.JsonPath.string_at("$$.Execution.Name"),
+                }
+            ),
+            payload_response_only=True,
+            retry_on_service_exceptions=True,
         )
-        segments = sfn.Pass(
-            self,
-            "Segments",
-            comment="the segment numbers 0..total_segments-1",
-            parameters={
-                "run.$": "$.run",
-                "segments.$": "States.ArrayRange(0, States.MathAdd($.run.total_segments, -1), 1)",
-            },
-        )
+        plan.add_retry(errors=list(PERMANENT_ERRORS), max_attempts=0)
         replay = tasks.LambdaInvoke(
             self,
             "ReplayPage",
@@ -191,6 +186,9 @@ class Reindex(Construct):
             payload_response_only=True,
             retry_on_service_exceptions=True,
         )
+        # Bad input and configuration fail at once: trying again cannot fix them. A Retrier
+        # matches in order, so this one must come before States.TaskFailed's.
+        replay.add_retry(errors=list(PERMANENT_ERRORS), max_attempts=0)
         replay.add_retry(
             errors=list(LAMBDA_THROTTLED),
             interval=cdk.Duration.seconds(5),
@@ -206,14 +204,24 @@ class Reindex(Construct):
             jitter_strategy=sfn.JitterType.FULL,
         )
         done = sfn.Choice(self, "SegmentDone", comment="loop with the cursor until done")
-        replayed = sfn.Succeed(self, "SegmentReplayed")
+        # A child's output is its segment's totals only (never the run or its ids), so the
+        # Map's results stay small whatever the run: at most max_segments x ~200 bytes.
+        replayed = sfn.Pass(
+            self,
+            "SegmentReplayed",
+            parameters={"segment.$": "$.segment", "totals.$": "$.totals"},
+        )
         done.when(sfn.Condition.boolean_equals("$.done", True), replayed).otherwise(replay)
         each = sfn.DistributedMap(
             self,
             "ReplaySegments",
             comment="one child execution per Scan segment",
             items_path="$.segments",
-            item_selector={"segment.$": "$$.Map.Item.Value", "run.$": "$.run"},
+            item_selector={
+                "segment.$": "$$.Map.Item.Value.segment",
+                "share.$": "$$.Map.Item.Value.share",
+                "run.$": "$.run",
+            },
             max_concurrency=shape.max_concurrency,
             map_execution_type=sfn.StateMachineType.STANDARD,
             label=MAP_LABEL,
@@ -222,7 +230,7 @@ class Reindex(Construct):
             result_path=sfn.JsonPath.DISCARD,
         )
         each.item_processor(replay.next(done))
-        return defaults.next(plan).next(segments).next(each)
+        return plan.next(each)
 
     def _acknowledge(self, config: VhsConfig) -> None:
         role = self.state_machine.role

@@ -293,6 +293,23 @@ def test_the_token_bucket_does_not_sleep_within_its_burst() -> None:
         TokenBucket(0)
 
 
+def test_a_rate_above_the_bound_is_refused_by_the_worker_and_the_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One bound (resources.REINDEX.max_rate) for the worker, `vhs reindex --rate` and the
+    state machine's plan (tests/test_state_machines_reindex.py)."""
+    from vhs.cli.app import main
+
+    bound = resources.REINDEX.max_rate
+    assert TokenBucket(bound).rate == bound
+    for rate in (bound * 1.5, float("inf")):
+        with pytest.raises(InvalidInput) as raised:
+            TokenBucket(rate)
+        assert raised.value.field == "rate"
+    assert main(["reindex", "--cloud", "--state-machine", "arn:x", "--rate", str(bound * 2)]) != 0
+    assert f"at most {bound:g} records/s" in capsys.readouterr().err
+
+
 # --- resuming ---------------------------------------------------------------------------------
 
 
@@ -353,7 +370,11 @@ def test_a_run_resumed_after_a_failure_republishes_nothing_confirmed_and_misses_
     else:
         injected = refuse_entry(failing_sns, "r22")
     checkpoint = Checkpoint.new(
-        tmp_path / "run.json", selection=Selection(), total_segments=2, rate=1e6, page_size=4
+        tmp_path / "run.json",
+        selection=Selection(),
+        total_segments=2,
+        rate=resources.REINDEX.max_rate,
+        page_size=4,
     )
     run_local(feed.target, checkpoint)
     assert injected and not checkpoint.done
@@ -402,7 +423,11 @@ def test_a_stopped_run_saves_its_cursors_and_resumes_after_them(feed: Feed, tmp_
         store.put(f"r{n:02d}", {"n": n}, updated_at=at(n))
     stop = threading.Event()
     checkpoint = Checkpoint.new(
-        tmp_path / "c.json", selection=Selection(), total_segments=1, rate=1e6, page_size=3
+        tmp_path / "c.json",
+        selection=Selection(),
+        total_segments=1,
+        rate=resources.REINDEX.max_rate,
+        page_size=3,
     )
     pages = []
 
@@ -553,7 +578,11 @@ def test_a_copy_rebuilt_from_empty_by_replays_equals_the_store(server: Backend) 
         publisher = RacingPublisher(sns, topic_arn)
         target = Target(server.dynamodb, server.table_name, publisher, server.bucket_name)
         checkpoint = Checkpoint.new(
-            None, selection=Selection(), total_segments=3, rate=1e6, page_size=5
+            None,
+            selection=Selection(),
+            total_segments=3,
+            rate=resources.REINDEX.max_rate,
+            page_size=5,
         )
         checkpoint.path = Path(server.table_name + ".json")
         try:

@@ -1,16 +1,24 @@
-"""The reindex worker Lambda: replays one Scan segment to the change feed, from a cursor.
+"""The reindex worker Lambda: plans a run, and replays one Scan segment to the change feed,
+from a cursor.
 
-The Reindex stack's state machine (infra/reindex.py) invokes it in a loop per segment, its
-output the next invocation's input, until it says `done`. Event (and result) fields:
+The Reindex stack's state machine (infra/reindex.py) invokes it first with
+``{"plan": <the execution's input>, "execution": <its name>}``: the input is checked before any
+work (`plan_run`: every field's type and range, unknown fields refused, `run_id` refused: the
+run id is always the execution's name), and the answer is the run and the Map's items, one per
+segment (with an id list, each carries its own share of the ids). Then, per segment, in a loop,
+its output the next invocation's input, until it says `done`. Event (and result) fields:
 
     segment     this segment, 0..run.total_segments-1
+    share       optional: this segment's share of the run's id list (the plan's split); the
+                segment replays only these ids
     run         the run, the same for every segment:
                   run_id          the execution's name: part of every replay's deduplication id
                   total_segments  the Scan's TotalSegments
                   rate            records per second for this segment (resources.REINDEX)
                   page_size       Scan's Limit (resources.REINDEX)
                   since, until    optional: the selection's time range (RFC 3339)
-                  ids             optional: only these ids (vhs.changes.reindex.Selection)
+                  ids             optional: only these ids (vhs.changes.reindex.Selection;
+                                  `vhs invoke`; the state machine hands out shares instead)
     cursor      absent or null at the start, then the id of the last record handled
     done        (result) the segment is finished
     totals      (result) counts over every invocation of this segment so far
@@ -26,6 +34,7 @@ minutes is dropped as a duplicate.
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +53,7 @@ from vhs.changes.reindex import (
     reindex_segment,
     validate_page_size,
     validate_rate,
+    validate_segments,
 )
 from vhs.errors import InvalidInput
 from vhs.resources import REINDEX
@@ -94,10 +104,62 @@ def _whole(event: dict[str, Any], name: str, default: int | None = None) -> int:
     return value
 
 
+# What an execution's input may name; everything else is refused (a typo such as "segments"
+# would otherwise run with the default, silently).
+PLAN_FIELDS = ("total_segments", "rate", "page_size", "since", "until", "ids")
+
+
+def plan_run(request: Any, execution: Any) -> dict[str, Any]:
+    """The run an execution's input asks for, checked before any work: the run (defaults of
+    resources.REINDEX for what it leaves out, `run_id` the execution's name) and the Map's
+    items, one per segment, each with its share of the id list (null: the whole segment)."""
+    if not isinstance(execution, str) or not execution:
+        raise InvalidInput("execution", "must be the execution's name")
+    if request is None:
+        request = {}
+    if not isinstance(request, dict):
+        raise InvalidInput("input", "must be a JSON object")
+    if "run_id" in request:
+        raise InvalidInput(
+            "run_id", "is the execution's name: name the execution instead of setting run_id"
+        )
+    unknown = sorted(set(request) - set(PLAN_FIELDS))
+    if unknown:
+        raise InvalidInput(
+            unknown[0], f"is not a reindex option (those are {', '.join(PLAN_FIELDS)})"
+        )
+    total = validate_segments(
+        request.get("total_segments", REINDEX.default_segments), "total_segments"
+    )
+    run = {
+        "run_id": execution,
+        "total_segments": total,
+        "rate": validate_rate(request.get("rate", REINDEX.default_rate)),
+        "page_size": validate_page_size(request.get("page_size", REINDEX.page_size)),
+    }
+    selection = Selection.of(request.get("ids"), request.get("since"), request.get("until"))
+    run.update((k, v) for k, v in selection.as_dict().items() if k != "ids" and v is not None)
+    ids = selection.ids
+    if ids is not None and len(json.dumps(list(ids))) > REINDEX.max_ids_bytes:
+        raise InvalidInput(
+            "ids",
+            f"at most {REINDEX.max_ids_bytes} bytes of JSON in one execution: start several, "
+            "or replay a time range (since, until)",
+        )
+    # Each segment is handed only its own share: no child's input holds the whole list.
+    items = [
+        {"segment": n, "share": list(ids[n::total]) if ids is not None else None}
+        for n in range(total)
+    ]
+    return {"run": run, "segments": items}
+
+
 @instrumented(logger, metrics)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if not isinstance(event, dict):
         raise InvalidInput("event", "must be a JSON object")
+    if "plan" in event:
+        return plan_run(event["plan"], event.get("execution"))
     run = event.get("run")
     if not isinstance(run, dict):
         raise InvalidInput("run", "must be a JSON object")
@@ -111,18 +173,26 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         raise InvalidInput("cursor", "must be null or a record id")
     rate = validate_rate(run.get("rate", REINDEX.default_rate), "run.rate")
     page_size = validate_page_size(_whole(run, "page_size", REINDEX.page_size), "run.page_size")
-    selection = Selection.of(run.get("ids"), run.get("since"), run.get("until"))
+    share = event.get("share")
+    if share is not None and run.get("ids") is not None:
+        raise InvalidInput("share", "a segment's share of the ids, or run.ids, not both")
+    selection = Selection.of(
+        share if share is not None else run.get("ids"), run.get("since"), run.get("until")
+    )
+    if share is not None and not 0 <= segment < total:
+        raise InvalidInput("segment", f"must be 0..{total - 1}")
     config = worker()
     remaining = getattr(context, "get_remaining_time_in_millis", None)
 
     def keep_going() -> bool:
         return remaining is None or remaining() > config.stop_at_remaining_ms
 
+    # A share is the segment's whole work: replayed as segment 0 of 1.
     result = reindex_segment(
         config.target,
         run_id=run_id,
-        segment=segment,
-        total_segments=total,
+        segment=segment if share is None else 0,
+        total_segments=total if share is None else 1,
         cursor=cursor,
         selection=selection,
         limiter=TokenBucket(rate),
@@ -144,6 +214,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.info("replayed", extra=extra)
     return {
         "segment": segment,
+        **({"share": share} if share is not None else {}),
         "run": run,
         "cursor": result.cursor,
         "done": result.done,

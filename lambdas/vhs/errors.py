@@ -132,3 +132,17 @@ class ExportChanged(VhsError):
         self.expected = expected
         self.found = found
         super().__init__(f"{name} changed since it was listed: it was {expected}, it is {found}")
+
+
+def permanent_error_names() -> tuple[str, ...]:
+    """The error types (class names, as Lambda reports a raised exception's `errorType`) that
+    trying again cannot fix: bad input, configuration, and an export replaced since its plan.
+    A state machine's Task retries none of them (infra/reindex.py, infra/bulk_import.py: a
+    Retrier with MaxAttempts 0 before the rest)."""
+    found: set[str] = set()
+    pending: list[type] = [InvalidInput, ConfigurationError, ExportChanged]
+    while pending:
+        cls = pending.pop()
+        found.add(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    return tuple(sorted(found))

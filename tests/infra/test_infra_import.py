@@ -84,7 +84,8 @@ def test_a_distributed_map_imports_the_plans_chunks_with_bounded_concurrency(
     run = states["States"]["Import"]
     assert run["ItemProcessor"]["ProcessorConfig"] == {
         "Mode": "DISTRIBUTED",
-        "ExecutionType": "EXPRESS",
+        # STANDARD: a chunk's 900 s and its retries' waits exceed EXPRESS's 5 minutes.
+        "ExecutionType": "STANDARD",
     }
     assert run["ItemReader"] == {
         "Resource": "arn:${AWS::Partition}:states:::s3:getObject",
@@ -103,7 +104,16 @@ def test_a_distributed_map_imports_the_plans_chunks_with_bounded_concurrency(
     assert run["ResultWriter"]["Parameters"]["Prefix"] == resources.IMPORT_RESULTS_PREFIX
     (task,) = run["ItemProcessor"]["States"].values()
     assert task["Resource"].startswith("${BulkImportFunction")
-    assert ["ImportIncomplete"] in [r["ErrorEquals"] for r in task["Retry"]]
+    errors = [r["ErrorEquals"] for r in task["Retry"]]
+    assert errors[-1] == ["ImportIncomplete"]
+    # Bad input and a replaced export fail the chunk at once (MaxAttempts 0), matched first.
+    (permanent,) = [r for r in task["Retry"] if "ExportChanged" in r["ErrorEquals"]]
+    assert "InvalidInput" in permanent["ErrorEquals"] and permanent["MaxAttempts"] == 0
+    assert "ImportIncomplete" not in permanent["ErrorEquals"]
+    plan_permanent = [
+        r for r in states["States"]["Plan"]["Retry"] if "InvalidInput" in r["ErrorEquals"]
+    ]
+    assert [r["MaxAttempts"] for r in plan_permanent] == [0]
 
 
 def test_executions_are_logged_without_their_data_and_traced(imports: dict[str, Any]) -> None:
@@ -126,6 +136,8 @@ def test_the_function_reads_imports_writes_results_and_writes_the_store_as_inges
         "ListImportFiles": (["s3:ListBucket"], [STAGING]),
         "ReadImportFiles": (["s3:GetObject"], [f"{STAGING}/imports/*"]),
         "WriteResults": (["s3:PutObject"], [f"{STAGING}/import-results/*"]),
+        # Only reports are ever removed (a retried chunk's stale one), never results.
+        "ReplaceReports": (["s3:DeleteObject"], [f"{STAGING}/import-results/*/reports/*"]),
         "WriteBodies": (["s3:AbortMultipartUpload", "s3:PutObject"], [f"{BODIES}/bodies/*"]),
         "ReadStagedPayloads": (["s3:GetObject"], [f"{STAGING}/incoming/*"]),
         "TellMissingPayloads": (["s3:ListBucket"], [STAGING]),

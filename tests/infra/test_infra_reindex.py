@@ -75,22 +75,22 @@ def test_the_state_machine_maps_segments_with_bounded_concurrency_and_loops_each
     reindex: dict,
 ) -> None:
     states = definition(reindex)["States"]
-    assert definition(reindex)["StartAt"] == "Defaults"
-    defaults = states["Defaults"]["Parameters"]["defaults"]
-    assert defaults == {
-        "run_id.$": "$$.Execution.Name",
-        "total_segments": SHAPE.default_segments,
-        "rate": SHAPE.default_rate,
-        "page_size": SHAPE.page_size,
-    }
-    assert states["Plan"]["Parameters"] == {"run.$": "States.JsonMerge($.defaults, $.input, false)"}
-    assert "States.ArrayRange(0, States.MathAdd($.run.total_segments, -1), 1)" in json.dumps(
-        states["Segments"]
+    # The worker plans the run (checks the input) before any segment starts.
+    assert definition(reindex)["StartAt"] == "Plan"
+    plan = states["Plan"]
+    assert (
+        plan["Type"] == "Task" and plan["Resource"] == "TOKEN" and plan["Next"] == "ReplaySegments"
     )
+    assert plan["Parameters"] == {"plan.$": "$", "execution.$": "$$.Execution.Name"}
+    assert next(r for r in plan["Retry"] if "InvalidInput" in r["ErrorEquals"])["MaxAttempts"] == 0
     each = states["ReplaySegments"]
     assert each["Type"] == "Map" and each["MaxConcurrency"] == SHAPE.max_concurrency
     assert each["ItemsPath"] == "$.segments"
-    assert each["ItemSelector"] == {"segment.$": "$$.Map.Item.Value", "run.$": "$.run"}
+    assert each["ItemSelector"] == {
+        "segment.$": "$$.Map.Item.Value.segment",
+        "share.$": "$$.Map.Item.Value.share",
+        "run.$": "$.run",
+    }
     processor = each["ItemProcessor"]
     assert processor["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
     loop = processor["States"]
@@ -102,12 +102,23 @@ def test_the_state_machine_maps_segments_with_bounded_concurrency_and_loops_each
     assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException"} <= retried
     assert "States.TaskFailed" in retried
     assert all(retry["MaxAttempts"] <= 10 for retry in page["Retry"])
+    # Permanent errors match first, and are not retried.
+    first = [i for i, r in enumerate(page["Retry"]) if "InvalidInput" in r["ErrorEquals"]]
+    task_failed = [
+        i for i, r in enumerate(page["Retry"]) if "States.TaskFailed" in r["ErrorEquals"]
+    ]
+    assert first[0] < task_failed[0] and page["Retry"][first[0]]["MaxAttempts"] == 0
     choice = loop["SegmentDone"]
     assert choice["Choices"] == [
         {"Variable": "$.done", "BooleanEquals": True, "Next": "SegmentReplayed"}
     ]
     assert choice["Default"] == "ReplayPage"  # the next page, from the returned cursor
-    assert loop["SegmentReplayed"]["Type"] == "Succeed"
+    # A child's output is its totals, never the run: the Map's results stay bounded.
+    assert loop["SegmentReplayed"]["Type"] == "Pass" and loop["SegmentReplayed"]["End"] is True
+    assert loop["SegmentReplayed"]["Parameters"] == {
+        "segment.$": "$.segment",
+        "totals.$": "$.totals",
+    }
 
 
 def test_the_state_machine_logs_everything_traces_and_times_out(reindex: dict) -> None:

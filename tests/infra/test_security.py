@@ -422,8 +422,9 @@ def scans_beyond_the_condemned_index(template: Template) -> list[str]:
 
 
 def deletes_outside_a_body_prefix(template: Template) -> list[str]:
-    """Object deletes name a bucket and a non-empty key prefix (the bodies'): the collector
-    can never delete across a whole bucket, whatever else the bucket holds."""
+    """Object deletes name a bucket and a non-empty literal key prefix before any wildcard (the
+    bodies', the import's reports under `import-results/`): no role can delete across a whole
+    bucket, whatever else the bucket holds."""
     findings = []
     for statement in statements_of(template):
         deletes = [a for a in statement.actions if a.startswith("s3:DeleteObject")]
@@ -431,7 +432,7 @@ def deletes_outside_a_body_prefix(template: Template) -> list[str]:
             continue
         for resource in map(render, as_list(statement.body.get("Resource", []))):
             key = _object_key_pattern(resource)
-            if key is None or not key.rstrip("*").strip("/") or "*" in key.rstrip("*"):
+            if key is None or not key.partition("*")[0].strip("/"):
                 findings.append(f"{deletes} on {resource}, not under a prefix: {statement}")
     return findings
 

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 DEFAULT_RATE = REINDEX.default_rate
 DEFAULT_SEGMENTS = REINDEX.default_segments
 DEFAULT_PAGE_SIZE = REINDEX.page_size
-MAX_SEGMENTS = 1000  # Step Functions' States.ArrayRange makes at most 1,000 items
+MAX_SEGMENTS = REINDEX.max_segments
 MAX_PAGE_SIZE = 1000
 BATCH_GET_KEYS = 100  # BatchGetItem's limit
 # Foreign items named in a result (all are counted).
@@ -120,8 +120,10 @@ def validate_segments(segments: int, field: str = "segments") -> int:
 
 
 def validate_rate(rate: float, field: str = "rate") -> float:
-    if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0:
-        raise InvalidInput(field, "must be a number of records per second above 0")
+    if isinstance(rate, bool) or not isinstance(rate, int | float):
+        raise InvalidInput(field, "must be a number of records per second")
+    if not 0 < rate <= REINDEX.max_rate:
+        raise InvalidInput(field, f"must be above 0 and at most {REINDEX.max_rate:g} records/s")
     return float(rate)
 
 

@@ -362,8 +362,8 @@ def _start_cloud(args: argparse.Namespace) -> int:
         )
     selection = Selection.of(None, args.since, args.until)
     run_id = f"reindex-{uuid.uuid4().hex[:12]}"
+    # The run id is the execution's name: the state machine refuses an input naming one.
     run_input = {
-        "run_id": run_id,
         "total_segments": validate_segments(args.segments or REINDEX.default_segments),
         "rate": validate_rate(args.rate or REINDEX.default_rate),
         "page_size": validate_page_size(args.page_size),
