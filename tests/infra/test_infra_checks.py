@@ -75,7 +75,7 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     ),
     # Bulk import (infra/bulk_import.py). The function: X-Ray, as for ingest; the store's
     # writes and staged payloads, as ingest has them; the import files and its results, under
-    # their prefixes. The state machine: the manifest and results under the results prefix,
+    # their prefixes, and its reports (deleted when a retry stored every line). The state machine: the manifest and results under the results prefix,
     # its own Map Runs' child executions, and log delivery and X-Ray (Resource "*").
     ("AwsSolutions-IAM5[Resource::*]", "Vhs-prod-Import/BulkImport/Role/DefaultPolicy/Resource"),
     *(
@@ -88,6 +88,8 @@ EXPECTED_ACKNOWLEDGEMENTS = {
             "staging-<AWS::AccountId>-<AWS::Region>/incoming/*",
             "staging-<AWS::AccountId>-<AWS::Region>/imports/*",
             "staging-<AWS::AccountId>-<AWS::Region>/import-results/*",
+            # DeleteObject of a retried chunk's stale report: reports only.
+            "staging-<AWS::AccountId>-<AWS::Region>/import-results/*/reports/*",
         )
     ),
     (
