@@ -75,8 +75,9 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     ),
     # Bulk import (infra/bulk_import.py). The function: X-Ray, as for ingest; the store's
     # writes and staged payloads, as ingest has them; the import files and its results, under
-    # their prefixes, and its reports (deleted when a retry stored every line). The state machine: the manifest and results under the results prefix,
-    # its own Map Runs' child executions, and log delivery and X-Ray (Resource "*").
+    # their prefixes, and its reports (deleted when a retry stored every line). The state
+    # machine: the manifest and results under the results prefix, its own Map Runs' child
+    # executions, and log delivery and X-Ray (Resource "*").
     ("AwsSolutions-IAM5[Resource::*]", "Vhs-prod-Import/BulkImport/Role/DefaultPolicy/Resource"),
     *(
         (
