@@ -31,6 +31,7 @@ from .item import (
     CONTENT_HASH,
     CONTENT_TYPE,
     CURRENT,
+    DROPPED,
     HISTORY,
     ID,
     PURGE,
@@ -55,6 +56,7 @@ _NAMES = {
     "#ct": CONTENT_TYPE,
     "#k": WRITER,
     "#x": PURGE,
+    "#dx": DROPPED,
 }
 _MAX_ATTEMPTS = 8
 
@@ -199,13 +201,16 @@ class DynamoIndex:
         seen_version: int | None,
         *,
         standing: float | None = None,
+        drop_history: bool = False,
     ) -> bool:
         """Condemn bodies of `id`: the collector deletes them before `deadline`. Only if the
         item has not changed since the collector read it (`seen_version`; None: it had no
         version), and its condemnation is still the one the collector saw: none (`standing`
         None: a new one, at `deadline`), or the one at `standing`, which the bodies join
         (`deadline == standing`: it never moves) or renew (`deadline` later: the bodies it
-        named stay named, under the later deadline). False if the item changed."""
+        named stay named, under the later deadline). `drop_history`: the collector found the
+        current delete's earlier versions dropped (retention.py); the same write flags it, so
+        that they stay dropped whatever is written next. False if the item changed."""
         names = {"#gd": CONDEMNED_UNTIL}
         values: dict[str, Any] = {":gd": {"N": repr(deadline)}}
         condemned = sorted({condemned_name(h) for h in content_hashes})
@@ -225,6 +230,10 @@ class DynamoIndex:
                 raise ValueError("a condemnation's deadline never moves earlier")
             update, seen = "SET #gd = :gd", "(#gd = :standing OR #gd = :gd)"
             values[":standing"] = {"N": repr(standing)}
+        if drop_history and seen_version is not None:
+            update += ", #c[0].#dx = :true" if update else "SET #c[0].#dx = :true"
+            names.update({"#c": CURRENT, "#dx": DROPPED})
+            values[":true"] = {"BOOL": True}
         if condemned:
             update += " ADD #gs :gs"
             values[":gs"] = {"SS": condemned}
@@ -451,6 +460,15 @@ class DynamoIndex:
             elif seen.current.deleted:
                 names.add("#x")
                 unchanged += " AND attribute_not_exists(#c[0].#x)"
+            if seen.current.deleted:
+                # The collector flags a delete whose history it collected without changing
+                # `v`: a history planned from an unflagged read must not drop the flag.
+                names.add("#dx")
+                if seen.current.dropped:
+                    unchanged += " AND #c[0].#dx = :true"
+                    values[":true"] = {"BOOL": True}
+                else:
+                    unchanged += " AND attribute_not_exists(#c[0].#dx)"
         condition = f"({ordering.newer_and_different(entry.order_key)}) AND {unchanged}"
         condition, extra_names = _guarded(condition, values, guards)
         return self._conditional_update(id, update, condition, values, names, extra_names)

@@ -21,6 +21,8 @@ short, because every byte is billed in write units:
                k writer token, ct content type (absent: application/json),
                b inline body, z codec of b (absent: not compressed),
                x true on a purging delete (absent: false): retention keeps no earlier version,
+               dx true on a delete whose dropped history the collector condemned (absent:
+               false): what it dropped stays dropped (retention.py, docs/gc.md),
                and only on a version with parts (docs/design.md, "Parts"; h is then the
                sha256 of the version's manifest):
                bh the body's own sha256, pt the parts: a map of name to part
@@ -77,6 +79,7 @@ CONTENT_TYPE = "ct"
 INLINE_BODY = "b"
 CODEC = "z"
 PURGE = "x"
+DROPPED = "dx"
 BODY_HASH = "bh"
 PARTS = "pt"
 
@@ -124,6 +127,8 @@ def entry_to_dynamo(entry: Entry) -> dict[str, Any]:
         attrs[CONTENT_TYPE] = {"S": entry.content_type}
     if entry.purge:
         attrs[PURGE] = {"BOOL": True}
+    if entry.dropped:
+        attrs[DROPPED] = {"BOOL": True}
     if entry.inline is not None:
         attrs[INLINE_BODY] = {"B": entry.inline}
         if entry.codec:
@@ -194,6 +199,7 @@ def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> En
             inline=inline,
             codec=_string(attrs[CODEC]) if CODEC in attrs else None,
             purge=attrs[PURGE].get("BOOL") is True if PURGE in attrs else False,
+            dropped=attrs[DROPPED].get("BOOL") is True if DROPPED in attrs else False,
             body_hash=_string(attrs[BODY_HASH]) if BODY_HASH in attrs else None,
             parts=tuple(
                 _part_from_dynamo(name, part, with_body)
@@ -259,6 +265,8 @@ def layout_problem(raw: Mapping[str, Any], item: Item | None) -> str | None:
             return f"version {version}: a delete with a body"
         if entry.purge and not entry.deleted:
             return f"version {version}: a purge flag on a put"
+        if entry.dropped and not entry.deleted:
+            return f"version {version}: a dropped-history flag on a put"
         for part in entry.parts:
             if not _SHA256_HEX.fullmatch(part.content_hash):
                 return f"version {version}: part {part.name!r} has no sha256 hex digest"

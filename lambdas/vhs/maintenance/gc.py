@@ -354,9 +354,21 @@ class GarbageCollector:
             report.bytes_reclaimed += sum(body.size for body in orphans)
             return
         standing = self._standing_condemnation(record_id, raw, now, report)
+        # A delete whose history retention dropped: the condemnation flags it, so that no
+        # later put (one that started before the drop, say) can make that history retained
+        # again once its bodies are gone (retention.py).
+        drop = (
+            item is not None
+            and not item.current.dropped
+            and self.store.retention.history_dropped(item.current, now - self.store.clock_skew)
+            and not item.current.purge
+        )
         pending = orphans
         while pending:
-            condemned, taken = self._condemn(record_id, version_of(raw), pending, standing)
+            condemned, taken = self._condemn(
+                record_id, version_of(raw), pending, standing, drop_history=drop
+            )
+            drop = False
             if condemned is None:
                 # The item changed since we read it (judge it again next run), or another
                 # run's condemnation leaves no time to delete.
@@ -401,6 +413,8 @@ class GarbageCollector:
         seen_version: int | None,
         orphans: list[_Object],
         standing: Condemnation | None,
+        *,
+        drop_history: bool = False,
     ) -> tuple[Condemnation | None, list[_Object]]:
         """Condemn the next orphans (at most MAX_CONDEMNED not yet named, and only as many as
         the item may hold): under a new condemnation; joining a standing one while it leaves
@@ -425,13 +439,14 @@ class GarbageCollector:
         new = [o for o in orphans if condemned_name(o.content_hash) not in held][: max(0, room)]
         if not named and not new:
             return standing, []
-        written = new or deadline != standing.deadline  # type: ignore[union-attr]
+        written = new or drop_history or deadline != standing.deadline  # type: ignore[union-attr]
         if written and not self.index.condemn(
             record_id,
             [o.content_hash for o in new],
             deadline,
             seen_version,
             standing=standing.deadline if standing is not None else None,
+            drop_history=drop_history,
         ):
             return None, []
         names = held | {condemned_name(o.content_hash) for o in new}
