@@ -490,8 +490,9 @@ def test_request_floor(backend, delta_history):
     """Requests per operation. With delta history (the default) a small put reads the item
     first (half a read unit, eventually consistent), writes nothing for a duplicate or stale
     put, and reads the item again strongly consistent (one read unit) to report the version
-    current now, which the first read may not have seen (issue 25); without it a small put is one blind UpdateItem, and a write that cannot
-    win learns why from the refusal. Large puts and deletes are one blind write either way."""
+    current now, which the first read may not have seen (issue 25); without it a small put
+    is one blind UpdateItem, and a write that cannot win learns why from the refusal. Large
+    puts and deletes are one blind write either way."""
     store = backend.store(delta_history=delta_history)
     rid_small, rid_large = backend.id("floor-small"), backend.id("floor-large")
     meter = RequestMeter(backend.s3, backend.dynamodb)
