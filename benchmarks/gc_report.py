@@ -9,9 +9,9 @@ from typing import Any
 
 from rich.console import Console
 
-from vhs.item import MAX_CONDEMNED
+from vhs.item import CONDEMNATION_BYTES, MAX_CONDEMNED, MAX_CONDEMNED_HELD
 
-from .gc_hot import DYNAMODB_ITEM_LIMIT, MARGIN, HotResult
+from .gc_hot import BUDGET_SECONDS, DYNAMODB_ITEM_LIMIT, MARGIN, HotResult
 from .gc_measure import SizeResult
 from .report import Grid, markdown_table, print_grid, ratio
 
@@ -188,17 +188,21 @@ def hot_text(hot: HotResult) -> str:
     requests = hot.requests
     collected = "every one is collected" if hot.left == 0 else f"{hot.left:,} are left"
     largest = hot.largest_item
+    passes = "one pass" if len(hot.passes) == 1 else f"{len(hot.passes)} passes"
     return (
-        f"**A hot id** (issue 11): of {hot.orphans:,} orphans of one record id, beside its "
-        f"current version, {collected} in {len(hot.passes)} passes of the collector "
-        f"({MAX_CONDEMNED:,} a pass at most, `vhs.item.MAX_CONDEMNED`), each a scheduled run "
-        f"after the previous condemnation expired, in {hot.seconds:.1f} s of collection and "
-        f"{sum(requests.values()):,} requests: {requests_text(requests)}. While condemned "
-        f"the item is at most {largest:,} bytes ({largest / DYNAMODB_ITEM_LIMIT:.1%} of "
-        f"DynamoDB's 400 KB; {hot.item_before:,} bytes uncondemned). Before issue 11 every "
-        "condemned body was an attribute of the item: with 5,600 orphans it passed 400 KB, "
-        "after which every condemnation and every put to the id failed, and the collector "
-        "exited 1 with 823 orphans left."
+        f"**A hot id** (issues 11 and 25): of {hot.orphans:,} orphans of one record id, beside "
+        f"its current version, {collected} in {passes} of the collector "
+        f"({MAX_CONDEMNED:,} more named a condemnation at most, `vhs.item.MAX_CONDEMNED`; the run "
+        "renews it while the id has orphans and time), in "
+        f"{hot.seconds:.1f} s of collection (the GC Lambda's budget: {BUDGET_SECONDS:.0f} s an "
+        f"invocation) and {sum(requests.values()):,} requests: {requests_text(requests)}. While "
+        f"condemned the item is at most {largest:,} bytes ({largest / DYNAMODB_ITEM_LIMIT:.1%} "
+        f"of DynamoDB's 400 KB; {hot.item_before:,} bytes uncondemned; a condemnation holds at "
+        f"most {MAX_CONDEMNED_HELD:,} names, `vhs.item.CONDEMNATION_BYTES` = "
+        f"{CONDEMNATION_BYTES:,} bytes). Before issue 11 every condemned body was an attribute "
+        "of the item: with 5,600 orphans it passed 400 KB, after which every condemnation and "
+        "every put to the id failed; until issue 25 one run stopped at one condemnation and "
+        "reported the other 4,600 as skipped, so the id took six scheduled runs."
     )
 
 

@@ -16,10 +16,9 @@ Prices are AWS US East (N. Virginia), on demand, as recorded in
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any
+
+from vhs import item as vhs_item
 
 # --- Prices, US dollars per million --------------------------------------------------------------
 
@@ -105,44 +104,8 @@ def s3_price_per_million(operation: str, prices: PriceTable = PRICES) -> float:
 # --- DynamoDB item size --------------------------------------------------------------------------
 
 
-def number_size(text: str) -> int:
-    """AWS: about 1 byte per two significant digits, plus 1 byte. DynamoDB stores a number as
-    mantissa and exponent, so leading and trailing zeros are not significant."""
-    mantissa = text.lstrip("+-").lower().split("e")[0]
-    significant = max(1, len(mantissa.replace(".", "").strip("0")))
-    return math.ceil(significant / 2) + 1
-
-
-def value_size(value: Mapping[str, Any]) -> int:
-    """Size of one low-level AttributeValue, such as {"S": "text"} or {"L": [...]}."""
-    ((kind, data),) = value.items()
-    if kind == "S":
-        return len(data.encode("utf-8"))
-    if kind == "B":
-        return len(data)
-    if kind == "N":
-        return number_size(str(data) if not isinstance(data, Decimal) else format(data, "f"))
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "SS":
-        return sum(len(s.encode("utf-8")) for s in data)
-    if kind == "NS":
-        return sum(number_size(str(n)) for n in data)
-    if kind == "BS":
-        return sum(len(b) for b in data)
-    # Lists and maps: 3 bytes, plus 1 byte per element, plus the elements.
-    if kind == "L":
-        return 3 + sum(1 + value_size(element) for element in data)
-    if kind == "M":
-        return 3 + sum(1 + len(name.encode("utf-8")) + value_size(v) for name, v in data.items())
-    raise ValueError(f"unknown DynamoDB attribute type {kind!r}")
-
-
-def item_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
-    """Bytes of a low-level DynamoDB item (as GetItem returns it); 0 for no item."""
-    if not item:
-        return 0
-    return sum(len(name.encode("utf-8")) + value_size(value) for name, value in item.items())
+# DynamoDB's own size rules, in the item codec (one definition): re-exported for the bills.
+item_size = vhs_item.item_size
 
 
 def write_units(before: int, after: int, *, succeeded: bool, transactional: bool = False) -> int:

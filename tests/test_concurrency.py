@@ -34,6 +34,7 @@ import pytest
 from support.atomicity import race
 from support.backends import Backend, BackendAddress
 from support.model import TOMBSTONE, Delete, Put, Write, winner
+from support.records import at, large
 from vhs import RecordNotFound, Retention, VersionedHybridStore
 from vhs.errors import IntegrityError, WriteConflict
 from vhs.keys import shard_of
@@ -385,3 +386,64 @@ def test_conditional_writes_are_atomic(backend: Backend) -> None:
     assert not tally.errors
     assert tally.anomalies == 0, tally
     assert tally.most_stored == 1
+
+
+# --- a slow writer across the end of a delete's window (issue 25) ----------------------------
+
+
+@pytest.mark.parametrize("shape", ["body", "parts"])
+def test_a_slow_put_across_the_after_delete_window_never_brings_back_a_collected_version(
+    backend: Backend, shape: str
+) -> None:
+    """After a delete, retention drops the earlier versions once `after_delete` has passed,
+    and the collector collects their bodies. A put that started inside the window and lands
+    after the collector ran (a slow upload) used to make them retained again, as its
+    `written_at` (the clock when it started) was inside the window: `history()` listed version
+    1 and `get(version=1)` raised DanglingPointer. The step-by-step interleaving: the put's
+    upload ends past the window, the collector runs, then the put commits."""
+    start = 1_800_000_000.0
+    now = [start]
+    window = timedelta(hours=1)
+    options = dict(
+        retention=Retention(versions=5, after_delete=window),
+        clock=lambda: now[0],
+        clock_skew=timedelta(seconds=60),
+    )
+    store = backend.store(**options)
+    rid = backend.id(f"slow-put-across-the-window-{shape}")
+    first = store.put(rid, large(1), updated_at=at(1))
+    assert store.delete(rid, deleted_at=at(2)).version == 2
+    now[0] = start + window.total_seconds() - 30  # the window ends in 30 s
+    s3 = backend.new_client("s3")
+    writer = backend.store(s3_client=s3, **options)
+    # The collector, with no grace period, also condemns the put's own upload (not committed
+    # yet): the writer waits that out on the test's clock, uploads again and commits.
+    writer._sleep = lambda seconds: now.__setitem__(0, now[0] + seconds)
+    collector = GarbageCollector(backend.store(**options), grace=timedelta(0), clock=lambda: now[0])
+    collected: list[int] = []
+
+    def the_upload_ends_past_the_window_and_the_collector_runs(**_: Any) -> None:
+        if not collected:
+            now[0] += 180  # a 3-minute upload
+            collected.append(collector.run([shard_of(rid)]).deleted)
+
+    s3.meta.events.register(
+        "after-call.s3.PutObject", the_upload_ends_past_the_window_and_the_collector_runs
+    )
+    parts = {"scan": large(4)} if shape == "parts" else None
+    put = writer.put(rid, large(3), updated_at=at(3), parts=parts)
+    assert collected and collected[0] >= 1, "the collector ran in the middle of the put"
+    gone = store.body_key(rid, first.content_hash)
+    assert gone not in {o["Key"] for o in listed(backend)}, "version 1 was collected"
+
+    assert (put.outcome, put.version) == ("stored", 3)
+    for reader in (store, writer):
+        assert [v.version for v in reader.history(rid)] == [2, 3]
+        with pytest.raises(RecordNotFound):
+            reader.get(rid, version=1)
+        assert reader.get(rid).body == large(3)
+
+
+def listed(backend: Backend) -> list[dict[str, Any]]:
+    pages = backend.s3.get_paginator("list_objects_v2").paginate(Bucket=backend.bucket_name)
+    return [o for page in pages for o in page.get("Contents", [])]

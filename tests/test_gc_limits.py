@@ -17,7 +17,7 @@ from test_gc_protocol import SKEW, FakeTime, make_store
 from support.records import at, large
 from vhs import Retention
 from vhs.errors import WriteConflict
-from vhs.item import MAX_CONDEMNED, condemnation_of
+from vhs.item import CONDEMNATION_BYTES, MAX_CONDEMNED, condemnation_of, item_size
 from vhs.keys import body_key, shard_of
 from vhs.maintenance.gc import DEFAULT_LEASE, GarbageCollector
 
@@ -50,10 +50,12 @@ def orphans_of(backend, store, rid: str, count: int, first: int = 0) -> list[str
 
 
 @pytest.mark.slow
-def test_a_hot_id_with_thousands_of_orphans_stays_writable_and_is_collected(backend):
+def test_a_hot_id_with_thousands_of_orphans_stays_writable_and_is_collected_in_one_run(backend):
     """Every condemned body used to add its own attribute to the item: 5,600 orphans of one
     id took it past DynamoDB's 400 KB, after which every condemnation and every put to that
-    id failed for good. A condemnation now names at most MAX_CONDEMNED bodies in one set."""
+    id failed for good. A condemnation names at most MAX_CONDEMNED bodies more at a time, in
+    one set; then one run stopped at MAX_CONDEMNED and reported the rest as skipped (issue
+    25): it now goes on condemning the id, MAX_CONDEMNED at a time, while it has orphans."""
     store = s3_store(backend, retention=Retention(versions=0))
     rid = backend.id("hot")
     store.put(rid, large(1), updated_at=at(0))
@@ -62,10 +64,11 @@ def test_a_hot_id_with_thousands_of_orphans_stays_writable_and_is_collected(back
 
     first = collector.run([shard_of(rid)])
     assert first.ok and first.failed == 0
-    assert (first.orphaned, first.deleted) == (len(made), MAX_CONDEMNED)
+    assert (first.orphaned, first.deleted, first.skipped) == (len(made), len(made), 0)
+    assert first.deferred == 0
     raw = raw_item(backend, rid)
-    assert len(condemnation_of(raw).bodies) == MAX_CONDEMNED
-    assert item_bytes(raw) < 24 * 1024, "a condemnation must not grow the item without bound"
+    assert len(condemnation_of(raw).bodies) == len(made)
+    assert item_size(raw) <= CONDEMNATION_BYTES + 1024, "a condemnation must stay bounded"
     # The id stays writable while it is condemned.
     assert store.put(rid, large(2), updated_at=at(1)).outcome == "stored"
 
@@ -73,8 +76,35 @@ def test_a_hot_id_with_thousands_of_orphans_stays_writable_and_is_collected(back
     expired = later(2 + (LEASE + collector.marker_expiry + 60) / 3600)
     second = GarbageCollector(store, clock=expired).run([shard_of(rid)])
     assert second.markers_cleared == 1
-    assert second.deleted == len(made) - MAX_CONDEMNED + 1  # and the superseded version's body
+    assert second.deleted == 1  # the superseded version's body
     assert set(objects(backend)) == {store.body_key(rid, store.get(rid).content_hash)}
+
+
+def test_a_condemnation_too_near_its_deadline_is_renewed_and_the_run_goes_on(backend):
+    """Deletes take time: once a standing condemnation is too near its deadline to delete
+    under, the run used to leave the id's further orphans as skipped (neither had its item
+    changed nor had the run's time run short). It renews the condemnation with a later
+    deadline and goes on; every name in it answers to the new deadline."""
+    fake = FakeTime()
+    store = make_store(backend, fake)
+    rid = backend.id("renewed")
+    made = orphans_of(backend, store, rid, 12)
+    collector = GarbageCollector(store, grace=timedelta(0), clock=fake.clock, page_size=3)
+    first_deadline = fake.now + LEASE
+
+    def a_delete_takes_time(**_):
+        fake.now += LEASE / 12
+
+    collector.s3.meta.events.register("after-call.s3.DeleteObject", a_delete_takes_time)
+    try:
+        report = collector.run([shard_of(rid)])
+    finally:
+        collector.s3.meta.events.unregister("after-call.s3.DeleteObject", a_delete_takes_time)
+    assert (report.deleted, report.skipped) == (len(made), 0)
+    assert report.deferred == 0
+    assert not set(objects(backend)) & set(made)
+    standing = condemnation_of(raw_item(backend, rid))
+    assert standing.deadline > first_deadline and len(standing.bodies) == len(made)
 
 
 def test_orphans_join_a_standing_condemnation_under_its_own_deadline(backend):

@@ -94,25 +94,25 @@ def test_a_max_body_size_outside_1_to_the_limit_is_refused(inprocess: Backend, s
 
 def test_the_item_budget_admits_a_configuration_that_fills_it_exactly(inprocess: Backend):
     """Default retention: 5 versions, trimmed in batches of 2, so 8 entries held at most, each
-    up to the threshold plus 256 bytes of overhead, within 350 KiB: 8 * (44,544 + 256)."""
-    assert 8 * (44_544 + 256) == 350 * 1024
-    assert build(inprocess, inline_threshold=44_544).inline_threshold == 44_544
+    up to the threshold plus 256 bytes of overhead, within 300 KiB: 8 * (38,144 + 256)."""
+    assert 8 * (38_144 + 256) == 300 * 1024
+    assert build(inprocess, inline_threshold=38_144).inline_threshold == 38_144
     with pytest.raises(ConfigurationError) as raised:
-        build(inprocess, inline_threshold=44_545)
+        build(inprocess, inline_threshold=38_145)
     assert str(raised.value) == (
-        "8 inline versions of up to 44545 bytes could outgrow a DynamoDB item: "
+        "8 inline versions of up to 38145 bytes could outgrow a DynamoDB item: "
         "lower retention.versions or inline_threshold"
     )
 
 
 def test_the_item_budget_counts_retention(inprocess: Backend):
-    """versions=9 holds 9 + 4 earlier entries and the current one: 14 * (25,344 + 256)."""
-    assert 14 * (25_344 + 256) == 350 * 1024
-    many = Retention(versions=9)
-    assert build(inprocess, inline_threshold=25_344, retention=many).retention == many
+    """versions=10 holds 10 + 5 earlier entries and the current one: 16 * (18,944 + 256)."""
+    assert 16 * (18_944 + 256) == 300 * 1024
+    many = Retention(versions=10)
+    assert build(inprocess, inline_threshold=18_944, retention=many).retention == many
     with pytest.raises(ConfigurationError) as raised:
-        build(inprocess, inline_threshold=25_345, retention=many)
-    assert str(raised.value).startswith("14 inline versions of up to 25345 bytes could outgrow")
+        build(inprocess, inline_threshold=18_945, retention=many)
+    assert str(raised.value).startswith("16 inline versions of up to 18945 bytes could outgrow")
 
 
 # --- reads ---------------------------------------------------------------------------------

@@ -488,9 +488,11 @@ def test_multipart_upload_for_large_file_bodies(backend):
 @pytest.mark.parametrize("delta_history", [True, False], ids=["delta-history", "blind"])
 def test_request_floor(backend, delta_history):
     """Requests per operation. With delta history (the default) a small put reads the item
-    first (half a read unit, eventually consistent) and answers a duplicate or stale put from
-    that read alone; without it a small put is one blind UpdateItem, and a write that cannot
-    win learns why from the refusal. Large puts and deletes are one blind write either way."""
+    first (half a read unit, eventually consistent), writes nothing for a duplicate or stale
+    put, and reads the item again strongly consistent (one read unit) to report the version
+    current now, which the first read may not have seen (issue 25); without it a small put
+    is one blind UpdateItem, and a write that cannot win learns why from the refusal. Large
+    puts and deletes are one blind write either way."""
     store = backend.store(delta_history=delta_history)
     rid_small, rid_large = backend.id("floor-small"), backend.id("floor-large")
     meter = RequestMeter(backend.s3, backend.dynamodb)
@@ -499,7 +501,7 @@ def test_request_floor(backend, delta_history):
     # the item: exactly one GetItem more, and only when a condition failed.
     refused = {"UpdateItem": 1, "GetItem": 1} if backend.name == "dynalite" else {"UpdateItem": 1}
     small_write = {"GetItem": 1, "UpdateItem": 1} if delta_history else {"UpdateItem": 1}
-    small_refused = {"GetItem": 1} if delta_history else refused
+    small_refused = {"GetItem": 2} if delta_history else refused
     cases = [
         ("small put", lambda: store.put(rid_small, {"a": 1}, updated_at=at(1)), small_write),
         ("small update", lambda: store.put(rid_small, {"a": 2}, updated_at=at(2)), small_write),
@@ -860,3 +862,41 @@ def test_a_stale_purge_of_a_live_record_purges_nothing(backend):
     result = store.delete(rid, deleted_at=at(3), purge=True)
     assert (result.outcome, result.purged) == ("stale", False)
     assert store.get(rid, version=1).json() == {"n": 1}
+
+
+def serve_eventually_consistent_reads_from(client, snapshot: dict) -> None:
+    """Make `client` answer every eventually consistent GetItem with `snapshot`, an item as an
+    out-of-date replica may still hold it (strongly consistent reads are answered as they are)."""
+
+    def note_consistency(params, context, **_):
+        context["vhs_out_of_date"] = not params.get("ConsistentRead", False)
+
+    def answer_out_of_date(parsed, context, **_):
+        if context.get("vhs_out_of_date"):
+            parsed["Item"] = snapshot
+
+    client.meta.events.register("before-parameter-build.dynamodb.GetItem", note_consistency)
+    client.meta.events.register("after-call.dynamodb.GetItem", answer_out_of_date)
+
+
+def test_a_stale_put_after_an_out_of_date_read_reports_the_version_current_now(backend):
+    """A small put reads the item first, eventually consistent; when that read is out of date
+    and the put turns out stale, the result used to carry the version the read saw, not the
+    version current when `put` returns (issue 25)."""
+    store = backend.store()
+    rid = backend.id("stale-after-old-read")
+    store.put(rid, {"v": 1}, updated_at=at(10))
+    store.put(rid, {"v": 2}, updated_at=at(30))
+    snapshot = backend.dynamodb.get_item(
+        TableName=backend.table_name, Key={"id": {"S": rid}}, ConsistentRead=True
+    )["Item"]
+    assert store.put(rid, {"v": 3}, updated_at=at(40)).version == 3
+
+    client = backend.new_client("dynamodb")
+    serve_eventually_consistent_reads_from(client, snapshot)
+    late = backend.store(dynamodb_client=client)
+    stale = late.put(rid, {"v": 1.5}, updated_at=at(20))
+    assert (stale.outcome, stale.version) == ("stale", 3)
+    duplicate = late.put(rid, {"v": 2}, updated_at=at(30))
+    assert (duplicate.outcome, duplicate.version) == ("stale", 3)
+    assert store.get(rid).json() == {"v": 3}

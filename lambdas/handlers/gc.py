@@ -27,7 +27,16 @@ logger, metrics = logger_and_metrics(GC_FUNCTION)
 # Stop with this much time left (checked after every listing page): a page's deletes.
 RESERVE_MS = 120_000
 # The report's counts, each a metric gc_<name>.
-COUNTED = ("listed", "referenced", "orphaned", "deleted", "skipped", "markers_cleared", "failed")
+COUNTED = (
+    "listed",
+    "referenced",
+    "orphaned",
+    "deleted",
+    "skipped",
+    "deferred",
+    "markers_cleared",
+    "failed",
+)
 
 
 def _continue(context: Any, event: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ from .item import (
     CONTENT_HASH,
     CONTENT_TYPE,
     CURRENT,
+    DROPPED,
     HISTORY,
     ID,
     PURGE,
@@ -55,6 +56,7 @@ _NAMES = {
     "#ct": CONTENT_TYPE,
     "#k": WRITER,
     "#x": PURGE,
+    "#dx": DROPPED,
 }
 _MAX_ATTEMPTS = 8
 
@@ -198,32 +200,47 @@ class DynamoIndex:
         deadline: float,
         seen_version: int | None,
         *,
-        joining: bool = False,
+        standing: float | None = None,
+        drop_history: bool = False,
     ) -> bool:
         """Condemn bodies of `id`: the collector deletes them before `deadline`. Only if the
         item has not changed since the collector read it (`seen_version`; None: it had no
-        version), and either has no condemnation (a new one, at `deadline`) or, `joining`,
-        still has the one at `deadline` (the bodies join it; its deadline never moves). False
-        if the item changed."""
-        names = {"#v": VERSION, "#gd": CONDEMNED_UNTIL, "#gs": CONDEMNED_BODIES}
-        values: dict[str, Any] = {
-            ":gd": {"N": repr(deadline)},
-            ":gs": {"SS": sorted({condemned_name(h) for h in content_hashes})},
-        }
+        version), and its condemnation is still the one the collector saw: none (`standing`
+        None: a new one, at `deadline`), or the one at `standing`, which the bodies join
+        (`deadline == standing`: it never moves) or renew (`deadline` later: the bodies it
+        named stay named, under the later deadline). `drop_history`: the collector found the
+        current delete's earlier versions dropped (retention.py); the same write flags it, so
+        that they stay dropped whatever is written next. False if the item changed."""
+        names = {"#gd": CONDEMNED_UNTIL}
+        values: dict[str, Any] = {":gd": {"N": repr(deadline)}}
+        condemned = sorted({condemned_name(h) for h in content_hashes})
         if seen_version is None:
             unchanged = "attribute_not_exists(#v)"
         else:
             unchanged, values[":v"] = "#v = :v", {"N": str(seen_version)}
-        # Both forms are idempotent, so an SDK retry after a lost response succeeds as the
-        # first attempt did: the deadline is set only where there was none, or was this one.
-        if joining:
-            update, standing = "ADD #gs :gs", "#gd = :gd"
+        names["#v"] = VERSION
+        # Every form is idempotent, so an SDK retry after a lost response succeeds as the
+        # first attempt did: the deadline is set only where it was the one seen, or is this one.
+        if standing is None:
+            update, seen = "SET #gd = :gd", "(attribute_not_exists(#gd) OR #gd = :gd)"
+        elif standing == deadline:
+            update, seen = "", "#gd = :gd"
         else:
-            update, standing = (
-                "SET #gd = :gd ADD #gs :gs",
-                "(attribute_not_exists(#gd) OR #gd = :gd)",
-            )
-        return self._guarded_update(id, update, f"{unchanged} AND {standing}", names, values)
+            if deadline < standing:
+                raise ValueError("a condemnation's deadline never moves earlier")
+            update, seen = "SET #gd = :gd", "(#gd = :standing OR #gd = :gd)"
+            values[":standing"] = {"N": repr(standing)}
+        if drop_history and seen_version is not None:
+            update += ", #c[0].#dx = :true" if update else "SET #c[0].#dx = :true"
+            names.update({"#c": CURRENT, "#dx": DROPPED})
+            values[":true"] = {"BOOL": True}
+        if condemned:
+            update += " ADD #gs :gs"
+            values[":gs"] = {"SS": condemned}
+            names["#gs"] = CONDEMNED_BODIES
+        if not update:
+            return True  # nothing to add to the standing condemnation
+        return self._guarded_update(id, update.strip(), f"{unchanged} AND {seen}", names, values)
 
     def condemnations_before(self, expired_before: float) -> Iterator[list[tuple[str, float]]]:
         """Pages of (id, deadline) of the condemnations whose deadline is before
@@ -292,8 +309,9 @@ class DynamoIndex:
         inline bodies as deltas, expired entries dropped: vhs/deltas.py): given the item the
         write replaces, it returns the entries to keep, the superseded current entry last.
         The item is read first (eventually consistent: half a read unit), a write that cannot
-        win is answered from that read without writing (stale: the current key only ever
-        goes up; unchanged: the same key), and the write is conditional on the item being
+        win is not written (stale: the current key only ever goes up; unchanged: the same
+        key) and is answered from a strongly consistent read (the version current now, which
+        the first read may not have seen yet), and the write is conditional on the item being
         as read. A stale read only fails that condition, and the item the failure returns is
         the next attempt's starting point, so correctness never rests on the read.
 
@@ -366,6 +384,11 @@ class DynamoIndex:
                 raise BodyCondemned(condemned.deadline, raw)
             return None, raw
         current = item.current.order_key
+        if decided_by_read and (verdict is Outcome.STALE or incoming == current):
+            # The read was eventually consistent: stale or unchanged it surely is (the current
+            # key only goes up), but the version it saw may be out of date. The result carries
+            # the version current now, from a strongly consistent read (stale writes only).
+            return self._settle(id, entry, self._read_current(id), guards)
         if verdict is Outcome.STALE or incoming == current:
             return WriteResult(verdict, item.version, item), raw
         # Same content, later timestamp: move it forward.
@@ -380,6 +403,12 @@ class DynamoIndex:
     def read_for_write(self, id: str) -> dict:
         """The raw item, eventually consistent (half a read unit): a write's basis."""
         return self._read_for_write(id)
+
+    def _read_current(self, id: str) -> dict:
+        response = self.dynamodb.get_item(
+            TableName=self.table, Key=self._key(id), ConsistentRead=True
+        )
+        return response.get("Item", {})
 
     def _read_for_write(self, id: str) -> dict:
         response = self.dynamodb.get_item(
@@ -431,6 +460,15 @@ class DynamoIndex:
             elif seen.current.deleted:
                 names.add("#x")
                 unchanged += " AND attribute_not_exists(#c[0].#x)"
+            if seen.current.deleted:
+                # The collector flags a delete whose history it collected without changing
+                # `v`: a history planned from an unflagged read must not drop the flag.
+                names.add("#dx")
+                if seen.current.dropped:
+                    unchanged += " AND #c[0].#dx = :true"
+                    values[":true"] = {"BOOL": True}
+                else:
+                    unchanged += " AND attribute_not_exists(#c[0].#dx)"
         condition = f"({ordering.newer_and_different(entry.order_key)}) AND {unchanged}"
         condition, extra_names = _guarded(condition, values, guards)
         return self._conditional_update(id, update, condition, values, names, extra_names)
@@ -500,10 +538,7 @@ class DynamoIndex:
         # DynamoDB returns the item with every failed condition here (each can fail only on an
         # item that exists). Emulators without ReturnValuesOnConditionCheckFailure (dynalite)
         # return none: read it, strongly consistent, to learn what refused the write.
-        response = self.dynamodb.get_item(
-            TableName=self.table, Key=self._key(id), ConsistentRead=True
-        )
-        return False, response.get("Item", {})
+        return False, self._read_current(id)
 
     def purge(self, id: str) -> Item | None:
         """Mark the current delete of `id` as a purge and drop its whole history, if its

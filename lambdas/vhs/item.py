@@ -13,13 +13,16 @@ short, because every byte is billed in write units:
              before this deadline (epoch seconds). See docs/gc.md. The key of the sparse
              index resources.TABLE.condemned_index, which holds only condemned items.
     gcs  SS  the condemned bodies of this id, by the first CONDEMNED_HASH_CHARS characters of
-             their sha256: at most MAX_CONDEMNED of them, so a condemnation adds at most
-             about 17 KB to an item however many orphans an id has.
+             their sha256: at most MAX_CONDEMNED_HELD of them (MAX_CONDEMNED more with each
+             condemnation, or renewal, of one collector run), so a condemnation adds at most
+             CONDEMNATION_BYTES to an item however many orphans an id has.
 
     entry (M): t updated_at, h sha256 or "~" for a delete, n size, w written-at epoch seconds,
                k writer token, ct content type (absent: application/json),
                b inline body, z codec of b (absent: not compressed),
                x true on a purging delete (absent: false): retention keeps no earlier version,
+               dx true on a delete whose dropped history the collector condemned (absent:
+               false): what it dropped stays dropped (retention.py, docs/gc.md),
                and only on a version with parts (docs/design.md, "Parts"; h is then the
                sha256 of the version's manifest):
                bh the body's own sha256, pt the parts: a map of name to part
@@ -34,9 +37,11 @@ its h)`, exactly as a body does.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from . import keys
@@ -53,7 +58,17 @@ CONDEMNED_UNTIL = TABLE.condemned_index_key  # "gcd", the key of the sparse inde
 CONDEMNED_BODIES = "gcs"
 # 64 bits of a sha256 name a body among one id's bodies; a collision only makes a writer wait.
 CONDEMNED_HASH_CHARS = 16
+# DynamoDB's limit on an item's size (item_size).
+ITEM_LIMIT = 400 * 1024
+# Bodies one condemnation (or renewal of one) names; a run renews an id's condemnation while
+# it has orphans and time, up to MAX_CONDEMNED_HELD names in all until the condemnation expires.
 MAX_CONDEMNED = 1000
+MAX_CONDEMNED_HELD = 6 * MAX_CONDEMNED
+# The most a condemnation takes of its item by DynamoDB's size rules: the names of `gcd` and
+# `gcs`, the deadline (a number: at most 20 bytes) and the set's members (about 94 KiB).
+CONDEMNATION_BYTES = (
+    len(CONDEMNED_UNTIL) + 20 + len(CONDEMNED_BODIES) + MAX_CONDEMNED_HELD * CONDEMNED_HASH_CHARS
+)
 # An entry's attributes.
 UPDATED_AT = "t"
 CONTENT_HASH = "h"
@@ -64,6 +79,7 @@ CONTENT_TYPE = "ct"
 INLINE_BODY = "b"
 CODEC = "z"
 PURGE = "x"
+DROPPED = "dx"
 BODY_HASH = "bh"
 PARTS = "pt"
 
@@ -111,6 +127,8 @@ def entry_to_dynamo(entry: Entry) -> dict[str, Any]:
         attrs[CONTENT_TYPE] = {"S": entry.content_type}
     if entry.purge:
         attrs[PURGE] = {"BOOL": True}
+    if entry.dropped:
+        attrs[DROPPED] = {"BOOL": True}
     if entry.inline is not None:
         attrs[INLINE_BODY] = {"B": entry.inline}
         if entry.codec:
@@ -181,6 +199,7 @@ def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> En
             inline=inline,
             codec=_string(attrs[CODEC]) if CODEC in attrs else None,
             purge=attrs[PURGE].get("BOOL") is True if PURGE in attrs else False,
+            dropped=attrs[DROPPED].get("BOOL") is True if DROPPED in attrs else False,
             body_hash=_string(attrs[BODY_HASH]) if BODY_HASH in attrs else None,
             parts=tuple(
                 _part_from_dynamo(name, part, with_body)
@@ -246,6 +265,8 @@ def layout_problem(raw: Mapping[str, Any], item: Item | None) -> str | None:
             return f"version {version}: a delete with a body"
         if entry.purge and not entry.deleted:
             return f"version {version}: a purge flag on a put"
+        if entry.dropped and not entry.deleted:
+            return f"version {version}: a dropped-history flag on a put"
         for part in entry.parts:
             if not _SHA256_HEX.fullmatch(part.content_hash):
                 return f"version {version}: part {part.name!r} has no sha256 hex digest"
@@ -270,6 +291,53 @@ def part_location(part: StoredPart, id: str, *, bucket: str, prefix: str) -> str
     if part.inline is not None:
         return INLINE
     return f"s3://{bucket}/{keys.body_key(prefix, id, part.content_hash)}"
+
+
+# --- DynamoDB's size of an item --------------------------------------------------------------
+
+
+def item_size(raw: Mapping[str, Mapping[str, Any]] | None) -> int:
+    """The size of a low-level item (as GetItem returns it) by DynamoDB's rules, the one it
+    holds against its 400 KB limit: each attribute's UTF-8 name and its value. 0 for none."""
+    if not raw:
+        return 0
+    return sum(len(name.encode("utf-8")) + value_size(value) for name, value in raw.items())
+
+
+def value_size(value: Mapping[str, Any]) -> int:
+    """The size of one low-level AttributeValue: strings in UTF-8, binary by its raw bytes,
+    numbers 1 byte and 1 a pair of significant digits, booleans and nulls 1 byte, sets their
+    members, lists and maps 3 bytes and 1 an element on top of their elements (and a map
+    its names)."""
+    ((kind, data),) = value.items()
+    if kind == "S":
+        return len(data.encode("utf-8"))
+    if kind == "B":
+        return len(data)
+    if kind == "N":
+        return number_size(data)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(s.encode("utf-8")) for s in data)
+    if kind == "NS":
+        return sum(number_size(n) for n in data)
+    if kind == "BS":
+        return sum(len(b) for b in data)
+    if kind == "L":
+        return 3 + sum(1 + value_size(element) for element in data)
+    if kind == "M":
+        return 3 + sum(1 + len(name.encode("utf-8")) + value_size(v) for name, v in data.items())
+    raise ValueError(f"unknown DynamoDB attribute type {kind!r}")
+
+
+def number_size(number: Any) -> int:
+    """DynamoDB stores a number as mantissa and exponent: leading and trailing zeros are not
+    significant."""
+    text = format(number, "f") if isinstance(number, Decimal) else str(number)
+    mantissa = text.lstrip("+-").lower().split("e")[0]
+    significant = max(1, len(mantissa.replace(".", "").strip("0")))
+    return 1 + math.ceil(significant / 2)
 
 
 def _number(value: Any) -> int:

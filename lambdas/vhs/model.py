@@ -47,6 +47,9 @@ class Entry:
     inline: bytes | None = None  # the stored (maybe compressed) body when it is inline
     codec: str | None = None
     purge: bool = False  # a delete that keeps no earlier version (retention.py)
+    # A delete whose earlier versions the collector found dropped (`after_delete` had passed)
+    # when it condemned their bodies: they stay dropped whatever is written after it.
+    dropped: bool = False
     body_hash: str | None = None  # the body's own sha256, when content_hash is a manifest's
     parts: tuple[StoredPart, ...] = ()  # sorted by name
 

@@ -28,7 +28,11 @@ class Retention:
     `after_delete` from the delete's write time (`written_at`), then none is kept (None: no
     such limit; the other rules still apply). A purging delete keeps none at once. Either way
     the tombstone itself is the current entry and stays, so later puts remain stale; and what
-    it dropped stays dropped when a later put makes the record live again.
+    it dropped stays dropped when a later put makes the record live again. Whether it had
+    dropped them when that put came is read off the tombstone's `dropped` flag, which the
+    collector sets in the same conditional write that condemns their bodies, so a slow put
+    that lands after the collection cannot bring them back (the put's `written_at`, taken
+    when it started, decides only while no collector has acted on the drop).
     """
 
     versions: int = 5
@@ -79,7 +83,7 @@ class Retention:
         """Whether a current delete keeps no earlier version: a purge, or past `after_delete`."""
         if not current.deleted:
             return False
-        if current.purge:
+        if current.purge or current.dropped:
             return True
         return (
             self.after_delete is not None

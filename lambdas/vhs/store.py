@@ -69,8 +69,10 @@ MAX_WRITE_WINDOW = timedelta(minutes=15)
 # The collector skips bodies uploaded within its grace period, so a second condemnation of a
 # body just uploaded again means something is badly wrong; give up rather than loop.
 _MAX_CONDEMNED_RETRIES = 3
-# DynamoDB items may be 400 KB; keep head room for keys, names and metadata.
-_ITEM_BUDGET = 350 * 1024
+# DynamoDB items may be 400 KB (item.ITEM_LIMIT). The history gets what the collector's largest
+# condemnation (item.CONDEMNATION_BYTES, about 94 KiB) leaves, less head room for the id, the
+# version and the attribute names and list overheads.
+_ITEM_BUDGET = 300 * 1024
 _ENTRY_OVERHEAD = 256
 # A part's entry in the item, less its inline bytes: its name (at most 63), sha256 (64),
 # size, content type (most are short; counted exactly when checked) and attribute names.

@@ -43,6 +43,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
                 total.orphaned if args.dry_run else total.deleted,
             ),
             ("left for a later run", total.skipped),
+            ("left until the condemnation expires", total.deferred),
             ("bytes reclaimed", total.bytes_reclaimed),
             ("markers cleared", total.markers_cleared),
             ("unrecognised keys", total.unrecognised),

@@ -46,6 +46,7 @@ from .. import keys
 from ..aws import is_forbidden, is_object_missing
 from ..item import (
     MAX_CONDEMNED,
+    MAX_CONDEMNED_HELD,
     Condemnation,
     condemnation_of,
     condemned_name,
@@ -72,6 +73,8 @@ class GcReport:
     deleted: int = 0
     bytes_reclaimed: int = 0  # deleted bytes (in a dry run: what would be reclaimed)
     skipped: int = 0  # orphans left for a later run: the item changed, or time ran short
+    # Orphans left until the id's condemnation expires: its item names MAX_CONDEMNED_HELD.
+    deferred: int = 0
     markers_cleared: int = 0
     unrecognised: int = 0  # not judged: keys outside VHS's layout, or of a damaged item
     failed: int = 0  # ids whose bodies could not be judged or condemned (an AWS error)
@@ -159,6 +162,11 @@ class GarbageCollector:
         self.clock = clock or store.clock
         self.page_size = page_size
         install_delete_fence(self.s3)
+        # The id and deadline of the condemnation this collector made (or renewed, or joined)
+        # last: the only one it renews, a run still at work on that id (a listing holds an
+        # id's keys together, so an id that spans pages is the last one condemned), never
+        # another run's.
+        self._made: tuple[str, float] | None = None
         # A marker may go once no writer can still act on the belief that predates it.
         self.marker_expiry = store.clock_skew + MAX_WRITE_WINDOW.total_seconds()
 
@@ -267,13 +275,18 @@ class GarbageCollector:
             listing["StartAfter"] = start_after
         for page in paginator.paginate(**listing):
             objects = page.get("Contents", [])
-            self._collect_page(objects, report)
+            self._collect_page(objects, report, should_stop)
             if objects and page.get("IsTruncated") and should_stop and should_stop():
                 report.shards = 0  # not finished: the invocation that resumes it counts it
                 return report, objects[-1]["Key"]
         return report, None
 
-    def _collect_page(self, objects: list[dict[str, Any]], report: GcReport) -> None:
+    def _collect_page(
+        self,
+        objects: list[dict[str, Any]],
+        report: GcReport,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
         now = self.clock()
         by_id: dict[str, list[_Object]] = {}
         for listed in objects:
@@ -305,7 +318,7 @@ class GarbageCollector:
                 report.unrecognised += len(found)
                 continue
             try:
-                self._judge(record_id, raw, item, found, now, report)
+                self._judge(record_id, raw, item, found, now, report, should_stop)
             except (ClientError, BotoCoreError) as error:
                 # One id's failure (throttling on a hot item, say) stops neither the others
                 # nor the rest of the shard; its bodies wait for the next run.
@@ -320,7 +333,10 @@ class GarbageCollector:
         found: list[_Object],
         now: float,
         report: GcReport,
+        should_stop: Callable[[], bool] | None = None,
     ) -> None:
+        """Collect the orphans among `found`, condemnation after condemnation, while they
+        last and `should_stop()` does not say time is short."""
         referenced = set()
         if item is not None:
             # Retention by age is read off clocks: a reader whose clock is behind ours (by up
@@ -338,14 +354,46 @@ class GarbageCollector:
             report.bytes_reclaimed += sum(body.size for body in orphans)
             return
         standing = self._standing_condemnation(record_id, raw, now, report)
-        condemned = self._condemn(record_id, version_of(raw), orphans, standing)
-        for body in orphans:
-            covered = condemned is not None and condemned.covers(body.content_hash)
-            if covered and self._delete(body, condemned.deadline):
-                report.deleted += 1
-                report.bytes_reclaimed += body.size
-            else:
-                report.skipped += 1
+        # A delete whose history retention dropped: the condemnation flags it, so that no
+        # later put (one that started before the drop, say) can make that history retained
+        # again once its bodies are gone (retention.py).
+        drop = (
+            item is not None
+            and not item.current.dropped
+            and self.store.retention.history_dropped(item.current, now - self.store.clock_skew)
+            and not item.current.purge
+        )
+        pending = orphans
+        while pending:
+            condemned, taken = self._condemn(
+                record_id, version_of(raw), pending, standing, drop_history=drop
+            )
+            drop = False
+            if condemned is None:
+                # The item changed since we read it (judge it again next run), or another
+                # run's condemnation leaves no time to delete.
+                report.skipped += len(pending)
+                return
+            if not taken:  # the item names as many condemned bodies as it may
+                report.deferred += len(pending)
+                return
+            late: list[_Object] = []
+            for body in taken:
+                if self._delete(body, condemned.deadline):
+                    report.deleted += 1
+                    report.bytes_reclaimed += body.size
+                else:
+                    late.append(body)  # its condemnation's time to delete ran out
+            if len(late) == len(taken):  # not one delete in time: leave them for a later run
+                report.skipped += len(pending)
+                return
+            standing = condemned
+            done = {body.key for body in taken}
+            # The late ones first: the renewal the next round makes lets them be deleted.
+            pending = late + [body for body in pending if body.key not in done]
+            if pending and should_stop is not None and should_stop():
+                report.skipped += len(pending)
+                return
 
     def _standing_condemnation(
         self, record_id: str, raw: dict[str, Any], now: float, report: GcReport
@@ -365,27 +413,45 @@ class GarbageCollector:
         seen_version: int | None,
         orphans: list[_Object],
         standing: Condemnation | None,
-    ) -> Condemnation | None:
-        """Condemn the orphans, as many as an item may hold: under a new condemnation, or
-        joining a standing one while it leaves time to delete (its deadline never moves: a
-        writer may be waiting it out). The condemnation they may be deleted under, if any."""
+        *,
+        drop_history: bool = False,
+    ) -> tuple[Condemnation | None, list[_Object]]:
+        """Condemn the next orphans (at most MAX_CONDEMNED not yet named, and only as many as
+        the item may hold): under a new condemnation; joining a standing one while it leaves
+        time to delete (its deadline stays: a writer may be waiting it out); or renewing one
+        too near its deadline to delete under, with a later deadline that every name in it
+        then answers to. The condemnation, and the orphans it lets us delete (those it names
+        already and those just added), or None if the item changed."""
+        now = self.clock()
         if standing is None:
-            deadline, room = self.clock() + self.lease, MAX_CONDEMNED
-        elif self.clock() < standing.deadline - self.lease / 2:
-            deadline, room = standing.deadline, MAX_CONDEMNED - len(standing.bodies)
+            deadline = now + self.lease
+        elif now < standing.deadline - self.lease / 2:
+            deadline = standing.deadline
+        elif self._made == (record_id, standing.deadline):
+            deadline = now + self.lease  # renew one this collector made: it is still at work
         else:
-            # Too near its deadline to delete under, not yet expired: a writer may be waiting
-            # it out. Its bodies wait for a later run.
-            return None
-        joining = standing is not None
-        new = [o.content_hash for o in orphans if not (joining and standing.covers(o.content_hash))]
-        new = new[: max(0, room)]
-        if new and not self.index.condemn(record_id, new, deadline, seen_version, joining=joining):
-            return None  # the item changed since we read it: judge it again next run
-        return Condemnation(
+            # Another run's, too near its deadline to delete under and not yet expired: a
+            # writer may be waiting it out. Its bodies wait for a later run.
+            return None, []
+        held = standing.bodies if standing is not None else frozenset()
+        named = [o for o in orphans if condemned_name(o.content_hash) in held]
+        room = min(MAX_CONDEMNED, MAX_CONDEMNED_HELD - len(held))
+        new = [o for o in orphans if condemned_name(o.content_hash) not in held][: max(0, room)]
+        if not named and not new:
+            return standing, []
+        written = new or drop_history or deadline != standing.deadline  # type: ignore[union-attr]
+        if written and not self.index.condemn(
+            record_id,
+            [o.content_hash for o in new],
             deadline,
-            (standing.bodies if joining else frozenset()) | {condemned_name(h) for h in new},
-        )
+            seen_version,
+            standing=standing.deadline if standing is not None else None,
+            drop_history=drop_history,
+        ):
+            return None, []
+        names = held | {condemned_name(o.content_hash) for o in new}
+        self._made = (record_id, deadline)
+        return Condemnation(deadline, frozenset(names)), named + new
 
     def _delete(self, body: _Object, deadline: float) -> bool:
         """Delete a condemned body, if every attempt to send the request is made while half
