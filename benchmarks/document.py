@@ -268,13 +268,15 @@ _WHY = {
         "know the id is new: half a read unit more than a blind write."
     ),
     "duplicate put (small)": (
-        "a duplicate is answered by VHS's read alone (no write): half a read unit per started "
-        "4 KB of the item, inline body and history included; Wellcome's read-and-compare "
-        "costs half a read unit and an S3 GET."
+        "a duplicate is answered by VHS's read alone (no write): the store has seen the id, so "
+        "its one read is strongly consistent (for the version current now), one read unit per "
+        "started 4 KB of the item, inline body and history included; Wellcome's "
+        "read-and-compare costs half a read unit and an S3 GET."
     ),
     "stale put (small)": (
-        "a stale put is answered by VHS's read alone (no write): half a read unit per started "
-        "4 KB of the item, inline body and history included."
+        "a stale put is answered by VHS's read alone (no write): strongly consistent, for the "
+        "version current now, one read unit per started 4 KB of the item, inline body and "
+        "history included."
     ),
     "duplicate put (large)": (
         "VHS knows the current entry from its own earlier write, so it sends no S3 PUT, but a "

@@ -142,9 +142,12 @@ def report(rows: list[dict[str, Any]], count: int, ids: int, when: str) -> str:
             "handler did before, in the same run. Counts are exact; dollars are the list prices "
             "of the requests and capacity units billed. A small put reads the item first (delta "
             "history, docs/design.md): a message its id's current version already beats "
-            "(most of a shuffled backlog) is answered by that read, half a read unit, and never "
-            "written, so writes fall below one per distinct id; coalescing saves the reads "
-            "and writes of the messages its batch already beats.",
+            "(most of a shuffled backlog) is answered by reads and never written, so writes "
+            "fall below one per distinct id. Its result carries the version current now, from a "
+            "strongly consistent read: the one read (one read unit) when the handler's store "
+            "has seen the id at or above the message, else a second read after an eventually "
+            "consistent one (1.5 units). Coalescing saves the reads and writes of the messages "
+            "its batch already beats.",
             "",
             "| batch | reads | conditional writes | writes per distinct id per batch "
             "| read units | write units | $ per million messages |",

@@ -242,9 +242,9 @@ def test_a_part_over_the_size_limit_is_refused():
 
 
 def test_parts_whose_metadata_the_retention_leaves_no_room_for_are_refused():
-    # 280 held entries of up to 1 KB fill the item budget (docs/design.md, "Parts"): each
-    # entry may take 1,280 bytes, and 16 parts' names and hashes need more.
-    store = offline_store(inline_threshold=1024, retention=Retention(186))
+    # 240 held entries of up to 1 KB fill the item budget (docs/design.md, "Parts"): each
+    # entry may take 1,285 bytes, and 16 parts' names and hashes need more.
+    store = offline_store(inline_threshold=1024, retention=Retention(159))
     parts = {f"p{i:02d}": b"x" for i in range(MAX_PARTS)}
     with pytest.raises(InvalidPart) as raised:
         store.put("crowded", {"a": 1}, updated_at=at(1), parts=parts)
@@ -252,7 +252,7 @@ def test_parts_whose_metadata_the_retention_leaves_no_room_for_are_refused():
 
 
 def test_inline_parts_move_to_s3_to_keep_a_version_within_its_share_of_the_item(inprocess):
-    store = inprocess.store(inline_threshold=1024, retention=Retention(186))
+    store = inprocess.store(inline_threshold=1024, retention=Retention(159))
     parts = {f"p{i}": large(30 + i, 300) for i in range(3)}  # each fits the threshold alone
     result = store.put("roomy", {"a": 1}, updated_at=at(1), parts=parts)
     locations = [p.location == "inline" for p in result.parts.values()]

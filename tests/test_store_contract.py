@@ -488,25 +488,40 @@ def test_multipart_upload_for_large_file_bodies(backend):
 @pytest.mark.parametrize("delta_history", [True, False], ids=["delta-history", "blind"])
 def test_request_floor(backend, delta_history):
     """Requests per operation. With delta history (the default) a small put reads the item
-    first (half a read unit, eventually consistent), writes nothing for a duplicate or stale
-    put, and reads the item again strongly consistent (one read unit) to report the version
-    current now, which the first read may not have seen (issue 25); without it a small put
-    is one blind UpdateItem, and a write that cannot win learns why from the refusal. Large
-    puts and deletes are one blind write either way."""
+    first (half a read unit, eventually consistent) and writes nothing for a duplicate or
+    stale put, whose result must carry the version current now (issue 25): a store that has
+    seen the id's current version at or above the put's knows it cannot win, so its one read
+    is strongly consistent (one read unit); a store that has not reads again, strongly
+    consistent, when the first read says stale. Without delta history a small put is one
+    blind UpdateItem, and a write that cannot win learns why from the refusal. Large puts
+    and deletes are one blind write either way."""
     store = backend.store(delta_history=delta_history)
+    unseen = backend.store(delta_history=delta_history)  # has not seen the id
     rid_small, rid_large = backend.id("floor-small"), backend.id("floor-large")
     meter = RequestMeter(backend.s3, backend.dynamodb)
+    consistent: list[bool] = []  # each GetItem's ConsistentRead, in order
+
+    def note(params, **_):
+        consistent.append(params.get("ConsistentRead", False))
+
+    backend.dynamodb.meta.events.register("before-parameter-build.dynamodb.GetItem", note)
     # A write whose condition fails learns why from the item DynamoDB returns with the error.
     # dynalite does not implement ReturnValuesOnConditionCheckFailure, so there the index reads
     # the item: exactly one GetItem more, and only when a condition failed.
     refused = {"UpdateItem": 1, "GetItem": 1} if backend.name == "dynalite" else {"UpdateItem": 1}
     small_write = {"GetItem": 1, "UpdateItem": 1} if delta_history else {"UpdateItem": 1}
-    small_refused = {"GetItem": 2} if delta_history else refused
+    small_refused = {"GetItem": 1} if delta_history else refused
+    unseen_refused = {"GetItem": 2} if delta_history else refused
     cases = [
         ("small put", lambda: store.put(rid_small, {"a": 1}, updated_at=at(1)), small_write),
         ("small update", lambda: store.put(rid_small, {"a": 2}, updated_at=at(2)), small_write),
         ("duplicate", lambda: store.put(rid_small, {"a": 2}, updated_at=at(2)), small_refused),
         ("stale", lambda: store.put(rid_small, {"a": 0}, updated_at=at(0)), small_refused),
+        (
+            "stale, unseen",
+            lambda: unseen.put(rid_small, {"a": 0}, updated_at=at(0)),
+            unseen_refused,
+        ),
         ("small read", lambda: store.get(rid_small), {"GetItem": 1}),
         (
             "large put",
@@ -517,9 +532,15 @@ def test_request_floor(backend, delta_history):
         ("delete", lambda: store.delete(rid_small, deleted_at=at(3)), {"UpdateItem": 1}),
     ]
     for name, operation, expected in cases:
+        consistent.clear()
         with meter.measure() as counts:
-            operation()
+            result = operation()
         assert dict(counts) == expected, name
+        if name.startswith(("duplicate", "stale")):
+            assert result.version == 2, name
+            if delta_history:  # the read the result's version comes from is the last one
+                assert consistent[-1] is True and consistent[0] is (name != "stale, unseen")
+    backend.dynamodb.meta.events.unregister("before-parameter-build.dynamodb.GetItem", note)
     meter.close()
 
 

@@ -299,6 +299,7 @@ class DynamoIndex:
         basis: dict | None = None,
         reuse: frozenset[str] = frozenset(),
         reuse_skew: float = 0.0,
+        consistent_basis: bool = False,
     ) -> WriteResult:
         """Make `entry` current if the ordering rules admit it.
 
@@ -312,8 +313,11 @@ class DynamoIndex:
         win is not written (stale: the current key only ever goes up; unchanged: the same
         key) and is answered from a strongly consistent read (the version current now, which
         the first read may not have seen yet), and the write is conditional on the item being
-        as read. A stale read only fails that condition, and the item the failure returns is
-        the next attempt's starting point, so correctness never rests on the read.
+        as read. `consistent_basis`: the caller expects the write cannot win (it has seen a
+        current key at or above it), so the first read is the strongly consistent one (one
+        read unit, where the two reads would cost one and a half), or `basis` was read so.
+        A stale read only fails that condition, and the item the failure returns is the next
+        attempt's starting point, so correctness never rests on the read.
 
         `uploaded_after` (epoch seconds, already less the clock-skew allowance) is when the
         upload of an S3 body began; the write then also requires that the garbage collector
@@ -331,11 +335,13 @@ class DynamoIndex:
         if uploaded_after is not None:
             guards[entry.body_sha256] = uploaded_after
         if basis is None and history is not None:
-            basis = self._read_for_write(id)
+            basis = self._read_for_write(id, consistent=consistent_basis)
         for _ in range(_MAX_ATTEMPTS):
             write_guards = guards
             if basis is not None:
-                settled, raw = self._settle(id, entry, basis, guards, decided_by_read=True)
+                settled, raw = self._settle(
+                    id, entry, basis, guards, decided_by_read=True, current=consistent_basis
+                )
                 if settled is not None:
                     return settled
                 write_guards = _with_reused(guards, reuse, raw, reuse_skew)
@@ -348,8 +354,10 @@ class DynamoIndex:
             settled, raw = self._settle(id, entry, raw, write_guards)
             if settled is not None:
                 return settled
-            # The item changed between our attempts: decide again against its new state.
+            # The item changed between our attempts: decide again against its new state (as a
+            # refused write returns it, or a strongly consistent read: current either way).
             basis = raw if history is not None else None
+            consistent_basis = True
         raise WriteConflict(f"gave up writing {id!r} after {_MAX_ATTEMPTS} contended attempts")
 
     def _settle(
@@ -360,10 +368,12 @@ class DynamoIndex:
         guards: Mapping[str, float],
         *,
         decided_by_read: bool = False,
+        current: bool = True,
     ) -> tuple[WriteResult | None, dict]:
         """What the item `raw` (one that refused our write, or, `decided_by_read`, as read
         before writing) says about the write: a result, or None with the item to write
-        against again (ordering admits the write: the item changed, or was only read)."""
+        against again (ordering admits the write: the item changed, or was only read).
+        `current`: `raw` was read strongly consistent (a refusal's item always is)."""
         incoming = entry.order_key
         item = item_from_dynamo(raw)
         own = _find_own(item, entry.token) if item else None
@@ -383,13 +393,13 @@ class DynamoIndex:
             ):
                 raise BodyCondemned(condemned.deadline, raw)
             return None, raw
-        current = item.current.order_key
-        if decided_by_read and (verdict is Outcome.STALE or incoming == current):
+        current_key = item.current.order_key
+        if not current and (verdict is Outcome.STALE or incoming == current_key):
             # The read was eventually consistent: stale or unchanged it surely is (the current
             # key only goes up), but the version it saw may be out of date. The result carries
             # the version current now, from a strongly consistent read (stale writes only).
             return self._settle(id, entry, self._read_current(id), guards)
-        if verdict is Outcome.STALE or incoming == current:
+        if verdict is Outcome.STALE or incoming == current_key:
             return WriteResult(verdict, item.version, item), raw
         # Same content, later timestamp: move it forward.
         ok, raw = self._touch(id, entry)
@@ -400,9 +410,10 @@ class DynamoIndex:
             return WriteResult(Outcome.UNCHANGED, touched.version, touched), raw
         return None, raw
 
-    def read_for_write(self, id: str) -> dict:
-        """The raw item, eventually consistent (half a read unit): a write's basis."""
-        return self._read_for_write(id)
+    def read_for_write(self, id: str, *, consistent: bool = False) -> dict:
+        """The raw item, eventually consistent (half a read unit) unless `consistent`: a
+        write's basis."""
+        return self._read_for_write(id, consistent=consistent)
 
     def _read_current(self, id: str) -> dict:
         response = self.dynamodb.get_item(
@@ -410,9 +421,9 @@ class DynamoIndex:
         )
         return response.get("Item", {})
 
-    def _read_for_write(self, id: str) -> dict:
+    def _read_for_write(self, id: str, *, consistent: bool = False) -> dict:
         response = self.dynamodb.get_item(
-            TableName=self.table, Key=self._key(id), ConsistentRead=False
+            TableName=self.table, Key=self._key(id), ConsistentRead=consistent
         )
         return response.get("Item", {})
 

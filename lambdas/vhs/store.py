@@ -255,7 +255,9 @@ class VersionedHybridStore:
             history = self._history_after(entry, body.data)
         # A body that cannot win (a duplicate or stale put of an id whose current entry this
         # store has seen) is not uploaded: the write can only be refused or change nothing.
-        upload = inline is None and not self.known.at_least(id, entry.order_key)
+        # Its read is then only for the result's version: one strongly consistent read.
+        beaten = self.known.at_least(id, entry.order_key)
+        upload = inline is None and not beaten
         for _ in range(_MAX_CONDEMNED_RETRIES):
             uploaded_after = None
             if upload:
@@ -270,6 +272,7 @@ class VersionedHybridStore:
                     keep_history=keep_history,
                     uploaded_after=uploaded_after,
                     history=history,
+                    consistent_basis=beaten,
                 )
                 break
             except BodyCondemned as condemned:
@@ -307,7 +310,8 @@ class VersionedHybridStore:
         needed = entry.s3_objects()
         metadata = keys.body_metadata(id, stamp)
         uploaded: dict[str, float] = {}  # sha256 → when its upload began, less the skew
-        basis = self.index.read_for_write(id)
+        beaten = self.known.at_least(id, entry.order_key)  # see put_validated
+        basis = self.index.read_for_write(id, consistent=beaten)
         for _ in range(_MAX_CONDEMNED_RETRIES + 2):
             seen = item_from_dynamo(basis)
             now = self.clock()
@@ -333,6 +337,7 @@ class VersionedHybridStore:
                     basis=basis,
                     reuse=frozenset(needed) - uploaded.keys(),
                     reuse_skew=self.clock_skew,
+                    consistent_basis=beaten,
                 )
                 break
             except PartsNotHeld as changed:
