@@ -20,7 +20,7 @@ from support.invariants import check_collected, snapshot
 from support.records import at, large
 from vhs import BodyHashMismatch, InvalidInput, Retention, VersionedHybridStore
 from vhs.errors import InvalidPart, PartNotFound, PartTooLarge
-from vhs.item import BODY_HASH, PARTS
+from vhs.item import BODY_HASH, PARTS, entry_size
 from vhs.maintenance.gc import GarbageCollector
 from vhs.maintenance.verify import verify
 from vhs.parts import MAX_PARTS, manifest_hash
@@ -242,21 +242,27 @@ def test_a_part_over_the_size_limit_is_refused():
 
 
 def test_parts_whose_metadata_the_retention_leaves_no_room_for_are_refused():
-    # 240 held entries of up to 1 KB fill the item budget (docs/design.md, "Parts"): each
-    # entry may take 1,285 bytes, and 16 parts' names and hashes need more.
-    store = offline_store(inline_threshold=1024, retention=Retention(159))
-    parts = {f"p{i:02d}": b"x" for i in range(MAX_PARTS)}
+    # 211 held entries of up to 1 KB fill the item budget (docs/design.md, "Parts"): each
+    # entry may take 1,481 bytes by DynamoDB's rules, and 16 parts' names and hashes, even
+    # with every part moved to S3, need more.
+    store = offline_store(inline_threshold=1024, retention=Retention(140))
+    assert store.entry_budget < 1500
+    parts = {f"scan-page-{i:02d}": b"x" for i in range(MAX_PARTS)}
     with pytest.raises(InvalidPart) as raised:
         store.put("crowded", {"a": 1}, updated_at=at(1), parts=parts)
     assert raised.value.field == "parts" and "retention" in raised.value.reason
 
 
 def test_inline_parts_move_to_s3_to_keep_a_version_within_its_share_of_the_item(inprocess):
-    store = inprocess.store(inline_threshold=1024, retention=Retention(159))
-    parts = {f"p{i}": large(30 + i, 300) for i in range(3)}  # each fits the threshold alone
+    store = inprocess.store(inline_threshold=1024, retention=Retention(140))
+    # Each fits the threshold alone, and the three fit it together; with their content types
+    # (counted as DynamoDB counts them) they do not fit the entry's share of the item.
+    long_type = "application/x-" + "t" * 200
+    parts = {f"p{i}": (large(30 + i, 300), long_type) for i in range(3)}
     result = store.put("roomy", {"a": 1}, updated_at=at(1), parts=parts)
     locations = [p.location == "inline" for p in result.parts.values()]
-    assert locations.count(True) < 3 and store.get("roomy").part("p2") == parts["p2"]
+    assert locations.count(True) < 3 and store.get("roomy").part("p2") == parts["p2"][0]
+    assert entry_size(store.index.read("roomy").current) <= store.entry_budget
 
 
 class _NoRequests:

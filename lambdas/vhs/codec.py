@@ -45,6 +45,7 @@ DELTA = "zdelta"
 # in the version after it (vhs/deltas.py): an unchanged part is held once, however many
 # retained versions share it.
 SAME = "same"
+CODECS = (ZLIB, DELTA, SAME)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,23 @@ class PartTooLarge(InvalidPart):
         super().__init__(f"part is {size} bytes, over the limit of {limit} bytes", field)
 
 
+class ItemTooLarge(InvalidRecord):
+    """A version whose entry alone (its inline body and parts, their names and content types)
+    would make its id's DynamoDB item larger than a write may make it (item.ITEM_BUDGET),
+    however much history were dropped. Nothing was written; the id keeps taking writes."""
+
+    def __init__(self, id: str, size: int, limit: int, field: str = "record") -> None:
+        self.id = id
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"{id!r}: this version alone would make the item {size} bytes by DynamoDB's size "
+            f"rules, over the {limit} a write may take of its 400 KB (item.ITEM_BUDGET): a "
+            "smaller inline body, or fewer parts, shorter names or content types",
+            field,
+        )
+
+
 class ConfigurationError(VhsError, ValueError):
     """The store was configured in a way that cannot work (for example a retention whose
     history could outgrow a DynamoDB item)."""

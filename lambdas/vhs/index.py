@@ -41,6 +41,7 @@ from .item import (
     condemnation_of,
     condemned_name,
     entry_to_dynamo,
+    fit_history,
     item_from_dynamo,
 )
 from .model import Entry, Item
@@ -300,11 +301,21 @@ class DynamoIndex:
         reuse: frozenset[str] = frozenset(),
         reuse_skew: float = 0.0,
         consistent_basis: bool = False,
+        fallback: HistoryPlan | None = None,
     ) -> WriteResult:
         """Make `entry` current if the ordering rules admit it.
 
         Without `history`, one request on the happy path: the update moves the current entry
-        into the history as it is (server-side) and sets the new one.
+        into the history as it is (server-side) and sets the new one. Such a blind write
+        cannot measure the item before writing it, so it measures the item it gets back: past
+        item.ITEM_BUDGET, the oldest history is trimmed at once (`_within_budget`); and if
+        DynamoDB refuses the append for the item's size, the write is made as planned, with
+        `fallback` as its history, against a strongly consistent read.
+
+        Every planned write (with `history`) measures the item as it would be written by
+        DynamoDB's size rules and leaves out the oldest history entries that do not fit
+        item.ITEM_BUDGET (item.fit_history), so an id keeps taking writes whatever its
+        history holds; raises ItemTooLarge (nothing written) if the new entry alone does not.
 
         With `history`, the caller decides what the history holds after the write (earlier
         inline bodies as deltas, expired entries dropped: vhs/deltas.py): given the item the
@@ -347,7 +358,17 @@ class DynamoIndex:
                 write_guards = _with_reused(guards, reuse, raw, reuse_skew)
                 ok, raw = self._replace(id, entry, raw, history, write_guards)  # type: ignore[arg-type]
             else:
-                ok, raw = self._new_version(id, entry, keep_history, guards)
+                try:
+                    ok, raw = self._new_version(id, entry, keep_history, guards)
+                except ClientError as error:
+                    if not (keep_history and fallback is not None and _item_too_large(error)):
+                        raise
+                    # The item has grown past what a blind append leaves room for: write it
+                    # as planned against the item as it is, dropping its oldest history.
+                    history, basis, consistent_basis = fallback, self._read_current(id), True
+                    continue
+                if ok and keep_history:
+                    raw = self._within_budget(id, raw)
             item = item_from_dynamo(raw)
             if ok and item is not None:  # ALL_NEW: always the item, with its new version
                 return WriteResult(_stored(entry), item.version, item)
@@ -410,6 +431,17 @@ class DynamoIndex:
             return WriteResult(Outcome.UNCHANGED, touched.version, touched), raw
         return None, raw
 
+    def _within_budget(self, id: str, raw: dict) -> dict:
+        """The item `raw` a blind write returned, with its oldest history trimmed (one more
+        conditional UpdateItem, only then) if it outgrew item.ITEM_BUDGET."""
+        item = item_from_dynamo(raw)
+        if item is None:
+            return raw
+        drop = fit_history(id, item.version, item.current, item.history)
+        if drop and self.trim(id, item.version, len(item.history), drop):
+            return {**raw, HISTORY: {"L": raw[HISTORY]["L"][drop:]}}
+        return raw  # or a later writer trims: the item changed since
+
     def read_for_write(self, id: str, *, consistent: bool = False) -> dict:
         """The raw item, eventually consistent (half a read unit) unless `consistent`: a
         write's basis."""
@@ -445,10 +477,15 @@ class DynamoIndex:
         }
         names = {"#c", "#p", "#v", "#t", "#h", "#ct"}
         if seen is None:
+            fit_history(id, 1, entry, ())  # raises ItemTooLarge if the entry alone is too big
             update, unchanged = "SET #c = :c ADD #v :one", "attribute_not_exists(#c)"
             names.discard("#p")
         else:
-            held = [entry_to_dynamo(e) for e in history(seen)]
+            planned = history(seen)
+            # Within the item budget, measured as written: the oldest history goes first (its
+            # bodies become orphans for the collector, as retention's drops do).
+            planned = planned[fit_history(id, seen.version + 1, entry, planned) :]
+            held = [entry_to_dynamo(e) for e in planned]
             if held:
                 update = "SET #c = :c, #p = :p ADD #v :one"
                 values[":p"] = {"L": held}
@@ -622,6 +659,14 @@ def _with_reused(
         raise PartsNotHeld(basis, missing)
     since = item.current.written_at - skew  # type: ignore[union-attr]
     return {**{h: since for h in reuse}, **guards}
+
+
+def _item_too_large(error: ClientError) -> bool:
+    """DynamoDB's refusal of a write that would make the item larger than 400 KB."""
+    details = error.response.get("Error", {})
+    return details.get("Code") == "ValidationException" and "maximum allowed size" in str(
+        details.get("Message", "")
+    )
 
 
 def _stored(entry: Entry) -> Outcome:

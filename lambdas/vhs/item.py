@@ -39,13 +39,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from . import keys
 from .codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, SAME
+from .errors import ItemTooLarge
 from .model import Entry, Item, StoredPart
 from .ordering import TOMBSTONE_HASH
 from .resources import TABLE
@@ -70,6 +71,14 @@ CONDEMNATION_BYTES = (
     len(CONDEMNED_UNTIL) + 20 + len(CONDEMNED_BODIES) + MAX_CONDEMNED_HELD * CONDEMNED_HASH_CHARS
 )
 # An entry's attributes.
+DROPPED = "dx"
+# What the collector may add to an item after a write: its largest condemnation, and the
+# dropped-history flag on the current entry (a map element: 1 byte, its name, a boolean).
+COLLECTOR_BYTES = CONDEMNATION_BYTES + 1 + len(DROPPED) + 1
+# The most a write may make an item (id, v, c and p) by DynamoDB's size rules: the rest of
+# the 400 KB is the collector's. A write that would outgrow it drops the oldest history
+# (fit_history); one whose current entry alone would is refused (errors.ItemTooLarge).
+ITEM_BUDGET = ITEM_LIMIT - COLLECTOR_BYTES
 UPDATED_AT = "t"
 CONTENT_HASH = "h"
 SIZE = "n"
@@ -79,7 +88,6 @@ CONTENT_TYPE = "ct"
 INLINE_BODY = "b"
 CODEC = "z"
 PURGE = "x"
-DROPPED = "dx"
 BODY_HASH = "bh"
 PARTS = "pt"
 
@@ -329,6 +337,38 @@ def value_size(value: Mapping[str, Any]) -> int:
     if kind == "M":
         return 3 + sum(1 + len(name.encode("utf-8")) + value_size(v) for name, v in data.items())
     raise ValueError(f"unknown DynamoDB attribute type {kind!r}")
+
+
+def entry_size(entry: Entry) -> int:
+    """What one entry takes of its item by DynamoDB's rules: its map, and the byte it takes as
+    an element of `c` or `p`."""
+    return 1 + value_size(entry_to_dynamo(entry))
+
+
+def written_size(id: str, version: int, entries: int = 0) -> int:
+    """The size of an item of `id` at `version` holding no entries, as a write lays it out
+    (`c` and, when `entries` > 1, `p`: names and list overheads; no condemnation). Add
+    `entry_size` of each entry for the item's size."""
+    raw: dict[str, Any] = {ID: {"S": id}, VERSION: {"N": str(version)}, CURRENT: {"L": []}}
+    if entries > 1:
+        raw[HISTORY] = {"L": []}
+    return item_size(raw)
+
+
+def fit_history(id: str, version: int, current: Entry, history: Sequence[Entry]) -> int:
+    """How many of the oldest entries of `history` a write of `current` as `version` of `id`
+    must leave out for its item to stay within ITEM_BUDGET (0: none). Raises ItemTooLarge
+    when the current entry alone would not fit."""
+    alone = written_size(id, version, 1) + entry_size(current)
+    if alone > ITEM_BUDGET:
+        raise ItemTooLarge(id, alone, ITEM_BUDGET)
+    sizes = [entry_size(entry) for entry in history]
+    size = written_size(id, version, 1 + len(sizes)) + entry_size(current) + sum(sizes)
+    drop = 0
+    while size > ITEM_BUDGET and drop < len(sizes):
+        size -= sizes[drop]
+        drop += 1
+    return drop
 
 
 def number_size(number: Any) -> int:

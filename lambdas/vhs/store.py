@@ -25,7 +25,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from . import keys
 from .aws import aws_client
 from .bodies import MULTIPART_THRESHOLD, S3BodyStore
-from .codec import MAX_BODY_SIZE, Body, compress, encode_record
+from .codec import (
+    CODECS,
+    MAX_BODY_SIZE,
+    MAX_CONTENT_TYPE_LENGTH,
+    Body,
+    compress,
+    encode_record,
+)
 from .deltas import UndecodableBody, inline_body, inline_part, share_parts, supersede
 from .errors import (
     BodyHashMismatch,
@@ -38,7 +45,7 @@ from .errors import (
     WriteConflict,
 )
 from .index import BodyCondemned, DynamoIndex, PartsNotHeld
-from .item import INLINE, item_from_dynamo
+from .item import INLINE, ITEM_BUDGET, entry_size, item_from_dynamo, written_size
 from .model import (
     DeleteResult,
     Entry,
@@ -69,14 +76,10 @@ MAX_WRITE_WINDOW = timedelta(minutes=15)
 # The collector skips bodies uploaded within its grace period, so a second condemnation of a
 # body just uploaded again means something is badly wrong; give up rather than loop.
 _MAX_CONDEMNED_RETRIES = 3
-# DynamoDB items may be 400 KB (item.ITEM_LIMIT). The history gets what the collector's largest
-# condemnation (item.CONDEMNATION_BYTES, about 94 KiB) leaves, less head room for the id, the
-# version and the attribute names and list overheads.
-_ITEM_BUDGET = 300 * 1024
-_ENTRY_OVERHEAD = 256
-# A part's entry in the item, less its inline bytes: its name (at most 63), sha256 (64),
-# size, content type (most are short; counted exactly when checked) and attribute names.
-_PART_OVERHEAD = 64 + 64 + 32
+# The longest id by DynamoDB's count (UTF-8: up to 4 bytes a code point) and the highest
+# version the configuration check allows for: the item's own overhead at its largest.
+_LONGEST_ID = "\U0010ffff" * keys.MAX_ID_LENGTH
+_HIGHEST_VERSION = 10**20 - 1
 # Bodies up to this multiple of the threshold are worth trying to compress into it.
 _COMPRESSIBLE_RATIO = 16
 
@@ -139,11 +142,18 @@ class VersionedHybridStore:
             raise ConfigurationError(f"max_body_size must be between 1 and {MAX_BODY_SIZE}")
         self.retention = retention or Retention()
         self.delta_history = delta_history
+        # The most entries an item holds between trims, each at its largest without parts
+        # (parts are held to the same share on every put: _entry_with_parts), must fit the
+        # item budget by DynamoDB's rules; every write also measures the item it makes.
         held = self.retention.max_held + 1
-        if held * (inline_threshold + _ENTRY_OVERHEAD) > _ITEM_BUDGET:
+        overhead = written_size(_LONGEST_ID, _HIGHEST_VERSION, held)
+        largest = entry_size(_largest_entry(inline_threshold, max_body_size))
+        if overhead + held * largest > ITEM_BUDGET:
             raise ConfigurationError(
-                f"{held} inline versions of up to {inline_threshold} bytes could outgrow a "
-                "DynamoDB item: lower retention.versions or inline_threshold"
+                f"{held} versions of up to {largest} bytes each (an inline body of up to "
+                f"{inline_threshold} bytes, a {MAX_CONTENT_TYPE_LENGTH}-character content type) "
+                f"could outgrow the {ITEM_BUDGET} bytes a write may take of a DynamoDB item: "
+                "lower retention.versions or inline_threshold"
             )
         self.prefix = keys.validate_prefix(prefix)
         s3_client = s3_client or aws_client("s3")
@@ -167,8 +177,8 @@ class VersionedHybridStore:
         self.index = DynamoIndex(dynamodb_client, table_name, consistent_reads=consistent_reads)
         self.known = KnownCurrent()
         # What one held entry may take of an item, so that the most entries retention holds
-        # still fit _ITEM_BUDGET (checked above for entries without parts).
-        self.entry_budget = _ITEM_BUDGET // held
+        # still fit ITEM_BUDGET (checked above for entries without parts).
+        self.entry_budget = (ITEM_BUDGET - overhead) // held
 
     @classmethod
     def from_env(cls, **options: Any) -> VersionedHybridStore:
@@ -273,6 +283,7 @@ class VersionedHybridStore:
                     uploaded_after=uploaded_after,
                     history=history,
                     consistent_basis=beaten,
+                    fallback=self._history_after(entry, None) if keep_history else None,
                 )
                 break
             except BodyCondemned as condemned:
@@ -412,11 +423,11 @@ class VersionedHybridStore:
         # Within what one held entry may take of the item: inline parts move to S3, largest
         # first, until it fits; their names and hashes alone must fit (docs/design.md).
         bodies = {p.body.sha256: p.body for p in parts}
-        while self._entry_size(entry) > self.entry_budget:
+        while entry_size(entry) > self.entry_budget:
             inline_parts = [p for p in entry.parts if p.inline is not None]
             if not inline_parts:
                 raise InvalidPart(
-                    f"{len(parts)} parts take {self._entry_size(entry)} bytes of the item, "
+                    f"{len(parts)} parts take {entry_size(entry)} bytes of the item, "
                     f"more than this store's retention leaves each version "
                     f"({self.entry_budget} bytes): fewer parts, shorter names or content "
                     "types, or a lower retention",
@@ -431,15 +442,6 @@ class VersionedHybridStore:
                 ),
             )
         return entry, sources
-
-    @staticmethod
-    def _entry_size(entry: Entry) -> int:
-        """An upper bound of the bytes an entry with parts takes of its item."""
-        return (
-            _ENTRY_OVERHEAD
-            + len(entry.inline or b"")
-            + sum(_PART_OVERHEAD + len(p.content_type) + len(p.inline or b"") for p in entry.parts)
-        )
 
     def _parts_info(self, id: str, entry: Entry) -> dict[str, PartInfo]:
         return {
@@ -480,7 +482,9 @@ class VersionedHybridStore:
             purge=purge,
         )
         keep_history = self.retention.versions > 0 and not purge
-        result = self.index.write(id, entry, keep_history=keep_history)
+        # A delete is never refused for its size (a tombstone is tiny): the item makes room.
+        fallback = self._history_after(entry, None) if keep_history else None
+        result = self.index.write(id, entry, keep_history=keep_history, fallback=fallback)
         self.known.saw(result.item)
         item = result.item
         if purge and item is not None and result.outcome is not Outcome.DELETED:
@@ -690,3 +694,19 @@ class VersionedHybridStore:
 
 def _token() -> str:
     return secrets.token_urlsafe(9)
+
+
+def _largest_entry(inline_threshold: int, max_body_size: int) -> Entry:
+    """The largest entry without parts a store so configured writes, by DynamoDB's rules: a
+    put of the longest content type, the largest inline body and size, the longest codec name
+    (a delete has neither body nor content type, and its flags are smaller)."""
+    return Entry(
+        updated_at=parse_timestamp("9999-12-31T23:59:59.999999Z", max_future=None),
+        content_hash="f" * 64,
+        size=max_body_size,
+        written_at=10**10 - 1,
+        token=_token(),
+        content_type="x" * MAX_CONTENT_TYPE_LENGTH,
+        inline=bytes(inline_threshold),
+        codec=max(CODECS, key=len),
+    )
