@@ -75,3 +75,19 @@ def test_a_part_outside_staging_or_missing_is_dead_lettered_naming_it(stack):
         letter["MessageAttributes"][ERROR_FIELD]["StringValue"] for letter in stack.dead_letters()
     )
     assert fields == ["parts.ocr.s3.key", "parts.scan.s3.bucket"]
+
+
+def test_parts_the_item_has_no_room_for_are_dead_lettered_at_once(stack, monkeypatch):
+    """The store refuses, as it writes, parts whose names and hashes alone outgrow a version's
+    share of the item (InvalidPart): that is never true on a retry, so the handler dead-letters
+    the message at once, naming `parts`, instead of leaving it to SQS's redrive."""
+    monkeypatch.setenv("VHS_INLINE_THRESHOLD", "1024")
+    monkeypatch.setenv("VHS_RETAIN_VERSIONS", "140")
+    handler_module().reset()
+    names = {f"scan_page_{i:02d}": P + f"page-{i}" for i in range(16)}
+    for key in names.values():
+        stage(stack, key, b"x", "application/octet-stream")
+    crowded = parts_message("2026-01-01T00:00:00Z", {"t": 1}, **names)
+    assert failures(run(message_event(crowded))) == set()
+    (letter,) = stack.dead_letters()
+    assert letter["MessageAttributes"][ERROR_FIELD]["StringValue"] == "parts"

@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
 from moto.dynamodb.models import dynamo_type
 
 from support.records import at, large
@@ -196,6 +197,41 @@ def test_blind_writes_make_room_however_full_the_item_is(inprocess, dynamodb_siz
     assert max(sizes) <= ITEM_BUDGET
     history = then.history(rid)
     assert history[-1].deleted and history[-2].version == 35
+
+
+def test_a_blind_write_dynamodb_refuses_for_size_is_made_as_planned(inprocess) -> None:
+    """DynamoDB refuses an append that would make the item over 400 KB (a ValidationException,
+    which the SDK does not retry): the write reads the item, strongly consistent, and writes
+    it as planned, within the budget, instead of failing the delete."""
+    store = inprocess.store()
+    rid = inprocess.id("refused-for-size")
+    for n in range(3):
+        store.put(rid, large(n, 20_000), updated_at=at(n))  # in S3: blind writes
+    refusals: list[str] = []
+
+    def refuse_once(params: dict, **_: Any) -> Any:
+        body = params.get("body", b"")  # the serialised request
+        body = body.decode() if isinstance(body, bytes) else str(body)
+        if refusals or "list_append" not in body:
+            return None
+        refusals.append(body)
+        error = {"Code": "ValidationException", "Message": TOO_LARGE}
+        return AWSResponse("https://dynamodb", 400, {}, None), {
+            "Error": error,
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        }
+
+    inprocess.dynamodb.meta.events.register("before-call.dynamodb.UpdateItem", refuse_once)
+    try:
+        deleted = store.delete(rid, deleted_at=at(3))
+    finally:
+        inprocess.dynamodb.meta.events.unregister("before-call.dynamodb.UpdateItem", refuse_once)
+    assert refusals and (deleted.outcome, deleted.version) == ("deleted", 4)
+    assert [v.version for v in store.history(rid)] == [1, 2, 3, 4]
+    assert store.get(rid, version=3).body == large(2, 20_000)
+
+
+TOO_LARGE = "Item size to update has exceeded the maximum allowed size"
 
 
 def test_a_version_that_alone_outgrows_the_item_is_refused_with_a_typed_error(inprocess) -> None:

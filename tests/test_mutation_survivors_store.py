@@ -24,9 +24,10 @@ from support.records import at, large
 from vhs import BodyHashMismatch, RecordNotFound, Retention
 from vhs.codec import MAX_BODY_SIZE
 from vhs.errors import ConfigurationError, InvalidInput
+from vhs.item import ITEM_BUDGET, entry_size
 from vhs.keys import body_key
 from vhs.model import VersionInfo
-from vhs.store import VersionedHybridStore
+from vhs.store import VersionedHybridStore, _largest_entry
 
 
 def sha(data: bytes) -> str:
@@ -94,25 +95,30 @@ def test_a_max_body_size_outside_1_to_the_limit_is_refused(inprocess: Backend, s
 
 def test_the_item_budget_admits_a_configuration_that_fills_it_exactly(inprocess: Backend):
     """Default retention: 5 versions, trimmed in batches of 2, so 8 entries held at most, each
-    up to the threshold plus 256 bytes of overhead, within 300 KiB: 8 * (38,144 + 256)."""
-    assert 8 * (38_144 + 256) == 300 * 1024
-    assert build(inprocess, inline_threshold=38_144).inline_threshold == 38_144
+    up to the threshold plus 397 bytes by DynamoDB's rules (a 255-character content type, the
+    numbers, names and map overheads), beside 1,046 bytes of the item's own at its largest,
+    within item.ITEM_BUDGET (313,570): 1,046 + 8 * (38,668 + 397) = 313,566."""
+    assert entry_size(_largest_entry(38_668, MAX_BODY_SIZE)) == 38_668 + 397
+    assert 1_046 + 8 * (38_668 + 397) <= ITEM_BUDGET < 1_046 + 8 * (38_669 + 397)
+    assert build(inprocess, inline_threshold=38_668).inline_threshold == 38_668
     with pytest.raises(ConfigurationError) as raised:
-        build(inprocess, inline_threshold=38_145)
+        build(inprocess, inline_threshold=38_669)
     assert str(raised.value) == (
-        "8 inline versions of up to 38145 bytes could outgrow a DynamoDB item: "
-        "lower retention.versions or inline_threshold"
+        "8 versions of up to 39066 bytes each (an inline body of up to 38669 bytes, a "
+        "255-character content type) could outgrow the 313570 bytes a write may take of a "
+        "DynamoDB item: lower retention.versions or inline_threshold"
     )
 
 
 def test_the_item_budget_counts_retention(inprocess: Backend):
-    """versions=10 holds 10 + 5 earlier entries and the current one: 16 * (18,944 + 256)."""
-    assert 16 * (18_944 + 256) == 300 * 1024
+    """versions=10 holds 10 + 5 earlier entries and the current one:
+    1,046 + 16 * (19,135 + 397) = 313,558."""
+    assert 1_046 + 16 * (19_135 + 397) <= ITEM_BUDGET < 1_046 + 16 * (19_136 + 397)
     many = Retention(versions=10)
-    assert build(inprocess, inline_threshold=18_944, retention=many).retention == many
+    assert build(inprocess, inline_threshold=19_135, retention=many).retention == many
     with pytest.raises(ConfigurationError) as raised:
-        build(inprocess, inline_threshold=18_945, retention=many)
-    assert str(raised.value).startswith("16 inline versions of up to 18945 bytes could outgrow")
+        build(inprocess, inline_threshold=19_136, retention=many)
+    assert str(raised.value).startswith("16 versions of up to 19533 bytes each")
 
 
 # --- reads ---------------------------------------------------------------------------------

@@ -136,17 +136,20 @@ class Ingestor:
             raise InvalidMessage(field, f"too large for this function: {error}") from None
 
     def write(self, message: IngestMessage, message_id: str) -> IngestResult:
-        """Write a message read by `read_message`: nothing in it is validated again."""
+        """Write a message read by `read_message`: nothing in it is validated again. What the
+        store itself refuses as bad input when it writes (parts that leave no room in the
+        item, a version too large for it alone: never true on a retry) is an InvalidMessage."""
         result: PutResult | DeleteResult
         size = 0
-        if message.kind == "deleted":
-            result = self.store.delete_validated(message.id, message.stamp, purge=message.purge)
-        elif message.encoded is not None and not message.parts:
-            # A record (as canonical JSON) or body_base64.
-            result = self.store.put_validated(message.id, message.encoded, message.stamp)
-            size = 0 if message.kind == "record" else message.encoded.size
-        else:
-            result, size = self._put_staged(message)
+        with as_message_error():
+            if message.kind == "deleted":
+                result = self.store.delete_validated(message.id, message.stamp, purge=message.purge)
+            elif message.encoded is not None and not message.parts:
+                # A record (as canonical JSON) or body_base64.
+                result = self.store.put_validated(message.id, message.encoded, message.stamp)
+                size = 0 if message.kind == "record" else message.encoded.size
+            else:
+                result, size = self._put_staged(message)
         return IngestResult(message_id, message.id, result.outcome, result.version, size)
 
     def _put_staged(self, message: IngestMessage) -> tuple[PutResult, int]:
