@@ -358,8 +358,8 @@ def test_a_part_condemned_between_the_read_and_the_write_is_uploaded_again(inpro
 
     read = store.index.read_for_write
 
-    def read_then_race(id: str) -> dict:
-        raw = read(id)
+    def read_then_race(id: str, **options) -> dict:
+        raw = read(id, **options)
         other.put(rid, {"v": 2}, updated_at=at(2), parts={"scan": THUMB})
         condemn(backend, rid, scan_hash, fake.now + 300)
         backend.s3.delete_object(Bucket=backend.bucket_name, Key=key)
