@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 
 from . import ordering
 from .aws import is_condition_failed
-from .errors import WriteConflict
+from .errors import ItemTooLarge, WriteConflict
 from .item import (
     CONDEMNED_BODIES,
     CONDEMNED_UNTIL,
@@ -437,7 +437,10 @@ class DynamoIndex:
         item = item_from_dynamo(raw)
         if item is None:
             return raw
-        drop = fit_history(id, item.version, item.current, item.history)
+        try:
+            drop = fit_history(id, item.version, item.current, item.history)
+        except ItemTooLarge:  # written already (DynamoDB took it): all the history goes
+            drop = len(item.history)
         if drop and self.trim(id, item.version, len(item.history), drop):
             return {**raw, HISTORY: {"L": raw[HISTORY]["L"][drop:]}}
         return raw  # or a later writer trims: the item changed since
