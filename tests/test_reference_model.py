@@ -29,16 +29,24 @@ when the put returns.
 
 from __future__ import annotations
 
+import base64
 import os
 import random
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import (
+    HealthCheck,
+    currently_in_test_context,
+    event,
+    example,
+    given,
+    settings,
+)
 from hypothesis import strategies as st
 
 from support.backends import Backend, open_backend
@@ -139,20 +147,32 @@ deletes = st.builds(Delete, st.sampled_from(NAMES), st.sampled_from(TIMES), purg
 
 @st.composite
 def histories(draw: st.DrawFn) -> list[Step]:
-    """Steps over a pool of writes: a write drawn again is a duplicate, and the pool's order
-    is not the time order, so arrivals are out of order."""
-    pool = draw(st.lists(st.one_of(puts, deletes), min_size=2, max_size=6))
-    step = st.one_of(
-        st.sampled_from(pool),
-        st.sampled_from(pool),
+    """A pool of writes, each written once, in time order (so that histories build up and
+    deletes have versions to drop) or as drawn (out of order), with other steps between them:
+    a write of the pool again (a duplicate), clock ticks, lags, catch-ups and reads."""
+    names = NAMES[: draw(st.integers(1, len(NAMES)))]
+    pool = draw(st.lists(st.one_of(puts, deletes), min_size=2, max_size=7))
+    pool = [replace(w, id=names[NAMES.index(w.id) % len(names)]) for w in pool]
+    if draw(st.booleans()):
+        pool.sort(key=lambda w: w.at)
+    between = st.one_of(
         st.sampled_from(pool),
         st.builds(Tick, st.integers(0, 4)),
         st.builds(Tick, st.integers(0, 4)),
         st.just(Lag()),
         st.just(CatchUp()),
-        st.builds(Read, st.sampled_from(NAMES)),
+        st.builds(Read, st.sampled_from(names)),
     )
-    return draw(st.lists(step, min_size=6, max_size=20))
+    steps: list[Step] = []
+    for write in pool:
+        steps += [write, *draw(st.lists(between, max_size=3))]
+    return steps
+
+
+def note(what: str) -> None:
+    """Count `what` in hypothesis's statistics (--hypothesis-show-statistics), when in a test."""
+    if currently_in_test_context():
+        event(what)
 
 
 class Clock:
@@ -212,10 +232,10 @@ class Run:
         outcome, version = self.model.apply(write, self.clock.now)
         result = apply(self.store, write, self.id(write.id))
         lagging = " (lagging)" if self.dynamodb.lagging else ""
-        event(f"{type(write).__name__} {result.outcome}{lagging}")
+        note(f"{type(write).__name__} {result.outcome}{lagging}")
         assert result.version == version, (write, result)
         if result.outcome != outcome:
-            event("a duplicate decided on an out-of-date read")
+            note("a duplicate decided on an out-of-date read")
             assert _duplicate_of_what_was_read(write, seen, outcome, result.outcome), (
                 write,
                 result,
@@ -290,7 +310,7 @@ def check_reads(store: VersionedHybridStore, model: ModelStore, id: str, name: s
     ], name
     current = expected[-1]
     held = len(model.versions[name]) - len(expected)
-    event(f"history: {len(expected)} retained, {held} no longer")
+    note(f"history: {len(expected)} retained, {held} no longer")
     _check_get(store, id, None, None if current.deleted else current)
     for number in range(1, current.number + 2):
         version = model.retained(name, number, now)
@@ -351,8 +371,32 @@ def run_history(backend: Backend, steps, retention, delta_history) -> None:
         check_reads(run.store, run.model, run.id(name), name, run.clock.now)
 
 
+def corners(test: Any) -> Any:
+    """The rules' corners as fixed histories, tried before the generated ones: a delete that
+    drops its history at once (after_delete 0) or once its window has passed, a put after
+    that (what was dropped stays dropped), a purge of a deleted id, and the age boundary."""
+    put0, put1, put2 = (Put("alpha", {"n": n}, TIMES[n]) for n in range(3))
+    deleted, purge = Delete("alpha", TIMES[1]), Delete("alpha", TIMES[0], purge=True)
+    read = Read("alpha")
+    for steps, retention in [
+        ([put0, deleted, put2], Retention(2, after_delete=timedelta(0))),
+        ([put0, deleted, Tick(2), read, Tick(1), read, put2], Retention(2, after_delete=None)),
+        ([put0, deleted, Tick(2), read, Tick(1), read, put2, read], Retention(2)),
+        (
+            [put0, deleted, Tick(2), read, Tick(1), read, put2, read],
+            Retention(2, after_delete=timedelta(seconds=3)),
+        ),
+        ([put0, deleted, purge, put2, read], Retention(5)),
+        ([put0, put1, Tick(1), read, Tick(1), read, Tick(1), read], Retention(5, timedelta(seconds=1))),
+        ([put0, put1, Tick(2), read, Tick(1), read], Retention(5, timedelta(seconds=2))),
+    ]:
+        test = example(steps=steps, retention=retention, delta_history=True)(test)
+    return test
+
+
 @pytest.mark.parametrize("backend_name", ["inprocess"])
 @examples("inprocess")
+@corners
 @given(steps=histories(), retention=RETENTIONS, delta_history=st.booleans())
 def test_every_step_is_as_the_model_says_on_moto(model_backend, steps, retention, delta_history):
     run_history(model_backend, steps, retention, delta_history)
@@ -360,8 +404,113 @@ def test_every_step_is_as_the_model_says_on_moto(model_backend, steps, retention
 
 @pytest.mark.parametrize("backend_name", ["dynalite"])
 @examples("dynalite")
+@corners
 @given(steps=histories(), retention=RETENTIONS, delta_history=st.booleans())
 def test_every_step_is_as_the_model_says_on_dynalite(
     model_backend, steps, retention, delta_history
 ):
     run_history(model_backend, steps, retention, delta_history)
+
+
+# --- coalesced batches -----------------------------------------------------------------------
+
+batch_puts = st.builds(
+    _put,
+    st.sampled_from(NAMES),
+    st.sampled_from(JSONS + BYTES),
+    st.sampled_from(TIMES),
+    st.sampled_from(CONTENT_TYPES),
+    st.just(()),
+)
+batch_writes = st.one_of(batch_puts, batch_puts, deletes)
+
+
+def message(write: Write, id: str) -> dict[str, Any]:
+    """The ingest message (docs/ingest.md) that asks for `write`."""
+    body: dict[str, Any] = {"id": id, "updated_at": write.at.isoformat()}
+    if isinstance(write, Delete):
+        return body | {"deleted": True} | ({"purge": True} if write.purge else {})
+    if not isinstance(write.record, bytes):
+        return body | {"record": write.record}
+    typed = {"content_type": write.content_type} if write.content_type is not None else {}
+    return body | {"body_base64": base64.b64encode(write.record).decode()} | typed
+
+
+def beats(other: Write, n: int, write: Write, m: int) -> bool:
+    """Whether `other` (message n) certainly beats `write` (message m) in a batch: a later
+    updated_at, or the same and a higher key, or the same key earlier in the batch
+    (docs/ingest.md, "Hot ids"; every message here has its key known before any download)."""
+    if other.at != write.at:
+        return other.at > write.at
+    return other.order_key > write.order_key or (other.order_key == write.order_key and n < m)
+
+
+@pytest.mark.parametrize("backend_name", ["inprocess"])
+@examples("coalesce")
+@given(
+    before=st.lists(batch_writes, max_size=4),
+    batch=st.lists(batch_writes, min_size=2, max_size=10),
+    retention=RETENTIONS,
+)
+def test_a_coalesced_batch_is_as_its_messages_written_one_by_one(
+    model_backend, monkeypatch, before, batch, retention
+):
+    """The ingest handler's batch: messages of one id reduced to their winner. Each written
+    message's outcome and version are the model's, its writes one after another in batch order
+    (one writer at a time, so that two written messages of one id, a purge and its winner,
+    have an order); every other message has the outcome and version it would have written
+    right after a written message that certainly beats it; and every id ends as the model,
+    and, without purges (whose effect depends on order), as the whole batch written one by
+    one winner first."""
+    from test_ingest_handler import handler_module, message_event
+
+    from vhs.ingest.ingestor import Ingestor
+
+    module = handler_module()
+    monkeypatch.setattr(module, "CONCURRENCY", 1)
+    run = Run(model_backend, retention, delta_history=True)
+    for write in before:
+        run.write(write)
+    worker = Ingestor(run.store, sqs_client=None, dlq_url="", staging=None)
+    records = message_event(*(message(w, run.id(w.id)) for w in batch))["Records"]
+
+    results = module.ingest_batch(worker, records)
+
+    assert all(not isinstance(r, BaseException) for r in results), results
+    writers = [
+        n
+        for n, write in enumerate(batch)
+        if (isinstance(write, Delete) and write.purge)
+        or not any(
+            o.id == write.id and beats(o, k, write, n) for k, o in enumerate(batch) if k != n
+        )
+    ]
+    after: dict[int, ModelStore] = {}
+    for n in writers:
+        assert (results[n].outcome, results[n].version) == run.model.apply(
+            batch[n], run.clock.now
+        ), (n, batch)
+        after[n] = run.model.copy()
+    for n, write in enumerate(batch):
+        if n in writers:
+            continue
+        outcomes = {
+            after[k].copy().apply(write, run.clock.now)
+            for k in writers
+            if batch[k].id == write.id and beats(batch[k], k, write, n)
+        }
+        assert (results[n].outcome, results[n].version) in outcomes, (n, batch, results)
+    note(f"{len(batch) - len(writers)} of {len(batch)} coalesced")
+    for name in NAMES:
+        check_reads(run.store, run.model, run.id(name), name, run.clock.now)
+    if not any(isinstance(w, Delete) and w.purge for w in before + batch):
+        one_by_one = ModelStore(
+            retention.versions,
+            age=_seconds(retention.age),
+            after_delete=_seconds(retention.after_delete),
+        )
+        first = sorted(range(len(batch)), key=lambda n: (batch[n].order_key, -n), reverse=True)
+        for write in [*before, *(batch[n] for n in first)]:
+            one_by_one.apply(write, run.clock.now)
+        for name in NAMES:
+            assert one_by_one.history(name, run.clock.now) == run.model.history(name, run.clock.now)
