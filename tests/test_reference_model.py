@@ -124,15 +124,17 @@ def _put(name: str, record: Any, at: datetime, content_type: str | None, parts: 
     return Put(name, record, at, content_type, parts)
 
 
+# Puts without parts (the only kind an ingest message can carry without staging), and with.
+plain_puts = st.builds(
+    _put,
+    st.sampled_from(NAMES),
+    st.sampled_from(JSONS + BYTES),
+    st.sampled_from(TIMES),
+    st.sampled_from(CONTENT_TYPES),
+    st.just(()),
+)
 puts = st.one_of(
-    st.builds(
-        _put,
-        st.sampled_from(NAMES),
-        st.sampled_from(JSONS + BYTES),
-        st.sampled_from(TIMES),
-        st.sampled_from(CONTENT_TYPES),
-        st.just(()),
-    ),
+    plain_puts,
     st.builds(
         _put,
         st.sampled_from(NAMES),
@@ -387,7 +389,10 @@ def corners(test: Any) -> Any:
             Retention(2, after_delete=timedelta(seconds=3)),
         ),
         ([put0, deleted, purge, put2, read], Retention(5)),
-        ([put0, put1, Tick(1), read, Tick(1), read, Tick(1), read], Retention(5, timedelta(seconds=1))),
+        (
+            [put0, put1, Tick(1), read, Tick(1), read, Tick(1), read],
+            Retention(5, timedelta(seconds=1)),
+        ),
         ([put0, put1, Tick(2), read, Tick(1), read], Retention(5, timedelta(seconds=2))),
     ]:
         test = example(steps=steps, retention=retention, delta_history=True)(test)
@@ -414,15 +419,7 @@ def test_every_step_is_as_the_model_says_on_dynalite(
 
 # --- coalesced batches -----------------------------------------------------------------------
 
-batch_puts = st.builds(
-    _put,
-    st.sampled_from(NAMES),
-    st.sampled_from(JSONS + BYTES),
-    st.sampled_from(TIMES),
-    st.sampled_from(CONTENT_TYPES),
-    st.just(()),
-)
-batch_writes = st.one_of(batch_puts, batch_puts, deletes)
+batch_writes = st.one_of(plain_puts, plain_puts, deletes)
 
 
 def message(write: Write, id: str) -> dict[str, Any]:
