@@ -56,7 +56,7 @@ from vhs import RecordNotFound, Retention, VersionedHybridStore
 
 EXAMPLES = int(os.environ.get("VHS_MODEL_EXAMPLES", "0")) or None
 # Default examples per test, small enough for `make test` (docs/reliability.md has the long run).
-DEFAULT_EXAMPLES = {"inprocess": 30, "dynalite": 12, "coalesce": 15}
+DEFAULT_EXAMPLES = {"inprocess": 20, "dynalite": 8, "coalesce": 10}
 
 THRESHOLD = 64  # inline_threshold: small, so that bodies either side of it stay small
 COMPRESSIBLE = 16  # the store tries to compress bodies up to this many thresholds
