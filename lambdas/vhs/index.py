@@ -500,7 +500,10 @@ class DynamoIndex:
             values[":seen_v"] = {"N": str(seen.version)}
             values[":seen_t"] = {"S": seen.current.updated_at}
             if HISTORY in basis:
-                unchanged += " AND size(#p) = :seen_held"
+                # A purge may have removed `p` since the read, leaving `v` as it was: say what
+                # a missing `p` means rather than leave size() of it to the engine (moto
+                # raises a ValueError, dynalite reads false).
+                unchanged += " AND attribute_exists(#p) AND size(#p) = :seen_held"
                 values[":seen_held"] = {"N": str(len(basis[HISTORY]["L"]))}
             else:
                 unchanged += " AND attribute_not_exists(#p)"

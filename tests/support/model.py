@@ -15,10 +15,24 @@ type is the one it was given, else "application/json" for a JSON record and
 So the current state of an id is always the write with the highest key, whatever the order of
 arrival. `ModelStore` applies writes one by one (to predict each outcome and version), and
 `winner` states the order-independent claim directly.
+
+Parts (docs/design.md, "Parts"): a put with parts is named by the sha256 of a manifest, the
+canonical JSON of `{"format": "vhs-parts/1", "body": [body sha256, body content type],
+"parts": [[name, sha256, content type], ...]}` with the parts sorted by name; that hash is the
+ordering key's, and the key's content type is the body's.
+
+Retention (README "Retention", docs/design.md): each version remembers when it was written (the
+store's clock). `ModelStore.history(id, now)` keeps the current version and, walking back, at
+most `retain` earlier ones, none whose successor was written more than `age` ago. A current
+delete keeps none once `after_delete` has passed since it was written, and a purge none at all;
+a later put does not bring back what the delete had dropped by the time that put was written.
+A purge of an id whose current version is a delete (whatever its own outcome) flags that
+tombstone as a purge; a purge that finds a put current purges nothing.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Iterable
@@ -39,19 +53,55 @@ def canonical_body(record: Any) -> bytes:
     return text.encode("utf-8")
 
 
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Part:
+    """A named binary part of a put: its bytes and content type."""
+
+    name: str
+    data: bytes = field(repr=False)
+    content_type: str = OCTETS
+
+    @property
+    def content_hash(self) -> str:
+        return sha256(self.data)
+
+    def argument(self) -> tuple[bytes, str]:
+        """The value `put(parts=...)` takes for it."""
+        return (self.data, self.content_type)
+
+    def __repr__(self) -> str:
+        return f"Part({self.name!r}, <{len(self.data)} B>, {self.content_type!r})"
+
+
+def manifest_hash(body: bytes, body_type: str, parts: Iterable[Part]) -> str:
+    """A version's hash with parts, from docs/design.md "Parts" (the version's identity)."""
+    manifest = {
+        "format": "vhs-parts/1",
+        "body": [sha256(body), body_type],
+        "parts": sorted([p.name, p.content_hash, p.content_type] for p in parts),
+    }
+    return sha256(canonical_body(manifest))
+
+
 @dataclass(frozen=True)
 class Put:
     id: str
     record: Any = field(compare=False)
     at: datetime
     content_type: str | None = None  # as passed to put(); see `type`
+    parts: tuple[Part, ...] = ()  # in the order given to put(): the order must not matter
     body: bytes = field(init=False, repr=False)
     content_hash: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         body = canonical_body(self.record)
         object.__setattr__(self, "body", body)
-        object.__setattr__(self, "content_hash", hashlib.sha256(body).hexdigest())
+        content_hash = manifest_hash(body, self.type, self.parts) if self.parts else sha256(body)
+        object.__setattr__(self, "content_hash", content_hash)
 
     @property
     def type(self) -> str:
@@ -73,7 +123,11 @@ class Put:
     def __repr__(self) -> str:
         shown = self.record if not isinstance(self.record, bytes) else f"<{len(self.record)} B>"
         typed = f", {self.content_type!r}" if self.content_type is not None else ""
-        return f"Put({self.id!r}, {shown!r}, {self.at:%H:%M:%S}{typed}, {self.content_hash[:8]})"
+        parts = f", parts={list(self.parts)!r}" if self.parts else ""
+        return (
+            f"Put({self.id!r}, {shown!r}, {self.at:%H:%M:%S}{typed}{parts}, "
+            f"{self.content_hash[:8]})"
+        )
 
 
 @dataclass(frozen=True)
@@ -83,6 +137,8 @@ class Delete:
     content_hash: str = TOMBSTONE
     body: None = None
     type: str = JSON  # in the ordering key; a delete has no content type to report
+    purge: bool = False
+    parts: tuple[Part, ...] = ()
 
     @property
     def order_key(self) -> tuple[datetime, str, str]:
@@ -93,7 +149,8 @@ class Delete:
         return (self.at, TOMBSTONE)
 
     def __repr__(self) -> str:
-        return f"Delete({self.id!r}, {self.at:%H:%M:%S})"
+        purge = ", purge=True" if self.purge else ""
+        return f"Delete({self.id!r}, {self.at:%H:%M:%S}{purge})"
 
 
 Write = Put | Delete
@@ -106,6 +163,9 @@ class Version:
     content_hash: str
     body: bytes | None  # None for a delete
     type: str  # JSON for a delete (see the module's docstring)
+    written_at: float = 0.0  # the store's clock when this version was written
+    parts: tuple[Part, ...] = ()
+    purge: bool = False  # a delete that keeps no earlier version
 
     @property
     def deleted(self) -> bool:
@@ -120,40 +180,102 @@ class Version:
         """What the store reports: None for a delete."""
         return None if self.deleted else self.type
 
+    @property
+    def size(self) -> int:
+        """What history reports: the body's size (not its parts'), 0 for a delete."""
+        return len(self.body) if self.body is not None else 0
+
+    def part_infos(self) -> dict[str, tuple[str, int, str]]:
+        """name → (sha256, size, content type), as `Record.parts` and `history` report."""
+        return {p.name: (p.content_hash, len(p.data), p.content_type) for p in self.parts}
+
 
 class ModelStore:
-    """The sequential model: every version ever written per id, and the retention window."""
+    """The sequential model: every version ever written per id, and the retention rules.
 
-    def __init__(self, retain: int = 5) -> None:
+    `retain`, `age` and `after_delete` are Retention's (ages in seconds, None: no limit); the
+    default keeps the last `retain` earlier versions with no limit in time."""
+
+    def __init__(
+        self, retain: int = 5, *, age: float | None = None, after_delete: float | None = None
+    ) -> None:
         self.retain = retain
+        self.age = age
+        self.after_delete = after_delete
         self.versions: dict[str, list[Version]] = {}
 
-    def apply(self, write: Write) -> tuple[str, int]:
-        """Apply one write; return the (outcome, current version) the store must report."""
+    def copy(self) -> ModelStore:
+        """The state as it is now (what an out-of-date read may still see later)."""
+        return copy.deepcopy(self)
+
+    def apply(self, write: Write, now: float = 0.0) -> tuple[str, int]:
+        """Apply one write at the clock `now`; return the (outcome, current version) the
+        store must report."""
+        outcome, number = self._order(write, now)
+        if isinstance(write, Delete) and write.purge:
+            current = self.versions[write.id][-1]
+            if current.deleted:  # a purge that finds a put current purges nothing
+                self.versions[write.id][-1] = replace(current, purge=True)
+        return outcome, number
+
+    def _order(self, write: Write, now: float) -> tuple[str, int]:
         versions = self.versions.setdefault(write.id, [])
         made = "deleted" if isinstance(write, Delete) else "stored"
-        if not versions:
-            versions.append(Version(1, write.at, write.content_hash, write.body, write.type))
-            return made, 1
-        current = versions[-1]
-        if write.order_key < current.order_key:
-            return "stale", current.number
-        if write.order_key == current.order_key:
-            return "unchanged", current.number
-        if (write.content_hash, write.type) == (current.content_hash, current.type):
-            versions[-1] = replace(current, at=write.at)
-            return "unchanged", current.number
-        number = current.number + 1
-        versions.append(Version(number, write.at, write.content_hash, write.body, write.type))
+        if versions:
+            current = versions[-1]
+            if write.order_key < current.order_key:
+                return "stale", current.number
+            if write.order_key == current.order_key:
+                return "unchanged", current.number
+            if (write.content_hash, write.type) == (current.content_hash, current.type):
+                # Only updated_at moves; the version keeps when it was written.
+                versions[-1] = replace(current, at=write.at)
+                return "unchanged", current.number
+        number = versions[-1].number + 1 if versions else 1
+        versions.append(
+            Version(number, write.at, write.content_hash, write.body, write.type, now, write.parts)
+        )
         return made, number
+
+    def purged(self, id: str) -> bool:
+        """Whether a purge has taken effect: the current version is a purging delete."""
+        current = self.current(id)
+        return current is not None and current.purge
 
     def current(self, id: str) -> Version | None:
         versions = self.versions.get(id)
         return versions[-1] if versions else None
 
-    def history(self, id: str) -> list[Version]:
-        """The versions a reader can still see: the current one and `retain` before it."""
-        return self.versions.get(id, [])[-(self.retain + 1) :]
+    def history(self, id: str, now: float = 0.0) -> list[Version]:
+        """The versions a reader can still see at the clock `now`, oldest first."""
+        versions = self.versions.get(id, [])
+        if not versions:
+            return []
+        kept = [versions[-1]]
+        if self._dropped(versions[-1], now):
+            return kept
+        for earlier, successor in zip(versions[-2::-1], versions[:0:-1], strict=True):
+            if len(kept) > self.retain:
+                break
+            if self.age is not None and now - successor.written_at > self.age:
+                break
+            kept.append(earlier)
+            # What a delete had dropped when the next version came stays dropped.
+            if self._dropped(earlier, successor.written_at):
+                break
+        return kept[::-1]
+
+    def _dropped(self, version: Version, now: float) -> bool:
+        """Whether a delete keeps no earlier version at `now`: a purge, or past after_delete."""
+        if not version.deleted:
+            return False
+        return version.purge or (
+            self.after_delete is not None and now - version.written_at >= self.after_delete
+        )
+
+    def retained(self, id: str, number: int, now: float = 0.0) -> Version | None:
+        """Version `number` if a reader can still see it at `now` (deletes included)."""
+        return next((v for v in self.history(id, now) if v.number == number), None)
 
 
 def winner(writes: Iterable[Write]) -> Write | None:
