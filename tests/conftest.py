@@ -7,7 +7,6 @@ import pytest
 from botocore.retries.standard import ExponentialBackoff
 
 from support.backends import BACKENDS, Backend, fake_credentials, live_enabled, open_backend
-from support.ordering import slow_modules_first
 
 # Fixtures that start a server (moto's or dynalite), and parameters that choose one.
 SERVER_FIXTURES = frozenset({"moto_server", "dynalite_server", "server"})
@@ -29,7 +28,6 @@ def needs_a_server(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    slow_modules_first(items)
     if not config.getoption("--inprocess-only"):
         return
     deselected = [item for item in items if needs_a_server(item)]
