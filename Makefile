@@ -71,9 +71,15 @@ audit: $(STAMP) $(AUDIT_STAMP) synth
 demo: $(STAMP)
 	@$(BIN)/python -m vhs.local.demo
 
-## test: every test and check, as CI runs them
-test: $(STAMP) lint unit
-test: infra-check audit
+## test: every test and check, as CI runs them. The four phases run side by side, and so do
+## the three installs a fresh clone needs (.venv, node_modules, .venv-audit); one synth serves
+## infra-check and audit. pytest keeps both cores busy; the others fill the time it leaves one
+## idle (its last tests, the installs' and pip-audit's network waits). Each phase's output is
+## printed whole when it ends (--output-sync, where make has it: GNU make 4); make fails if
+## any phase does, once the others have ended.
+OUTPUT_SYNC := $(if $(filter output-sync,$(.FEATURES)),--output-sync=target)
+test:
+	@$(MAKE) --no-print-directory --jobs=4 $(OUTPUT_SYNC) lint unit infra-check audit
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -292,6 +292,7 @@ def _accepted_corpus_ids() -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_every_table_prints_data_as_text_never_as_markup(local_env, tmp_path: Path):
     """The bad-input corpus's accepted ids, and ids that look like markup, through every table
     the CLI draws (history, dlq list) and verify's findings: each exits 0 (1 for a finding)

@@ -128,6 +128,7 @@ def test_tiny_bodies_are_kept_whole_when_a_delta_would_not_be_smaller(backend):
 # --- scale: one hot id ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_hot_id_costs_the_same_per_update_at_its_thousandth_version(inprocess):
     """1,000 versions of one id: every update makes the same two requests (the read and the
     write, trims folded in), and the history it is billed on is no larger at the thousandth

@@ -24,6 +24,7 @@ from typing import Any
 import boto3
 
 from vhs import VersionedHybridStore, resources
+from vhs.local.moto_dynamodb import direct_responses
 from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, client
 
 BACKENDS = ["inprocess", "server", "dynalite", "live"]
@@ -129,7 +130,7 @@ def open_backend(
     if name == "inprocess":
         import moto
 
-        with moto.mock_aws(), atomic_inprocess_dynamodb():
+        with moto.mock_aws(), atomic_inprocess_dynamodb(), direct_responses():
             s3 = boto3.client("s3", region_name=DEFAULT_REGION)
             dynamodb = boto3.client("dynamodb", region_name=DEFAULT_REGION)
             table, bucket = _fresh_names()
