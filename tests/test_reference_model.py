@@ -540,3 +540,20 @@ def test_a_put_planned_from_a_read_before_a_purge_of_the_deleted_id_is_written(m
     deleted, purge = Delete("alpha", TIMES[2]), Delete("alpha", TIMES[2], purge=True)
     steps = [put0, put1, deleted, Lag(), purge, Put("alpha", {"n": 3}, TIMES[3]), Read("alpha")]
     run_history(model_backend, steps, Retention(5), True)
+
+
+@pytest.mark.parametrize("backend_name", ["inprocess", "dynalite"])
+def test_a_trim_that_finds_the_history_purged_is_refused_not_raised(model_backend):
+    """The same missing `p` for a trim: a blind write's trim that lands after a purge of the
+    deleted id (which removes `p`, leaving `v`) is a write that finds the item changed, so it
+    returns False; moto raised ValueError on size() of the missing attribute, which the
+    writer's trim does not catch."""
+    store = model_backend.store()
+    id = model_backend.id(f"trim-{uuid.uuid4().hex[:8]}")
+    for n in range(3):
+        store.put(id, {"n": n}, updated_at=TIMES[n])
+    store.delete(id, deleted_at=TIMES[3])
+    version = store.index.read(id).version
+    store.delete(id, deleted_at=TIMES[3], purge=True)
+    assert store.index.read(id).history == ()
+    assert store.index.trim(id, version, held=3, count=1) is False

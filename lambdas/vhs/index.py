@@ -620,7 +620,9 @@ class DynamoIndex:
             # update, but dynalite removes one at a time, shifting the rest, so ascending
             # paths there drop every other entry. Descending paths mean the same on both.
             "REMOVE " + ", ".join(f"#p[{i}]" for i in reversed(range(count))),
-            "#v = :v AND size(#p) = :held",
+            # attribute_exists first: a purge of a deleted id removes `p` and leaves `v`, and
+            # moto raises on size() of a missing attribute rather than refusing the write.
+            "#v = :v AND attribute_exists(#p) AND size(#p) = :held",
             {"#p": HISTORY, "#v": VERSION},
             {":v": {"N": str(version)}, ":held": {"N": str(held)}},
         )
