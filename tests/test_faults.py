@@ -15,6 +15,10 @@ After each fault, and again after a restarted writer redoes the same operation:
 * after the redo the state is exactly the fault-free state;
 * S3 objects that nothing references appear only when a crash or a failed DynamoDB write
   stopped a put after its body reached S3 (the garbage collector removes those later).
+
+And the collector, faulted at each of its calls while a slow put crosses the end of a
+delete's window (the end of this module): the history that put finds is either dropped with
+its bodies or retained with them, never listed with a body gone.
 """
 
 from __future__ import annotations
@@ -41,8 +45,10 @@ from support.invariants import (
     snapshot,
 )
 from support.model import Delete, Put
-from vhs import Retention, resources
+from vhs import RecordNotFound, Retention, resources
+from vhs.keys import shard_of
 from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, MotoServer
+from vhs.maintenance.gc import GarbageCollector
 
 MiB = 1024 * 1024
 INLINE_THRESHOLD = 64
@@ -141,6 +147,19 @@ class Plan:
     state: StoreState
 
 
+def _planning_backend(clients: dict[str, Any]) -> Backend:
+    """A table and bucket of their own on in-process moto (inside mock_aws)."""
+    table = bucket = f"vhs-plan-{uuid.uuid4().hex[:12]}"
+    resources.create_store_resources(
+        clients["dynamodb"],
+        clients["s3"],
+        table_name=table,
+        bucket_name=bucket,
+        region=DEFAULT_REGION,
+    )
+    return Backend("inprocess", clients["s3"], clients["dynamodb"], None, table, bucket)
+
+
 def _plans() -> dict[str, Plan]:
     """Run every scenario once in-process, each on its own table and bucket, recording the
     calls the operation makes and the state it leaves."""
@@ -151,15 +170,7 @@ def _plans() -> dict[str, Plan]:
         clients = {s: boto3.client(s, region_name=DEFAULT_REGION) for s in ("s3", "dynamodb")}
         recorded = {s: boto3.client(s, region_name=DEFAULT_REGION) for s in ("s3", "dynamodb")}
         for name, scenario in SCENARIOS.items():
-            table = bucket = f"vhs-plan-{uuid.uuid4().hex[:12]}"
-            resources.create_store_resources(
-                clients["dynamodb"],
-                clients["s3"],
-                table_name=table,
-                bucket_name=bucket,
-                region=DEFAULT_REGION,
-            )
-            backend = Backend("inprocess", clients["s3"], clients["dynamodb"], None, table, bucket)
+            backend = _planning_backend(clients)
             setup = scenario.store(backend)
             for write in (scenario.bystander, *scenario.setup):
                 apply(setup, write)
@@ -335,3 +346,130 @@ def _empty_bucket(backend: Backend) -> None:
         backend.s3.abort_multipart_upload(
             Bucket=backend.bucket_name, Key=upload["Key"], UploadId=upload["UploadId"]
         )
+
+
+# --- the collector faulted while a slow put crosses the end of a delete's window -------------
+
+WINDOW = timedelta(hours=1)  # the store's after_delete
+DROP_START = 1_800_000_000.0
+UPLOAD_SECONDS = 180  # the slow put's upload: it starts inside the window and ends past it
+
+
+@dataclass
+class DropEpisode:
+    reader: Any
+    id: str
+    first_key: str
+    calls: list[str]
+    collector: Any  # its GcReport, or what it raised
+    put: Any
+
+
+def drop_episode(backend: Backend, fault: Fault | None = None) -> DropEpisode:
+    """A record put and deleted; 30 s before the delete's window ends, a put of it starts, and
+    while its upload runs past the window's end, a collector (its calls under `fault`) runs
+    over the id's shard; then the put commits. A Crash of the collector ends the collector
+    only (it is another process): the put goes on."""
+    now = [DROP_START]
+    options: dict[str, Any] = dict(
+        inline_threshold=INLINE_THRESHOLD,
+        retention=Retention(versions=5, after_delete=WINDOW),
+        clock=lambda: now[0],
+    )
+    reader = backend.store(**options)
+    rid = f"dropped-{uuid.uuid4().hex[:8]}"
+    first = reader.put(rid, blob(11), updated_at=at(1))
+    reader.delete(rid, deleted_at=at(2))
+    now[0] += WINDOW.total_seconds() - 30
+    s3 = backend.new_client("s3")
+    writer = backend.store(s3_client=s3, **options)
+    # Waiting out a condemnation of its own upload passes on the test's clock.
+    writer._sleep = lambda seconds: now.__setitem__(0, now[0] + seconds)
+    clients = [backend.new_client("s3"), backend.new_client("dynamodb")]
+    collector = GarbageCollector(
+        backend.store(s3_client=clients[0], dynamodb_client=clients[1], **options),
+        grace=timedelta(0),
+        clock=lambda: now[0],
+    )
+    injector = FaultInjector(clients, fault)
+    ran: list[Any] = []
+
+    def the_upload_ends_past_the_window_and_the_collector_runs(**_: Any) -> None:
+        if ran:
+            return
+        now[0] += UPLOAD_SECONDS
+        try:
+            ran.append(collector.run([shard_of(rid)]))
+        except (Exception, Crash) as error:
+            ran.append(error)
+        finally:
+            injector.close()
+
+    s3.meta.events.register(
+        "after-call.s3.PutObject", the_upload_ends_past_the_window_and_the_collector_runs
+    )
+    put = writer.put(rid, blob(13), updated_at=at(3))
+    assert ran, "the collector ran in the middle of the put"
+    # The next scheduled run, past the first one's condemnation and markers: no faults.
+    now[0] += collector.lease + collector.marker_expiry + 60
+    GarbageCollector(reader, grace=timedelta(0), clock=lambda: now[0]).run([shard_of(rid)])
+    return DropEpisode(
+        reader, rid, reader.body_key(rid, first.content_hash), injector.calls, ran[0], put
+    )
+
+
+def _drop_plan() -> tuple[str, ...]:
+    """The collector's calls in the fault-free episode (in-process moto, at collection)."""
+    import moto
+
+    with moto.mock_aws():
+        clients = {s: boto3.client(s, region_name=DEFAULT_REGION) for s in ("s3", "dynamodb")}
+        return tuple(drop_episode(_planning_backend(clients)).calls)
+
+
+DROP_PLAN = _drop_plan()
+
+
+def test_the_collector_condemns_and_flags_the_dropped_history_in_the_drop_episode():
+    """The fault points below reach the collector's whole protocol: the listing, the item
+    read, the condemnation that flags the delete, and the deletes of version 1's body and of
+    the put's own upload (not committed yet)."""
+    assert DROP_PLAN[0] == "ListObjectsV2"
+    assert {"BatchGetItem", "UpdateItem"} <= set(DROP_PLAN)
+    assert DROP_PLAN.count("DeleteObject") == 2
+
+
+@pytest.mark.parametrize(
+    ("index", "kind"),
+    [
+        pytest.param(index, kind, id=f"{call}#{index + 1}-{kind}")
+        for index, call in enumerate(DROP_PLAN)
+        for kind in FAULT_KINDS
+    ],
+)
+def test_a_faulted_collector_never_leaves_a_slow_put_a_pointer_to_a_collected_body(
+    server, no_backoff, index, kind
+):
+    episode = drop_episode(server, Fault(kind, index))
+    assert episode.calls[: index + 1] == list(DROP_PLAN[: index + 1])
+    assert (episode.put.outcome, episode.put.version) == ("stored", 3)
+    report = episode.collector
+    finished = not isinstance(report, BaseException) and report.ok and not report.skipped
+    if kind in TRANSPARENT:
+        assert not isinstance(report, BaseException) and report.ok
+    state = snapshot(server, episode.reader, [episode.id])
+    check_pointers(episode.reader, state)  # every listed version reads back, bodies intact
+    versions = [line[0] for line in state.histories[episode.id] or ()]
+    # The history is dropped (the collector flagged the delete before the put committed) or
+    # retained (it did not, and the put's clock says the window was open): both are the
+    # README's rules. What may never happen is version 1 listed with its body collected.
+    assert versions in ([2, 3], [1, 2, 3])
+    if versions == [2, 3]:
+        with pytest.raises(RecordNotFound):
+            episode.reader.get(episode.id, version=1)
+        assert episode.first_key not in state.objects, "the next run collects version 1"
+    else:
+        assert episode.first_key in state.objects
+    if finished:  # a collector that did all it set out to do dropped it
+        assert versions == [2, 3]
+    _empty_bucket(server)
