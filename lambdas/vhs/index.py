@@ -451,10 +451,7 @@ class DynamoIndex:
         return self._read_for_write(id, consistent=consistent)
 
     def _read_current(self, id: str) -> dict:
-        response = self.dynamodb.get_item(
-            TableName=self.table, Key=self._key(id), ConsistentRead=True
-        )
-        return response.get("Item", {})
+        return self._read_for_write(id, consistent=True)
 
     def _read_for_write(self, id: str, *, consistent: bool = False) -> dict:
         response = self.dynamodb.get_item(
