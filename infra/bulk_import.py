@@ -40,32 +40,25 @@ and start, describe and stop its own child executions.
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as actions
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from vhs import resources, settings
-from vhs.errors import permanent_error_names
 
 from . import nag
 from .config import VhsConfig
-from .function import LOG_RETENTION, VhsFunction, allow
-from .gc import list_prefix_condition
+from .feature import StoreFeature, StoreWiring
+from .function import allow, log_group
 from .ingest import store_writer_statements
+from .machine import plan_task, worker_task
 from .monitoring import Alarms
-from .store import object_arn
-
-# What no retry can fix: bad input and configuration, and a replaced export (the chunk worker's
-# ExportChanged: S3 answered 412 to its IfMatch on the ETag the plan recorded).
-PERMANENT_ERRORS = permanent_error_names()
+from .store import allow_listing, object_arn
 
 # What a state machine with logging to CloudWatch Logs and X-Ray tracing needs: the log
 # delivery actions and X-Ray's support no resource-level permissions (AWS requires "*").
@@ -93,49 +86,38 @@ def state_machine_name(config: VhsConfig) -> str:
     return f"vhs-{config.stage}-import"
 
 
-class BulkImport(Construct):
+class BulkImport(StoreFeature):
     def __init__(
         self,
         scope: Construct,
         id: str,
         *,
-        config: VhsConfig,
-        bucket: s3.IBucket,
-        table: dynamodb.ITable,
         staging: s3.IBucket,
         imports: s3.IBucket | None = None,
-        alarm_topic: sns.ITopic | None = None,
-        store: settings.StoreSettings | None = None,
+        **wiring: Unpack[StoreWiring],
     ) -> None:
         """`imports`: the bucket import files are read from and results written to; by
-        default `staging`. `store` is what the function is told of the store."""
-        super().__init__(scope, id)
+        default `staging`. The function writes through the store as ingest does
+        (`StoreWiring`)."""
+        super().__init__(scope, id, **wiring)
+        config, body_objects = self.config, self.body_objects
         shape = config.bulk_import
-        store = store or config.store_settings(table.table_name, bucket.bucket_name)
         imports = imports or staging
         stack = cdk.Stack.of(self)
         name = state_machine_name(config)
 
-        body_objects = object_arn(bucket, store.prefix)
         staged_objects = object_arn(staging, resources.STAGING_PREFIX)
         import_objects = object_arn(imports, resources.IMPORT_PREFIX)
         result_objects = object_arn(imports, resources.IMPORT_RESULTS_PREFIX)
         report_objects = imports.arn_for_objects(f"{resources.IMPORT_RESULTS_PREFIX}*/reports/*")
-        self.function = VhsFunction(
-            self,
-            config=config,
-            spec=settings.BULK_IMPORT_FUNCTION,
-            description=f"VHS {config.stage}: plans and imports chunks of bulk import files",
-            role_description=f"VHS {config.stage} bulk import: read imports, write the store",
+        self.add_function(
+            settings.BULK_IMPORT_FUNCTION,
+            does="plans and imports chunks of bulk import files",
+            role="bulk import: read imports, write the store",
             statements=[
                 # ListObjectsV2 of the import prefix (the plan), and 404 rather than 403 for
                 # a file gone since.
-                allow(
-                    "ListImportFiles",
-                    ["s3:ListBucket"],
-                    [imports.bucket_arn],
-                    list_prefix_condition(resources.IMPORT_PREFIX),
-                ),
+                allow_listing("ListImportFiles", imports, resources.IMPORT_PREFIX),
                 allow("ReadImportFiles", ["s3:GetObject"], [import_objects]),
                 # The manifest and the per-line reports; never under the import prefix.
                 allow("WriteResults", ["s3:PutObject"], [result_objects]),
@@ -144,10 +126,10 @@ class BulkImport(Construct):
                 # outcome. Reports only, never the manifest or the ResultWriter's files.
                 allow("ReplaceReports", ["s3:DeleteObject"], [report_objects]),
                 # The store's writes, as the ingest function has them.
-                *store_writer_statements(body_objects, staging, table, staged_objects),
+                *store_writer_statements(body_objects, staging, self.table, staged_objects),
             ],
             environment=settings.bulk_import_environment(
-                store,
+                self.store,
                 bucket=imports.bucket_name,
                 prefix=resources.IMPORT_PREFIX,
                 results_prefix=resources.IMPORT_RESULTS_PREFIX,
@@ -163,7 +145,6 @@ class BulkImport(Construct):
                 "execution runs again; there is no asynchronous event to keep."
             ),
         )
-        self.role = self.function.execution_role
 
         self.machine_role = self._machine_role(stack, name, result_objects)
         self.state_machine = self._state_machine(config, shape, imports, name)
@@ -171,9 +152,7 @@ class BulkImport(Construct):
             body_objects, staged_objects, import_objects, result_objects, report_objects
         )
 
-        self.alarms: list[cloudwatch.Alarm] = []
-        if alarm_topic is not None:
-            self.alarms = self._alarms(config, Alarms(self, config, actions.SnsAction(alarm_topic)))
+        self.add_alarms(self._alarms)
 
     def _machine_role(self, stack: cdk.Stack, name: str, result_objects: str) -> iam.Role:
         """The state machine's role, statement by statement. The state machine is handed an
@@ -236,31 +215,11 @@ class BulkImport(Construct):
         imports: s3.IBucket,
         name: str,
     ) -> sfn.StateMachine:
-        plan = tasks.LambdaInvoke(
-            self,
-            "Plan",
-            lambda_function=self.function,
-            payload=sfn.TaskInput.from_object(
-                {
-                    "plan": sfn.JsonPath.object_at("$"),
-                    "execution": sfn.JsonPath.string_at("$$.Execution.Name"),
-                }
-            ),
-            payload_response_only=True,
-            result_path="$.plan",
-            retry_on_service_exceptions=True,
-        )
-        plan.add_retry(errors=list(PERMANENT_ERRORS), max_attempts=0)
-        chunk = tasks.LambdaInvoke(
-            self,
-            "ImportChunks",
-            lambda_function=self.function,
-            payload_response_only=True,
-            retry_on_service_exceptions=True,
-        )
-        # A bad item or a replaced export fails its chunk at once: trying again cannot fix it.
-        # First, so that it matches before ImportIncomplete's Retrier.
-        chunk.add_retry(errors=list(PERMANENT_ERRORS), max_attempts=0)
+        plan = plan_task(self, self.function, result_path="$.plan")
+        # A bad item or a replaced export (the chunk worker's ExportChanged: S3 answered 412 to
+        # its IfMatch on the ETag the plan recorded) fails its chunk at once, before
+        # ImportIncomplete's Retrier: trying again cannot fix it.
+        chunk = worker_task(self, "ImportChunks", self.function)
         # Failed lines (throttling that outlasted the worker's own retries): twice more,
         # later, before the child fails.
         chunk.add_retry(
@@ -296,12 +255,7 @@ class BulkImport(Construct):
             result_path="$.import",
         )
         import_map.item_processor(chunk)
-        log_group = logs.LogGroup(
-            self,
-            "ExecutionLogs",
-            retention=LOG_RETENTION[config.log_retention_days],
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-        )
+        execution_logs = log_group(self, "ExecutionLogs", config)
         machine = sfn.StateMachine(
             self,
             "StateMachine",
@@ -315,7 +269,7 @@ class BulkImport(Construct):
             timeout=cdk.Duration.hours(shape.execution_timeout_hours),
             tracing_enabled=True,
             logs=sfn.LogOptions(
-                destination=log_group,
+                destination=execution_logs,
                 level=sfn.LogLevel.ALL,
                 # Lines are catalogue records: their data stays out of the logs.
                 include_execution_data=False,
@@ -403,8 +357,8 @@ class BulkImport(Construct):
             finding="Resource::*",
         )
 
-    def _alarms(self, config: VhsConfig, alarms: Alarms) -> list[cloudwatch.Alarm]:
-        period = cdk.Duration.seconds(config.alarms.period_seconds)
+    def _alarms(self, alarms: Alarms) -> list[cloudwatch.Alarm]:
+        period = cdk.Duration.seconds(self.config.alarms.period_seconds)
         machine = self.state_machine
         return [
             alarms.alarm(

@@ -16,9 +16,10 @@ key), send to this one dead-letter queue, write its own logs.
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
@@ -29,7 +30,8 @@ from vhs import resources, settings
 
 from . import nag
 from .config import VhsConfig
-from .function import VhsFunction, allow
+from .feature import Feature, Wiring
+from .function import allow
 from .monitoring import TOPIC_KEY_ACTIONS, Alarms, topic_key
 
 # Lambda's event source for a DynamoDB stream needs these three on the stream (the policy
@@ -56,19 +58,19 @@ def change_topic_name(config: VhsConfig) -> str:
     return f"vhs-{config.stage}-changes.fifo"
 
 
-class ChangeFeed(Construct):
+class ChangeFeed(Feature):
     def __init__(
         self,
         scope: Construct,
         id: str,
         *,
-        config: VhsConfig,
         bucket: s3.IBucket,
         table_stream_arn: str,
-        alarm_topic: sns.ITopic | None = None,
         shape: resources.ChangeFeedShape = resources.CHANGES,
+        **wiring: Unpack[Wiring],
     ) -> None:
-        super().__init__(scope, id)
+        super().__init__(scope, id, **wiring)
+        config = self.config
         self.shape = shape
 
         # What the event source gives up on: Lambda's on-failure records (the shard and the
@@ -96,12 +98,10 @@ class ChangeFeed(Construct):
             enforce_ssl=True,
         )
 
-        self.function = VhsFunction(
-            self,
-            config=config,
-            spec=settings.CHANGES_FUNCTION,
-            description=f"VHS {config.stage}: publishes a notification per version and delete",
-            role_description=f"VHS {config.stage} change feed function: read the stream, publish",
+        self.add_function(
+            settings.CHANGES_FUNCTION,
+            does="publishes a notification per version and delete",
+            role="change feed function: read the stream, publish",
             statements=[
                 allow("ReadTheTableStream", STREAM_READ_ACTIONS, [table_stream_arn]),
                 allow("ListTableStreams", STREAM_LIST_ACTIONS, ["*"]),
@@ -126,7 +126,6 @@ class ChangeFeed(Construct):
                 "destination is the change feed's own dead-letter queue."
             ),
         )
-        self.log_group, self.role = self.function.log_group, self.function.execution_role
 
         self.event_source = lambda_.EventSourceMapping(
             self,
@@ -162,9 +161,7 @@ class ChangeFeed(Construct):
             "that could need a DLQ of its own.",
         )
 
-        self.alarms: list[cloudwatch.Alarm] = []
-        if alarm_topic is not None:
-            self.alarms = self._alarms(Alarms(self, config, actions.SnsAction(alarm_topic)))
+        self.add_alarms(self._alarms)
 
     def _alarms(self, alarms: Alarms) -> list[cloudwatch.Alarm]:
         self.dead_letter_alarm = alarms.dead_letters(

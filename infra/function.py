@@ -120,6 +120,17 @@ def metrics_namespace(config: VhsConfig) -> str:
     return f"VHS/{config.stage}"
 
 
+def log_group(scope: Construct, id: str, config: VhsConfig, **options: Any) -> logs.LogGroup:
+    """A log group kept for the configuration's retention, deleted with its stack."""
+    return logs.LogGroup(
+        scope,
+        id,
+        retention=LOG_RETENTION[config.log_retention_days],
+        removal_policy=cdk.RemovalPolicy.DESTROY,
+        **options,
+    )
+
+
 def python_runtime(version: str = LAMBDA_PYTHON_VERSION) -> lambda_.Runtime:
     return getattr(lambda_.Runtime, "PYTHON_" + version.replace(".", "_"))
 
@@ -175,12 +186,7 @@ class VhsFunction(lambda_.Function):
         unscoped_reason: str | None = None,
         **options: Any,
     ) -> None:
-        log_group = logs.LogGroup(
-            scope,
-            "Logs",
-            retention=LOG_RETENTION[config.log_retention_days],
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-        )
+        group = log_group(scope, "Logs", config)
         role = iam.Role(
             scope,
             "Role",
@@ -188,7 +194,7 @@ class VhsFunction(lambda_.Function):
             description=role_description,
         )
         write_logs = allow(
-            "WriteLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], [log_group.log_group_arn]
+            "WriteLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], [group.log_group_arn]
         )
         for statement in (write_logs, *statements):
             role.add_to_principal_policy(statement)
@@ -205,7 +211,7 @@ class VhsFunction(lambda_.Function):
             timeout=cdk.Duration.seconds(shape.function_timeout_seconds),
             memory_size=shape.function_memory_mb,
             tracing=lambda_.Tracing.ACTIVE,
-            log_group=log_group,
+            log_group=group,
             role=role,
             environment={
                 **environment,

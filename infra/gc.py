@@ -18,24 +18,22 @@ belongs to would be a cycle (the function depends on its role).
 from __future__ import annotations
 
 import dataclasses
+from typing import Unpack
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as actions
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from vhs import resources, settings
 
 from . import nag
 from .config import VhsConfig
-from .function import VhsFunction, allow, metrics_namespace
+from .feature import StoreFeature, StoreWiring
+from .function import allow, metrics_namespace
 from .monitoring import Alarms
-from .store import object_arn
+from .store import allow_listing
 
 
 def gc_function_name(config: VhsConfig) -> str:
@@ -43,45 +41,17 @@ def gc_function_name(config: VhsConfig) -> str:
     return f"vhs-{config.stage}-gc"
 
 
-def list_prefix_condition(body_prefix: str) -> dict[str, dict[str, str]] | None:
-    """ListBucket only under a prefix (the collector lists `{prefix}/{shard}/`; the import
-    function `imports/`); the whole bucket when there is no prefix.
-
-    The condition also decides what a missing object under the prefix answers: S3 answers a
-    GetObject or HeadObject of a missing key with 404 only when the caller may ListBucket,
-    and evaluates that ListBucket with the key as `s3:prefix` (AWS does not document it;
-    Ceph's S3 gateway does the same "to match aws behavior", ceph/ceph#68577, and the live
-    import test checks it on a deployed stage). So a key under the prefix is a 404, and one
-    outside it a 403. moto cannot show either: its IAM checks evaluate no condition (a
-    statement with one applies as if it had none), and it answers 404 for any missing key
-    the caller may GetObject."""
-    prefix = body_prefix.strip("/")
-    return {"StringLike": {"s3:prefix": f"{prefix}/*"}} if prefix else None
-
-
-class GarbageCollection(Construct):
-    def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        config: VhsConfig,
-        bucket: s3.IBucket,
-        table: dynamodb.ITable,
-        alarm_topic: sns.ITopic | None = None,
-        store: settings.StoreSettings | None = None,
-    ) -> None:
-        """`store` is what the collector is told of the store: by default this
-        configuration's store in `bucket` and `table`; the stacks hand the Ingest and the
-        collector the same one, so the collector judges with the retention ingest writes
-        with."""
-        super().__init__(scope, id)
+class GarbageCollection(StoreFeature):
+    def __init__(self, scope: Construct, id: str, **wiring: Unpack[StoreWiring]) -> None:
+        """The collector is told of the store what the Ingest is (`StoreWiring`), so it
+        judges with the retention ingest writes with."""
+        super().__init__(scope, id, **wiring)
+        config, store, bucket, table = self.config, self.store, self.bucket, self.table
         shape = config.gc
-        store = store or config.store_settings(table.table_name, bucket.bucket_name)
         stack = cdk.Stack.of(self)
         function_name = gc_function_name(config)
 
-        body_objects = object_arn(bucket, store.prefix)
+        body_objects = self.body_objects
         # The function's own ARN, from its fixed name: not `self.function.function_arn`,
         # which would make the role's policy depend on the function that depends on it.
         self.function_arn = stack.format_arn(
@@ -90,20 +60,13 @@ class GarbageCollection(Construct):
             resource_name=function_name,
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
-        self.function = VhsFunction(
-            self,
-            config=config,
-            spec=settings.GC_FUNCTION,
-            description=f"VHS {config.stage}: deletes body objects no retained version uses",
-            role_description=f"VHS {config.stage} garbage collector: list, judge, delete orphans",
+        self.add_function(
+            settings.GC_FUNCTION,
+            does="deletes body objects no retained version uses",
+            role="garbage collector: list, judge, delete orphans",
             statements=[
                 # ListBucket is ListObjectsV2, one shard prefix at a time.
-                allow(
-                    "ListBodyShards",
-                    ["s3:ListBucket"],
-                    [bucket.bucket_arn],
-                    list_prefix_condition(store.prefix),
-                ),
+                allow_listing("ListBodyShards", bucket, store.prefix),
                 # HeadObject, for the `vhs-id` metadata of bodies whose id is cut in the key.
                 allow("ReadBodyMetadata", ["s3:GetObject"], [body_objects]),
                 # The current version only: the bucket is versioned, so a delete leaves a
@@ -146,7 +109,6 @@ class GarbageCollection(Construct):
                 "DLQ would hold nothing to replay."
             ),
         )
-        self.log_group, self.role = self.function.log_group, self.function.execution_role
 
         # The schedule. The target adds the function's resource policy for this rule
         # (lambda:InvokeFunction by events.amazonaws.com, on condition of the rule's ARN).
@@ -172,36 +134,37 @@ class GarbageCollection(Construct):
             "GetObject (HeadObject) and DeleteObject; no PutObject, no DeleteObjectVersion.",
         )
 
-        self.alarms: list[cloudwatch.Alarm] = []
-        if alarm_topic is not None:
-            alarms = Alarms(self, config, actions.SnsAction(alarm_topic))
-            self.errors_alarm = alarms.function_errors(
-                "GcErrors",
-                self.function,
-                "GC failed: orphans are not being collected; no data is at risk; "
-                "see docs/runbook.md (GC errors).",
-            )
-            # Ids or shards a run could not collect (the handler's gc_failed and
-            # gc_failed_shards): the rest was collected, and the next run tries them again.
-            failures = cloudwatch.MathExpression(
-                expression="ids + shards",
-                using_metrics={
-                    name: cloudwatch.Metric(
-                        namespace=metrics_namespace(config),
-                        metric_name=metric,
-                        dimensions_map={"service": settings.GC_FUNCTION.service},
-                        statistic="Sum",
-                    )
-                    for name, metric in (("ids", "gc_failed"), ("shards", "gc_failed_shards"))
-                },
-                period=cdk.Duration.seconds(config.alarms.period_seconds),
-            )
-            self.failures_alarm = alarms.alarm(
-                "GcFailures",
-                failures,
-                "GC could not judge some ids or list some shards (throttling, access): their "
-                "orphans wait for a later run; no data is at risk; see docs/runbook.md "
-                "(GC failures).",
-                threshold=1,
-            )
-            self.alarms = [self.errors_alarm, self.failures_alarm]
+        self.add_alarms(self._alarms)
+
+    def _alarms(self, alarms: Alarms) -> list[cloudwatch.Alarm]:
+        config = self.config
+        self.errors_alarm = alarms.function_errors(
+            "GcErrors",
+            self.function,
+            "GC failed: orphans are not being collected; no data is at risk; "
+            "see docs/runbook.md (GC errors).",
+        )
+        # Ids or shards a run could not collect (the handler's gc_failed and
+        # gc_failed_shards): the rest was collected, and the next run tries them again.
+        failures = cloudwatch.MathExpression(
+            expression="ids + shards",
+            using_metrics={
+                name: cloudwatch.Metric(
+                    namespace=metrics_namespace(config),
+                    metric_name=metric,
+                    dimensions_map={"service": settings.GC_FUNCTION.service},
+                    statistic="Sum",
+                )
+                for name, metric in (("ids", "gc_failed"), ("shards", "gc_failed_shards"))
+            },
+            period=cdk.Duration.seconds(config.alarms.period_seconds),
+        )
+        self.failures_alarm = alarms.alarm(
+            "GcFailures",
+            failures,
+            "GC could not judge some ids or list some shards (throttling, access): their "
+            "orphans wait for a later run; no data is at risk; see docs/runbook.md "
+            "(GC failures).",
+            threshold=1,
+        )
+        return [self.errors_alarm, self.failures_alarm]

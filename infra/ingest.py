@@ -10,6 +10,8 @@ bodies to the garbage collector), no wildcard actions.
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -21,10 +23,9 @@ from constructs import Construct
 from vhs import resources, settings
 
 from . import nag
-from .config import VhsConfig
-from .function import VhsFunction, allow
-from .gc import list_prefix_condition
-from .store import object_arn
+from .feature import StoreFeature, StoreWiring
+from .function import allow
+from .store import allow_listing, object_arn
 
 DEAD_LETTER_STAGING_PREFIX = resources.DEAD_LETTER_STAGING_PREFIX
 
@@ -43,12 +44,7 @@ def store_writer_statements(
         # retry; with it, 404: an expired or absent payload is refused at once as
         # MissingStagedObject. Keys under the producers' prefix only (never dead-letters/ or
         # imports/), no contents.
-        allow(
-            "TellMissingPayloads",
-            ["s3:ListBucket"],
-            [staging.bucket_arn],
-            list_prefix_condition(resources.STAGING_PREFIX),
-        ),
+        allow_listing("TellMissingPayloads", staging, resources.STAGING_PREFIX),
         # UpdateItem writes; GetItem reads the item first (delta history, parts) and when a
         # refused condition returns none (a purge of an id with no item). No BatchGetItem, no
         # Query, no Scan.
@@ -56,24 +52,15 @@ def store_writer_statements(
     ]
 
 
-class Ingest(Construct):
+class Ingest(StoreFeature):
     def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        config: VhsConfig,
-        bucket: s3.IBucket,
-        staging: s3.IBucket,
-        table: dynamodb.ITable,
-        store: settings.StoreSettings | None = None,
+        self, scope: Construct, id: str, *, staging: s3.IBucket, **wiring: Unpack[StoreWiring]
     ) -> None:
-        """`store` is what the function is told of the store (its environment): by default
-        this configuration's store in `bucket` and `table`; the stacks hand the Ingest and
-        the garbage collector the same one."""
-        super().__init__(scope, id)
+        """Producers stage large payloads in `staging`; the function is told of the store what
+        the collector is (`StoreWiring`). Ingest's alarms are the Monitoring construct's."""
+        super().__init__(scope, id, **wiring)
+        config, table = self.config, self.table
         shape = config.ingest
-        store = store or config.store_settings(table.table_name, bucket.bucket_name)
 
         self.dead_letters = sqs.Queue(
             self,
@@ -96,16 +83,14 @@ class Ingest(Construct):
             ),
         )
 
-        body_objects = object_arn(bucket, store.prefix)
+        body_objects = self.body_objects
         staged_objects = object_arn(staging, resources.STAGING_PREFIX)
         # Beside the producers' prefix, not under it: ingest never reads there.
         dead_letter_objects = object_arn(staging, DEAD_LETTER_STAGING_PREFIX)
-        self.function = VhsFunction(
-            self,
-            config=config,
-            spec=settings.INGEST_FUNCTION,
-            description=f"VHS {config.stage}: stores the records sent to the ingest queue",
-            role_description=f"VHS {config.stage} ingest function: store writes only",
+        self.add_function(
+            settings.INGEST_FUNCTION,
+            does="stores the records sent to the ingest queue",
+            role="ingest function: store writes only",
             statements=[
                 *store_writer_statements(body_objects, staging, table, staged_objects),
                 allow("StageOversizedDeadLetters", ["s3:PutObject"], [dead_letter_objects]),
@@ -114,7 +99,7 @@ class Ingest(Construct):
                 ),
             ],
             environment=settings.ingest_environment(
-                store,
+                self.store,
                 dlq_url=self.dead_letters.queue_url,
                 staging_bucket=staging.bucket_name,
                 staging_prefix=resources.STAGING_PREFIX,
@@ -127,7 +112,6 @@ class Ingest(Construct):
                 "in the queue until the queue's redrive policy moves it to the ingest DLQ."
             ),
         )
-        self.log_group, self.role = self.function.log_group, self.function.execution_role
 
         self.event_source: sources.SqsEventSource | None = None
         if config.ingest_event_source:

@@ -23,24 +23,20 @@ latency, function errors and throttles (a throttled request is a 429 to the cons
 from __future__ import annotations
 
 import dataclasses
+from typing import Unpack
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as actions
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from vhs import resources, settings
 
 from . import nag
-from .config import VhsConfig
-from .function import VhsFunction, allow
+from .feature import StoreFeature, StoreWiring
+from .function import allow
 from .monitoring import Alarms
-from .store import object_arn
 
 LAMBDA_NAMESPACE = "AWS/Lambda"
 
@@ -78,31 +74,25 @@ def reader_statements(function: lambda_.IFunction) -> list[iam.PolicyStatement]:
     ]
 
 
-class ReadApi(Construct):
+class ReadApi(StoreFeature):
     def __init__(
         self,
         scope: Construct,
         id: str,
         *,
-        config: VhsConfig,
-        bucket: s3.IBucket,
-        table: dynamodb.ITable,
-        alarm_topic: sns.ITopic | None = None,
-        store: settings.StoreSettings | None = None,
         shape: resources.ReadApiShape = resources.READ_API,
+        **wiring: Unpack[StoreWiring],
     ) -> None:
-        """`store` is what the function is told of the store: by default this configuration's
-        store in `bucket` and `table`. It reads with the retention ingest writes with, so a
-        version the API answers 404 for is one the library would not return either."""
-        super().__init__(scope, id)
-        store = store or config.store_settings(table.table_name, bucket.bucket_name)
-        body_objects = object_arn(bucket, store.prefix)
-        self.function = VhsFunction(
-            self,
-            config=config,
-            spec=settings.READ_API_FUNCTION,
-            description=f"VHS {config.stage}: the read API (function URL, IAM auth)",
-            role_description=f"VHS {config.stage} read API: read items and bodies",
+        """The function is told of the store what ingest is (`StoreWiring`): it reads with the
+        retention ingest writes with, so a version the API answers 404 for is one the library
+        would not return either."""
+        super().__init__(scope, id, **wiring)
+        config, table, body_objects = self.config, self.table, self.body_objects
+        self.shape = shape
+        self.add_function(
+            settings.READ_API_FUNCTION,
+            does="the read API (function URL, IAM auth)",
+            role="read API: read items and bodies",
             statements=[
                 # One GetItem per request: the item holds the versions and the small bodies.
                 allow("ReadIndex", ["dynamodb:GetItem"], [table.table_arn]),
@@ -111,7 +101,7 @@ class ReadApi(Construct):
             ],
             # The reader writes nothing: the inline threshold is not among its settings.
             environment=settings.read_api_environment(
-                dataclasses.replace(store, inline_threshold=None),
+                dataclasses.replace(self.store, inline_threshold=None),
                 presign_seconds=shape.presign_seconds,
             ),
             shape=shape,
@@ -139,15 +129,10 @@ class ReadApi(Construct):
             "read time, so they cannot be listed in advance. The only action is GetObject.",
         )
 
-        self.alarms: list[cloudwatch.Alarm] = []
-        if alarm_topic is not None:
-            self.alarms = self._alarms(
-                config, shape, Alarms(self, config, actions.SnsAction(alarm_topic))
-            )
+        self.add_alarms(self._alarms)
 
-    def _alarms(
-        self, config: VhsConfig, shape: resources.ReadApiShape, alarms: Alarms
-    ) -> list[cloudwatch.Alarm]:
+    def _alarms(self, alarms: Alarms) -> list[cloudwatch.Alarm]:
+        config, shape = self.config, self.shape
         period = cdk.Duration.seconds(shape.period_seconds)
         function = self.function
         error_rate = cloudwatch.MathExpression(

@@ -34,24 +34,20 @@ Distributed Map), deliver its logs and traces.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Unpack, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as actions
-from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_logs as logs
-from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from vhs import resources, settings
-from vhs.errors import permanent_error_names
 
 from . import nag
 from .config import VhsConfig
-from .function import LOG_RETENTION, VhsFunction, allow
+from .feature import StoreFeature, StoreWiring
+from .function import allow, log_group
+from .machine import plan_task, worker_task
 from .monitoring import TOPIC_KEY_ACTIONS, Alarms
 
 # What the worker reads: the Scan of a segment, and BatchGetItem for an id list.
@@ -60,8 +56,6 @@ TABLE_READ_ACTIONS = ("dynamodb:Scan", "dynamodb:BatchGetItem")
 # not cover: throttling of the worker by the account's concurrency.
 LAMBDA_THROTTLED = ("Lambda.TooManyRequestsException",)
 MAP_LABEL = "ReplaySegments"  # the Distributed Map's label: its map runs are named by it
-# What no retry can fix (bad input, configuration): never retried.
-PERMANENT_ERRORS = permanent_error_names()
 
 
 def reindex_state_machine_name(config: VhsConfig) -> str:
@@ -69,28 +63,26 @@ def reindex_state_machine_name(config: VhsConfig) -> str:
     return f"vhs-{config.stage}-reindex"
 
 
-class Reindex(Construct):
+class Reindex(StoreFeature):
     def __init__(
         self,
         scope: Construct,
         id: str,
         *,
-        config: VhsConfig,
-        store: settings.StoreSettings,
-        table: dynamodb.ITable,
         topic_arn: str,
         topic_key_arn: str,
-        alarm_topic: sns.ITopic | None = None,
         shape: resources.ReindexShape = resources.REINDEX,
+        **wiring: Unpack[StoreWiring],
     ) -> None:
-        super().__init__(scope, id)
+        """The worker reads the store's table with what ingest is told of the store
+        (`StoreWiring`), and publishes to the change topic `topic_arn` with its key."""
+        super().__init__(scope, id, **wiring)
+        config, store, table = self.config, self.store, self.table
         self.shape = shape
-        self.function = VhsFunction(
-            self,
-            config=config,
-            spec=settings.REINDEX_FUNCTION,
-            description=f"VHS {config.stage}: replays current records to the change feed",
-            role_description=f"VHS {config.stage} reindex worker: scan the table, publish",
+        self.add_function(
+            settings.REINDEX_FUNCTION,
+            does="replays current records to the change feed",
+            role="reindex worker: scan the table, publish",
             statements=[
                 allow("ScanTheTable", TABLE_READ_ACTIONS, [table.table_arn]),
                 # sns:Publish also authorizes PublishBatch.
@@ -107,15 +99,13 @@ class Reindex(Construct):
                 "is redriven, so there is nothing for a DLQ to hold."
             ),
         )
-        self.log_group, self.role = self.function.log_group, self.function.execution_role
 
-        self.state_machine_log_group = logs.LogGroup(
+        self.state_machine_log_group = log_group(
             self,
             "StateMachineLogs",
+            config,
             # The prefix AWS recommends for vended logs: no resource policy per log group.
             log_group_name=f"/aws/vendedlogs/states/{reindex_state_machine_name(config)}",
-            retention=LOG_RETENTION[config.log_retention_days],
-            removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         self.state_machine = sfn.StateMachine(
             self,
@@ -140,55 +130,42 @@ class Reindex(Construct):
         machine.add_override("DependsOn", [cast(cdk.CfnResource, policy).logical_id])
         self._acknowledge(config)
 
-        self.alarms: list[cloudwatch.Alarm] = []
-        if alarm_topic is not None:
-            alarms = Alarms(self, config, actions.SnsAction(alarm_topic))
-            period = cdk.Duration.seconds(config.alarms.period_seconds)
-            failures = cloudwatch.MathExpression(
-                expression="failed + timedout",
-                using_metrics={
-                    "failed": self.state_machine.metric_failed(period=period, statistic="Sum"),
-                    "timedout": self.state_machine.metric_timed_out(period=period, statistic="Sum"),
-                },
-                period=period,
-            )
-            self.failures_alarm = alarms.alarm(
-                "ReindexFailures",
-                failures,
-                "A reindex execution failed or timed out: some segments were not replayed. "
-                "Fix the cause (the failed segment's worker log), then resume it with "
-                "aws stepfunctions redrive-execution --execution-arn ... (docs/changes.md).",
-                threshold=1,
-            )
-            self.alarms = [self.failures_alarm]
+        self.add_alarms(self._alarms)
+
+    def _alarms(self, alarms: Alarms) -> list[cloudwatch.Alarm]:
+        period = cdk.Duration.seconds(self.config.alarms.period_seconds)
+        failures = cloudwatch.MathExpression(
+            expression="failed + timedout",
+            using_metrics={
+                "failed": self.state_machine.metric_failed(period=period, statistic="Sum"),
+                "timedout": self.state_machine.metric_timed_out(period=period, statistic="Sum"),
+            },
+            period=period,
+        )
+        self.failures_alarm = alarms.alarm(
+            "ReindexFailures",
+            failures,
+            "A reindex execution failed or timed out: some segments were not replayed. "
+            "Fix the cause (the failed segment's worker log), then resume it with "
+            "aws stepfunctions redrive-execution --execution-arn ... (docs/changes.md).",
+            threshold=1,
+        )
+        return [self.failures_alarm]
 
     def _definition(self, shape: resources.ReindexShape) -> sfn.IChainable:
-        plan = tasks.LambdaInvoke(
+        plan = plan_task(
             self,
-            "Plan",
+            self.function,
             comment="the input checked before any work; the run and one item per segment",
-            lambda_function=self.function,
-            payload=sfn.TaskInput.from_object(
-                {
-                    "plan": sfn.JsonPath.object_at("$"),
-                    "execution": sfn.JsonPath.string_at("$$.Execution.Name"),
-                }
-            ),
-            payload_response_only=True,
-            retry_on_service_exceptions=True,
         )
-        plan.add_retry(errors=list(PERMANENT_ERRORS), max_attempts=0)
-        replay = tasks.LambdaInvoke(
+        # Bad input and configuration fail at once (worker_task's first Retrier): trying
+        # again cannot fix them.
+        replay = worker_task(
             self,
             "ReplayPage",
+            self.function,
             comment="the worker: pages from the cursor until its time is short",
-            lambda_function=self.function,
-            payload_response_only=True,
-            retry_on_service_exceptions=True,
         )
-        # Bad input and configuration fail at once: trying again cannot fix them. A Retrier
-        # matches in order, so this one must come before States.TaskFailed's.
-        replay.add_retry(errors=list(PERMANENT_ERRORS), max_attempts=0)
         replay.add_retry(
             errors=list(LAMBDA_THROTTLED),
             interval=cdk.Duration.seconds(5),

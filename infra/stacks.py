@@ -59,6 +59,7 @@ from . import sam
 from .bulk_import import BulkImport
 from .changes import ChangeFeed
 from .config import VhsConfig
+from .feature import StoreWiring
 from .gc import GarbageCollection
 from .ingest import Ingest
 from .monitoring import Monitoring
@@ -182,6 +183,18 @@ class _StoreReader(_VhsStack):
         self.records = dynamodb.Table.from_table_name(
             self, "Records", self.store_settings.table_name
         )
+        self.config = config
+
+    def wiring(self, *, alarms: bool = True) -> StoreWiring:
+        """What its feature construct is given: the store, and the Ingest stack's alarm topic
+        (through SSM) unless `alarms` is False."""
+        return StoreWiring(
+            config=self.config,
+            store=self.store_settings,
+            bucket=self.bodies,
+            table=self.records,
+            alarm_topic=_alarm_topic(self, self.config) if alarms else None,
+        )
 
 
 class IngestStack(_StoreReader):
@@ -190,15 +203,7 @@ class IngestStack(_StoreReader):
     def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
         super().__init__(scope, id, config=config, **kwargs)
         staging = s3.Bucket.from_bucket_name(self, "Staging", _bucket_name(config, "staging"))
-        self.ingest = Ingest(
-            self,
-            "Ingest",
-            config=config,
-            store=self.store_settings,
-            bucket=self.bodies,
-            staging=staging,
-            table=self.records,
-        )
+        self.ingest = Ingest(self, "Ingest", staging=staging, **self.wiring(alarms=False))
         ingest = self.ingest
         self.monitoring = Monitoring(
             self,
@@ -274,17 +279,7 @@ class MaintenanceStack(_StoreReader):
 
     def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
         super().__init__(scope, id, config=config, **kwargs)
-        # The alarm topic through SSM, as for Changes.
-        alarm_topic = _alarm_topic(self, config)
-        self.gc = GarbageCollection(
-            self,
-            "GarbageCollection",
-            config=config,
-            store=self.store_settings,
-            bucket=self.bodies,
-            table=self.records,
-            alarm_topic=alarm_topic,
-        )
+        self.gc = GarbageCollection(self, "GarbageCollection", **self.wiring())
         _outputs(
             self,
             ("GcFunctionName", self.gc.function.function_name, "the garbage collector"),
@@ -297,15 +292,7 @@ class ReadApiStack(_StoreReader):
 
     def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
         super().__init__(scope, id, config=config, **kwargs)
-        self.read_api = ReadApi(
-            self,
-            "ReadApi",
-            config=config,
-            store=self.store_settings,
-            bucket=self.bodies,
-            table=self.records,
-            alarm_topic=_alarm_topic(self, config),
-        )
+        self.read_api = ReadApi(self, "ReadApi", **self.wiring())
         api = self.read_api
         policy_arn = api.reader_policy.managed_policy_arn
         _outputs(
@@ -330,13 +317,10 @@ class ReindexStack(_StoreReader):
         self.reindex = Reindex(
             self,
             "Reindex",
-            config=config,
-            store=self.store_settings,
-            table=self.records,
             # The Changes stack's topic and its key, through SSM, as the alarm topic.
             topic_arn=_resolved(self, config, "change-topic-arn"),
             topic_key_arn=_resolved(self, config, "change-topic-key-arn"),
-            alarm_topic=_alarm_topic(self, config),
+            **self.wiring(),
         )
         machine = self.reindex.state_machine
         _outputs(
@@ -358,15 +342,7 @@ class ImportStack(_StoreReader):
             else staging
         )
         self.bulk_import = BulkImport(
-            self,
-            "BulkImport",
-            config=config,
-            store=self.store_settings,
-            bucket=self.bodies,
-            table=self.records,
-            staging=staging,
-            imports=imports,
-            alarm_topic=_alarm_topic(self, config),
+            self, "BulkImport", staging=staging, imports=imports, **self.wiring()
         )
         machine = self.bulk_import.state_machine
         _outputs(
