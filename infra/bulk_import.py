@@ -54,11 +54,11 @@ from vhs import resources, settings
 from . import nag
 from .config import VhsConfig
 from .feature import StoreFeature, StoreWiring
-from .function import allow, log_group
+from .function import allow, allow_listing, log_group
 from .ingest import store_writer_statements
 from .machine import plan_task, worker_task
 from .monitoring import Alarms
-from .store import allow_listing, object_arn
+from .store import object_arn
 
 # What a state machine with logging to CloudWatch Logs and X-Ray tracing needs: the log
 # delivery actions and X-Ray's support no resource-level permissions (AWS requires "*").

@@ -21,6 +21,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
@@ -113,6 +114,27 @@ def allow(
         resources=list(resources),
         conditions=dict(conditions) if conditions else None,
     )
+
+
+def list_prefix_condition(prefix: str) -> dict[str, dict[str, str]] | None:
+    """ListBucket only under a prefix (the collector lists `{prefix}/{shard}/`; the import
+    function `imports/`); the whole bucket when there is no prefix.
+
+    The condition also decides what a missing object under the prefix answers: S3 answers a
+    GetObject or HeadObject of a missing key with 404 only when the caller may ListBucket,
+    and evaluates that ListBucket with the key as `s3:prefix` (AWS does not document it;
+    Ceph's S3 gateway does the same "to match aws behavior", ceph/ceph#68577, and the live
+    import test checks it on a deployed stage). So a key under the prefix is a 404, and one
+    outside it a 403. moto cannot show either: its IAM checks evaluate no condition (a
+    statement with one applies as if it had none), and it answers 404 for any missing key
+    the caller may GetObject."""
+    prefix = prefix.strip("/")
+    return {"StringLike": {"s3:prefix": f"{prefix}/*"}} if prefix else None
+
+
+def allow_listing(sid: str, bucket: s3.IBucket, prefix: str) -> iam.PolicyStatement:
+    """ListBucket (ListObjectsV2) of `bucket` under `prefix` only (`list_prefix_condition`)."""
+    return allow(sid, ["s3:ListBucket"], [bucket.bucket_arn], list_prefix_condition(prefix))
 
 
 def metrics_namespace(config: VhsConfig) -> str:

@@ -31,9 +31,8 @@ from vhs import resources, settings
 from . import nag
 from .config import VhsConfig
 from .feature import StoreFeature, StoreWiring
-from .function import allow, metrics_namespace
+from .function import allow, allow_listing, metrics_namespace
 from .monitoring import Alarms
-from .store import allow_listing
 
 
 def gc_function_name(config: VhsConfig) -> str:

@@ -24,8 +24,8 @@ from vhs import resources, settings
 
 from . import nag
 from .feature import StoreFeature, StoreWiring
-from .function import allow
-from .store import allow_listing, object_arn
+from .function import allow, allow_listing
+from .store import object_arn
 
 DEAD_LETTER_STAGING_PREFIX = resources.DEAD_LETTER_STAGING_PREFIX
 

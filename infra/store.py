@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from vhs import resources
 
 from . import nag
-from .function import allow
 
 _ATTRIBUTE_TYPES = {
     "S": dynamodb.AttributeType.STRING,
@@ -30,27 +28,6 @@ def object_arn(bucket: s3.IBucket, prefix: str) -> str:
     """ARN of every object under a key prefix ("" for the whole bucket): what a role's
     object-level statements name."""
     return bucket.arn_for_objects(f"{prefix.strip('/')}/*" if prefix.strip("/") else "*")
-
-
-def list_prefix_condition(prefix: str) -> dict[str, dict[str, str]] | None:
-    """ListBucket only under a prefix (the collector lists `{prefix}/{shard}/`; the import
-    function `imports/`); the whole bucket when there is no prefix.
-
-    The condition also decides what a missing object under the prefix answers: S3 answers a
-    GetObject or HeadObject of a missing key with 404 only when the caller may ListBucket,
-    and evaluates that ListBucket with the key as `s3:prefix` (AWS does not document it;
-    Ceph's S3 gateway does the same "to match aws behavior", ceph/ceph#68577, and the live
-    import test checks it on a deployed stage). So a key under the prefix is a 404, and one
-    outside it a 403. moto cannot show either: its IAM checks evaluate no condition (a
-    statement with one applies as if it had none), and it answers 404 for any missing key
-    the caller may GetObject."""
-    prefix = prefix.strip("/")
-    return {"StringLike": {"s3:prefix": f"{prefix}/*"}} if prefix else None
-
-
-def allow_listing(sid: str, bucket: s3.IBucket, prefix: str) -> iam.PolicyStatement:
-    """ListBucket (ListObjectsV2) of `bucket` under `prefix` only (`list_prefix_condition`)."""
-    return allow(sid, ["s3:ListBucket"], [bucket.bucket_arn], list_prefix_condition(prefix))
 
 
 def _private_bucket(
