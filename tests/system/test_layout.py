@@ -1,0 +1,188 @@
+"""Guards of the layout: what holds of the code as a whole, and later work could undo.
+
+* The import layers (pyproject.toml's [tool.importlinter], checked by lint-imports, which
+  `make lint` runs too) hold, every module of lambdas/vhs is in a layer, and a layer that
+  imports one above it fails the check.
+* No module in lambdas/, infra/ or benchmarks/ is over 500 lines.
+* The environment's names ("VHS_...") are spelled only in lambdas/vhs/settings.py.
+* Nothing refers to an issue by number: the tracker is not in the repository.
+* Little code repeats itself (pylint's symilar, runs of six identical lines).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from math import comb
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+CODE = ("lambdas", "infra", "benchmarks")
+MAX_MODULE_LINES = 500
+MAX_DUPLICATE_PAIRS = 12
+DUPLICATE_MIN_LINES = 6
+# The one module that spells the environment's names; everything else reads them through it.
+SETTINGS = ROOT / "lambdas" / "vhs" / "settings.py"
+# What may carry a reference to an issue: the code, the tests, the tools and the docs.
+TEXT = ("lambdas", "infra", "benchmarks", "tests", "tools", "docs")
+TEXT_FILES = ("README.md", "Makefile", "app.py", "pyproject.toml", "cdk.json")
+ISSUE_NUMBER = re.compile(r"issue ?#?[0-9]+", re.IGNORECASE)
+ENVIRONMENT_NAME = re.compile(r"""["']VHS_[A-Z0-9_]*""")
+
+
+def python_files(*tops: str) -> Iterator[Path]:
+    for top in tops:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                yield path
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """lint-imports over the tree at `root`, with its lambdas/ first on the path (so `vhs`
+    and `handlers` are that tree's, not an installed copy)."""
+    return subprocess.run(
+        [str(BIN / "lint-imports"), "--no-cache"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root / "lambdas")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def layer_modules() -> set[str]:
+    """Every module the layers contract names."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
+    return {name.strip().strip("()") for layer in layers for name in re.split(r"[|:]", layer)}
+
+
+# --- the import layers --------------------------------------------------------------------------
+
+
+def test_the_import_layers_hold() -> None:
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_module_of_the_library_is_in_a_layer() -> None:
+    """A new module or package of lambdas/vhs must be placed in a layer, or lint-imports would
+    not check what it imports."""
+    package = ROOT / "lambdas" / "vhs"
+    modules = {f"vhs.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
+    modules |= {f"vhs.{p.parent.name}" for p in package.glob("*/__init__.py")}
+    assert modules - layer_modules() == set()
+
+
+# What each injected import breaks: (file, the import added, "importer -> imported" as
+# lint-imports reports it). One per boundary of the layers, and the two forbidden contracts.
+UPWARD_IMPORTS = (
+    ("lambdas/vhs/keys.py", "import vhs.maintenance", "vhs.keys -> vhs.maintenance"),
+    ("lambdas/vhs/ingest/__init__.py", "import handlers", "vhs.ingest -> handlers"),
+    ("lambdas/handlers/__init__.py", "import vhs.operator", "handlers -> vhs.operator"),
+    ("lambdas/vhs/operator/__init__.py", "import vhs.local", "vhs.operator -> vhs.local"),
+    ("lambdas/vhs/local/__init__.py", "import vhs.cli", "vhs.local -> vhs.cli"),
+    ("lambdas/vhs/cli/__init__.py", "import benchmarks", "vhs.cli -> benchmarks"),
+    ("infra/__init__.py", "import handlers", "infra -> handlers"),
+    ("lambdas/vhs/store.py", "import infra", "vhs.store -> infra"),
+)
+
+
+def test_a_layer_that_imports_one_above_it_fails(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for top in CODE:
+        shutil.copytree(ROOT / top, tree / top, ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    for file, statement, _ in UPWARD_IMPORTS:
+        with (tree / file).open("a") as module:
+            module.write(f"\n{statement}  # an upward import\n")
+
+    result = lint_imports(tree)
+
+    assert result.returncode != 0
+    reported = result.stdout
+    assert [route for _, _, route in UPWARD_IMPORTS if route not in reported] == [], reported
+
+
+# --- sizes, names, references, repetition -------------------------------------------------------
+
+
+def test_no_module_is_over_500_lines() -> None:
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text().splitlines())
+        for path in python_files(*CODE)
+    }
+    assert {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+def test_the_environment_names_are_spelled_in_the_settings_module_only() -> None:
+    spelled = {
+        str(path.relative_to(ROOT)): sorted(set(ENVIRONMENT_NAME.findall(path.read_text())))
+        for path in python_files(*CODE)
+        if path != SETTINGS
+    }
+    assert {path: names for path, names in spelled.items() if names} == {}
+    assert ENVIRONMENT_NAME.search(SETTINGS.read_text())
+
+
+def test_nothing_refers_to_an_issue_by_number() -> None:
+    files = [ROOT / name for name in TEXT_FILES]
+    files += [p for top in TEXT for p in (ROOT / top).rglob("*") if p.is_file()]
+    found = {}
+    for path in files:
+        if "__pycache__" in path.parts or path.suffix in (".pyc", ".zip", ".gz"):
+            continue
+        lines = path.read_text(errors="replace").splitlines()
+        hits = [n for n, line in enumerate(lines, 1) if ISSUE_NUMBER.search(line)]
+        if hits:
+            found[str(path.relative_to(ROOT))] = hits
+    assert found == {}
+
+
+def symilar_pairs(files: list[Path]) -> list[list[str]]:
+    """The places symilar finds sharing `DUPLICATE_MIN_LINES` or more identical lines (comments
+    and docstrings aside), as one list of ``file:[start:end]`` per repeated run."""
+    result = subprocess.run(
+        [
+            str(BIN / "symilar"),
+            f"--duplicates={DUPLICATE_MIN_LINES}",
+            "--ignore-comments",
+            "--ignore-docstrings",
+            *map(str, files),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.stdout.rstrip().splitlines()[-1].startswith("TOTAL lines="), result.stderr
+    runs: list[list[str]] = []
+    for line in result.stdout.splitlines():
+        if re.match(r"\d+ similar lines in \d+ files", line):
+            runs.append([])
+        elif line.startswith("==") and runs:
+            runs[-1].append(line[2:])
+    return runs
+
+
+def test_symilar_sees_a_repeated_run(tmp_path: Path) -> None:
+    """The count below can fail: a run repeated in two files is one pair."""
+    body = "".join(f"    total = total + {n} * value\n" for n in range(DUPLICATE_MIN_LINES))
+    files = []
+    for name in ("a", "b"):
+        files.append(tmp_path / f"{name}.py")
+        files[-1].write_text(f"def {name}(value):\n    total = 0\n{body}    return total\n")
+    assert [len(places) for places in symilar_pairs(files)] == [2]
+
+
+def test_at_most_12_pairs_of_places_repeat_six_lines() -> None:
+    runs = symilar_pairs(list(python_files(*CODE)))
+    pairs = sum(comb(len(places), 2) for places in runs)
+    assert pairs <= MAX_DUPLICATE_PAIRS, runs
