@@ -1,0 +1,1 @@
+"""The six Lambda handlers: Powertools wiring of the functions onto the vhs package."""

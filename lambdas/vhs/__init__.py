@@ -1,11 +1,4 @@
-"""VHS: a versioned hybrid store on AWS.
-
-from vhs import VersionedHybridStore, RecordNotFound
-
-store = VersionedHybridStore.from_env()
-store.put("b1234", {"title": "Moby-Dick"}, updated_at="2026-11-22T10:00:00Z")
-store.get("b1234").json()
-"""
+"""VHS, a versioned hybrid store on AWS: `VersionedHybridStore`, its values and errors."""
 
 from .errors import (
     BodyHashMismatch,

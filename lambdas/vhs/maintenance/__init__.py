@@ -1,2 +1,1 @@
-"""Maintenance: gc.py (collect bodies nothing references) and verify.py (check every retained
-pointer; findings.py is what it reports)."""
+"""Maintenance in Lambda: the garbage collector and its delete fence."""
