@@ -46,7 +46,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..ingest.dlq import QueueDepth, queue_depth
+from ..operator.queues import QueueDepth, queue_depth
 from ..resources import INGEST
 from ..settings import INGEST_FUNCTION
 from .alarms import AlarmEvaluator

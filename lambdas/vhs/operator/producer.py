@@ -41,10 +41,10 @@ from .. import settings
 from ..aws import is_object_missing
 from ..codec import MAX_BODY_SIZE
 from ..errors import InvalidMessage, MissingStagedObject
+from ..ingest.contract import MessageLimits, read_message
+from ..ingest.staging import S3Location, StagingLocation, claim_check_attributes, claim_check_body
+from ..ingest.strict_json import parse_json_body
 from ..resources import INGEST, STAGING_PREFIX
-from .contract import MessageLimits, read_message
-from .staging import S3Location, StagingLocation, claim_check_attributes, claim_check_body
-from .strict_json import parse_json_body
 
 MAX_BATCH_ENTRIES = 10
 # Room for message attributes and the batch request's own framing.
@@ -274,7 +274,7 @@ class Producer:
         if self._headroom >= count:
             self._headroom -= count
             return True
-        from .dlq import queue_depth
+        from .queues import queue_depth
 
         started: float | None = None
         while True:
