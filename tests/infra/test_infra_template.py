@@ -270,7 +270,7 @@ def test_asset_is_the_lambdas_folder_without_build_debris(app: Synthesized) -> N
     files = {str(p.relative_to(asset)) for p in asset.rglob("*") if p.is_file()}
     assert "handlers/ingest.py" in files
     assert "vhs/store.py" in files
-    assert "vhs/resources.py" in files
+    assert "vhs/resources/__init__.py" in files
     assert not [f for f in files if "__pycache__" in f or ".egg-info" in f or f.endswith(".pyc")]
 
 
