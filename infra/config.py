@@ -9,7 +9,7 @@ Context keys (``cdk deploy -c key=value`` or cdk.json):
 ``stage``                   deployment name, lower-case letters, digits and ``-`` (default dev)
 ``alarmEmail``              address subscribed to the alarm topic (optional)
 ``logRetentionDays``        the function's log retention in days (default 30)
-``oldestMessageAgeAlarmSeconds``  queue age alarm threshold (default from resources.ALARMS)
+``oldestMessageAgeAlarmSeconds``  queue age alarm threshold (default from shapes.ALARMS)
 ``maxConcurrency``          the event source's maximum concurrency (default resources.INGEST)
 ``bodyPrefix``              VHS_PREFIX of the deployed store (default "bodies")
 ``inlineThreshold``         VHS_INLINE_THRESHOLD (optional; the library's default otherwise)
@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vhs import resources, settings
+
+from . import shapes
 
 # The AWS-managed Powertools for AWS Lambda (Python) v3 layer. Its version must match the
 # aws-lambda-powertools pin in requirements.txt (a test checks): by default the stack resolves
@@ -100,7 +102,7 @@ class VhsConfig:
     stage: str = "dev"
     alarm_email: str | None = None
     log_retention_days: int = 30
-    body_prefix: str = resources.DEPLOYED_BODY_PREFIX
+    body_prefix: str = shapes.DEPLOYED_BODY_PREFIX
     inline_threshold: int | None = None
     retain_versions: int | None = None
     retain_days: int | None = None
@@ -108,7 +110,7 @@ class VhsConfig:
     delta_history: bool | None = None
     log_level: str = "INFO"
     ingest: resources.IngestShape = field(default_factory=lambda: resources.INGEST)
-    alarms: resources.AlarmThresholds = field(default_factory=lambda: resources.ALARMS)
+    alarms: shapes.AlarmThresholds = field(default_factory=lambda: shapes.ALARMS)
     gc: resources.GcShape = field(default_factory=lambda: resources.GC)
     bulk_import: resources.BulkImportShape = field(default_factory=lambda: resources.BULK_IMPORT)
     # The bucket bulk imports read from and write results to; None: the staging bucket.
@@ -153,7 +155,7 @@ class VhsConfig:
             self.body_prefix != "",
             'bodyPrefix "": the garbage collector would be allowed to delete anywhere in the '
             "bucket; give the bodies a prefix of their own (the default is "
-            f"{resources.DEPLOYED_BODY_PREFIX!r})",
+            f"{shapes.DEPLOYED_BODY_PREFIX!r})",
         )
         yield (
             self.log_level in _LOG_LEVELS,
@@ -242,7 +244,7 @@ class VhsConfig:
         # the plain settings.
         overrides: dict[str, Any] = {
             "ingest": resources.INGEST,
-            "alarms": resources.ALARMS,
+            "alarms": shapes.ALARMS,
             "gc": resources.GC,
             "bulk_import": resources.BULK_IMPORT,
         }

@@ -39,8 +39,8 @@ from .config import (
 
 # The Lambda asset: lambdas/ as it is, less what never runs in Lambda. No bundling, so synth
 # needs no Docker; Powertools comes from the managed layer and boto3 from the runtime. Left
-# out: build debris, the CLI and the local stack (emulators, demo, moto server), and the
-# modules only they import (the DLQ tool, the producer, the verifier and its findings).
+# out: build debris and the operator side, three folders: the CLI, the local stack (emulators,
+# demo, moto server) and the operator tools (the DLQ tool, the producer, the verifier).
 # What the handlers import, lazily too, must stay: tests/infra/test_infra_asset.py checks
 # both ways.
 LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
@@ -52,10 +52,7 @@ ASSET_EXCLUDE = [
     "**/.DS_Store",
     "vhs/cli",
     "vhs/local",
-    "vhs/ingest/dlq.py",
-    "vhs/ingest/producer.py",
-    "vhs/maintenance/findings.py",
-    "vhs/maintenance/verify.py",
+    "vhs/operator",
 ]
 
 # CloudWatch Logs' retention periods (config.LOG_RETENTION_DAYS), as CDK names them.

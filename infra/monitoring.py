@@ -1,7 +1,7 @@
 """Monitoring: the alarm topic, the alarms and the pipeline dashboard.
 
 Every alarm sends both its ALARM and its OK notification to one SNS topic, so whoever is
-paged also hears when it is over. Thresholds come from `vhs.resources.ALARMS` (overridable
+paged also hears when it is over. Thresholds come from `infra.shapes.ALARMS` (overridable
 through VhsConfig); the dead-letter alarm is `vhs.resources.DLQ_ALARM`, the definition the
 local stack's alarm evaluator uses. The first dead letter alarms at once: a message in the
 DLQ is a record that was not stored.

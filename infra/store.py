@@ -15,7 +15,7 @@ from constructs import Construct
 
 from vhs import resources
 
-from . import nag
+from . import nag, shapes
 
 _ATTRIBUTE_TYPES = {
     "S": dynamodb.AttributeType.STRING,
@@ -88,7 +88,7 @@ class Store(Construct):
             bucket_name=access_log_bucket_name,
             expiry=s3.LifecycleRule(
                 id="expire-access-logs",
-                expiration=cdk.Duration.days(resources.ACCESS_LOG_EXPIRATION_DAYS),
+                expiration=cdk.Duration.days(shapes.ACCESS_LOG_EXPIRATION_DAYS),
             ),
         )
         # No logs of its own: it is the access-log target of the other buckets, which
@@ -116,7 +116,7 @@ class Store(Construct):
             expiry=s3.LifecycleRule(
                 id="expire-noncurrent-bodies",
                 noncurrent_version_expiration=cdk.Duration.days(
-                    resources.BUCKET_NONCURRENT_VERSION_DAYS
+                    shapes.BUCKET_NONCURRENT_VERSION_DAYS
                 ),
                 expired_object_delete_marker=True,
             ),

@@ -24,9 +24,9 @@ from vhs.codec import DELTA, compress, sha256_hex
 from vhs.deltas import inline_bodies, inline_body, supersede
 from vhs.errors import ConfigurationError
 from vhs.local.metering import RequestMeter
-from vhs.maintenance.findings import FindingKind
-from vhs.maintenance.verify import verify
 from vhs.model import Entry
+from vhs.operator.findings import FindingKind
+from vhs.operator.verify import verify
 from vhs.settings import DELTA_HISTORY, StoreSettings
 from vhs.store import VersionedHybridStore
 

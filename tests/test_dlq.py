@@ -32,10 +32,10 @@ from vhs.ingest.deadletter import (
     producer_attributes,
     receipt_vouches_for,
 )
-from vhs.ingest.dlq import DeadLetterQueue, RedriveFilter
 from vhs.ingest.staging import StagingLocation
 from vhs.local.invoke import LambdaContext, load_handler
 from vhs.local.sqs_source import lambda_record, settle_response
+from vhs.operator.dlq import DeadLetterQueue, RedriveFilter
 
 REGION = "us-east-1"
 TABLE, BUCKET, STAGING = "records", "vhs-dlq-bodies", "vhs-dlq-staging"

@@ -22,7 +22,7 @@ from vhs import BodyHashMismatch, InvalidInput, Retention, VersionedHybridStore
 from vhs.errors import InvalidPart, PartNotFound, PartTooLarge
 from vhs.item import BODY_HASH, PARTS, entry_size
 from vhs.maintenance.gc import GarbageCollector
-from vhs.maintenance.verify import verify
+from vhs.operator.verify import verify
 from vhs.parts import MAX_PARTS, manifest_hash
 
 SCAN = large(11, 200_000)

@@ -44,11 +44,11 @@ from vhs.ingest.deadletter import (
     FIRST_SEEN,
     SOURCE_MESSAGE_ID,
 )
-from vhs.ingest.producer import Producer
 from vhs.local.alarms import ALARM
 from vhs.local.function_logs import read_function_log
 from vhs.local.sqs_source import LocalPipeline
 from vhs.local.stack import client
+from vhs.operator.producer import Producer
 
 pytestmark = pytest.mark.slow
 

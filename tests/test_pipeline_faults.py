@@ -64,8 +64,6 @@ from vhs import RecordNotFound, VersionedHybridStore, keys, resources
 from vhs.codec import BINARY_CONTENT_TYPE as BINARY
 from vhs.codec import Body
 from vhs.ingest.deadletter import DeadLetter
-from vhs.ingest.dlq import DeadLetterQueue
-from vhs.ingest.producer import Producer
 from vhs.ingest.staging import StagingLocation
 from vhs.item import condemnation_of, item_from_dynamo
 from vhs.local.invoke import load_handler
@@ -73,6 +71,8 @@ from vhs.local.sqs_source import Invocation, SqsEventSource, lambda_record, queu
 from vhs.local.stack import MotoServer, client, environment
 from vhs.local.stream_source import LocalChangeFeed
 from vhs.maintenance.gc import GarbageCollector
+from vhs.operator.dlq import DeadLetterQueue
+from vhs.operator.producer import Producer
 from vhs.ordering import parse_timestamp
 from vhs.retention import Retention
 

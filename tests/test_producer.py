@@ -13,9 +13,9 @@ import pytest
 
 from vhs import resources
 from vhs.ingest.contract import validate_message
-from vhs.ingest.dlq import queue_depth
-from vhs.ingest.producer import LOCAL_MAX_QUEUED, MAX_BATCH_ENTRIES, Producer, is_local_endpoint
 from vhs.ingest.staging import claim_check_pointer
+from vhs.operator.producer import LOCAL_MAX_QUEUED, MAX_BATCH_ENTRIES, Producer, is_local_endpoint
+from vhs.operator.queues import queue_depth
 
 REGION = "us-east-1"
 

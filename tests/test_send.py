@@ -31,9 +31,9 @@ from support.bad_inputs import (
 from vhs.cli.app import main as vhs
 from vhs.errors import InvalidMessage
 from vhs.ingest.contract import read_message
-from vhs.ingest.producer import Producer
 from vhs.ingest.staging import StagingLocation, claim_check_pointer
 from vhs.local.invoke import load_handler
+from vhs.operator.producer import Producer
 
 
 def as_line(case: Case) -> bytes | None:

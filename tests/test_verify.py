@@ -20,8 +20,8 @@ import pytest
 
 from support.backends import Backend
 from vhs import Retention, VersionedHybridStore
-from vhs.maintenance.findings import Finding, FindingKind, VerifyProgress
-from vhs.maintenance.verify import Verifier, verify
+from vhs.operator.findings import Finding, FindingKind, VerifyProgress
+from vhs.operator.verify import Verifier, verify
 
 T = "2026-11-01T00:00:00Z"
 

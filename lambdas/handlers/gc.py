@@ -18,14 +18,12 @@ from vhs import settings
 from vhs.aws import aws_client
 from vhs.errors import InvalidInput
 from vhs.keys import all_shards
-from vhs.maintenance.gc import DEFAULT_GRACE, GarbageCollector, parse_duration
+from vhs.maintenance.gc import DEFAULT_GRACE, RESERVE_MS, GarbageCollector, parse_duration
 from vhs.settings import GC_FUNCTION
 from vhs.store import VersionedHybridStore
 
 logger, metrics = logger_and_metrics(GC_FUNCTION)
 
-# Stop with this much time left (checked after every listing page): a page's deletes.
-RESERVE_MS = 120_000
 # The report's counts, each a metric gc_<name>.
 COUNTED = (
     "listed",

@@ -197,41 +197,32 @@ VersionNumber = Annotated[
 # so serialise it; a body leaves as `_body_response` encodes it.
 
 
-@app.route(
-    "/records/<id>",
-    method=["GET", "HEAD"],
-    summary="The latest version of a record",
-    responses=_BODY_RESPONSES,
-)
+def _bytes_route(path: str, summary: str, responses: dict[int | str, Any]) -> Callable:
+    """A route that serves a body or a part's bytes: GET, and HEAD for the headers alone."""
+    return app.route(path, method=["GET", "HEAD"], summary=summary, responses=responses)
+
+
+@_bytes_route("/records/<id>", "The latest version of a record", _BODY_RESPONSES)
 def latest(id: IdSegment):
     return _send(store().locate(_id(id)))
 
 
-@app.route(
-    "/records/<id>/versions/<version>",
-    method=["GET", "HEAD"],
-    summary="A retained version of a record",
-    responses=_BODY_RESPONSES,
-)
+@_bytes_route("/records/<id>/versions/<version>", "A retained version of a record", _BODY_RESPONSES)
 def version(id: IdSegment, version: VersionNumber):
     return _send(store().locate(_id(id), int(version)))
 
 
-@app.route(
-    "/records/<id>/parts/<name>",
-    method=["GET", "HEAD"],
-    summary="A part of the latest version of a record",
-    responses=_PART_RESPONSES,
+@_bytes_route(
+    "/records/<id>/parts/<name>", "A part of the latest version of a record", _PART_RESPONSES
 )
 def latest_part(id: IdSegment, name: PartName):
     return _send_part(store().locate(_id(id)), _part_name(name))
 
 
-@app.route(
+@_bytes_route(
     "/records/<id>/versions/<version>/parts/<name>",
-    method=["GET", "HEAD"],
-    summary="A part of a retained version of a record",
-    responses=_PART_RESPONSES,
+    "A part of a retained version of a record",
+    _PART_RESPONSES,
 )
 def version_part(id: IdSegment, version: VersionNumber, name: PartName):
     return _send_part(store().locate(_id(id), int(version)), _part_name(name))

@@ -41,9 +41,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from handlers.observability import instrumented, logger_and_metrics
-from vhs import keys, settings
-from vhs.aws import aws_client
-from vhs.changes.feed import ChangePublisher
+from vhs import settings
 from vhs.changes.reindex import (
     FOREIGN_EXAMPLES,
     Counts,
@@ -51,9 +49,9 @@ from vhs.changes.reindex import (
     Target,
     TokenBucket,
     reindex_segment,
+    run_options,
     validate_page_size,
     validate_rate,
-    validate_segments,
 )
 from vhs.errors import InvalidInput
 from vhs.resources import REINDEX
@@ -69,18 +67,7 @@ class Worker:
 
     @classmethod
     def from_env(cls) -> Worker:
-        """VHS_TABLE_NAME, VHS_BUCKET_NAME and VHS_CHANGE_TOPIC_ARN are required; VHS_PREFIX
-        as the store's."""
-        table, bucket, topic = settings.require(
-            settings.TABLE_NAME, settings.BUCKET_NAME, settings.CHANGE_TOPIC_ARN
-        )
-        target = Target(
-            dynamodb=aws_client("dynamodb"),
-            table=table,
-            publisher=ChangePublisher(aws_client("sns"), topic),
-            bucket=bucket,
-            prefix=keys.validate_prefix(settings.get(settings.PREFIX)),
-        )
+        target = Target.from_env()
         stop = settings.whole_number(
             settings.REINDEX_STOP_AT_REMAINING_MS, REINDEX.stop_at_remaining_ms
         )
@@ -128,15 +115,16 @@ def plan_run(request: Any, execution: Any) -> dict[str, Any]:
         raise InvalidInput(
             unknown[0], f"is not a reindex option (those are {', '.join(PLAN_FIELDS)})"
         )
-    total = validate_segments(
-        request.get("total_segments", REINDEX.default_segments), "total_segments"
-    )
     run = {
         "run_id": execution,
-        "total_segments": total,
-        "rate": validate_rate(request.get("rate", REINDEX.default_rate)),
-        "page_size": validate_page_size(request.get("page_size", REINDEX.page_size)),
+        **run_options(
+            request.get("total_segments", REINDEX.default_segments),
+            request.get("rate", REINDEX.default_rate),
+            request.get("page_size", REINDEX.page_size),
+            segments_field="total_segments",
+        ),
     }
+    total = run["total_segments"]
     selection = Selection.of(request.get("ids"), request.get("since"), request.get("until"))
     run.update((k, v) for k, v in selection.as_dict().items() if k != "ids" and v is not None)
     ids = selection.ids

@@ -19,6 +19,7 @@ from infra_support import (
     statements,
 )
 
+from infra import shapes
 from infra.changes import STREAM_LIST_ACTIONS, STREAM_READ_ACTIONS, TOPIC_KEY_ACTIONS
 from vhs import resources
 from vhs.local.invoke import HANDLERS
@@ -133,7 +134,7 @@ def test_the_function_environment(changes: dict[str, Any]) -> None:
             ["vhs-prod-bodies-", {"Ref": "AWS::AccountId"}, "-", {"Ref": "AWS::Region"}],
         ]
     }
-    assert env["VHS_PREFIX"] == resources.DEPLOYED_BODY_PREFIX
+    assert env["VHS_PREFIX"] == shapes.DEPLOYED_BODY_PREFIX
     assert env["POWERTOOLS_SERVICE_NAME"] == "vhs-changes"
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "VHS/prod"
     assert int(env["VHS_CHANGES_STOP_AT_REMAINING_MS"]) == SHAPE.stop_publishing_at_remaining_ms

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from infra import VhsConfig
+from infra import VhsConfig, shapes
 from infra.config import (
     BUCKET_ROLES,
     LOG_RETENTION_DAYS,
@@ -35,7 +35,7 @@ def test_defaults() -> None:
     assert c.alarm_email is None
     assert c.log_retention_days == 30
     assert c.ingest == resources.INGEST
-    assert c.alarms == resources.ALARMS
+    assert c.alarms == shapes.ALARMS
     assert c.ingest_event_source is True
     assert c.prefix == "Vhs-dev"
     assert c.table_name == "vhs-dev-records"

@@ -26,7 +26,7 @@ from infra_support import (
     statements,
 )
 
-from infra import VhsConfig
+from infra import VhsConfig, shapes
 from infra.config import ConfigError
 from infra.gc import GarbageCollection, gc_function_name
 from vhs import resources
@@ -122,7 +122,7 @@ def test_the_function_environment(gc: dict[str, Any]) -> None:
     assert {k: render(v) for k, v in env.items()} == {
         "VHS_TABLE_NAME": "vhs-prod-records",
         "VHS_BUCKET_NAME": "vhs-prod-bodies-${AWS::AccountId}-${AWS::Region}",
-        "VHS_PREFIX": resources.DEPLOYED_BODY_PREFIX,
+        "VHS_PREFIX": shapes.DEPLOYED_BODY_PREFIX,
         "VHS_GC_GRACE": SHAPE.grace,
         "POWERTOOLS_SERVICE_NAME": "vhs-gc",
         "POWERTOOLS_METRICS_NAMESPACE": "VHS/prod",
@@ -175,19 +175,19 @@ def test_the_role_grants_exactly_what_the_collector_calls(gc: dict[str, Any]) ->
             "Effect": "Allow",
             "Action": ["s3:ListBucket"],
             "Resource": [BODIES],
-            "Condition": {"StringLike": {"s3:prefix": f"{resources.DEPLOYED_BODY_PREFIX}/*"}},
+            "Condition": {"StringLike": {"s3:prefix": f"{shapes.DEPLOYED_BODY_PREFIX}/*"}},
         },
         {
             "Sid": "ReadBodyMetadata",
             "Effect": "Allow",
             "Action": ["s3:GetObject"],
-            "Resource": [f"{BODIES}/{resources.DEPLOYED_BODY_PREFIX}/*"],
+            "Resource": [f"{BODIES}/{shapes.DEPLOYED_BODY_PREFIX}/*"],
         },
         {
             "Sid": "DeleteOrphanedBodies",
             "Effect": "Allow",
             "Action": ["s3:DeleteObject"],
-            "Resource": [f"{BODIES}/{resources.DEPLOYED_BODY_PREFIX}/*"],
+            "Resource": [f"{BODIES}/{shapes.DEPLOYED_BODY_PREFIX}/*"],
         },
         {
             "Sid": "ReadAndMarkIndex",
@@ -251,7 +251,7 @@ def test_delete_is_granted_only_to_the_collector_and_only_under_the_body_prefix(
                         deletes.append(
                             (stack.stack_name, [render(r) for r in as_list(s["Resource"])])
                         )
-    assert deletes == [("Vhs-prod-Maintenance", [f"{BODIES}/{resources.DEPLOYED_BODY_PREFIX}/*"])]
+    assert deletes == [("Vhs-prod-Maintenance", [f"{BODIES}/{shapes.DEPLOYED_BODY_PREFIX}/*"])]
 
 
 def test_the_collector_can_never_act_on_the_whole_bucket(tmp_path: Path) -> None:
@@ -358,7 +358,7 @@ def test_the_errors_alarm_notifies_the_alarm_topic(gc: dict[str, Any]) -> None:
         "Sum",
     )
     assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": function}}]
-    assert alarm["Period"] == resources.ALARMS.period_seconds
+    assert alarm["Period"] == shapes.ALARMS.period_seconds
     assert (alarm["ComparisonOperator"], alarm["Threshold"], alarm["EvaluationPeriods"]) == (
         "GreaterThanOrEqualToThreshold",
         1,

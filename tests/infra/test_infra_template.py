@@ -16,10 +16,11 @@ from infra_support import (
     statements,
 )
 
+from infra import shapes
 from infra.config import powertools_ssm_parameter
 from vhs import resources
 
-BODY_PREFIX = resources.DEPLOYED_BODY_PREFIX
+BODY_PREFIX = shapes.DEPLOYED_BODY_PREFIX
 
 
 # --- stacks -----------------------------------------------------------------------------------
@@ -122,7 +123,7 @@ def test_body_and_staging_buckets_log_access_and_keep_their_own_lifecycle(
     assert {
         "ExpiredObjectDeleteMarker": True,
         "Id": "expire-noncurrent-bodies",
-        "NoncurrentVersionExpiration": {"NoncurrentDays": resources.BUCKET_NONCURRENT_VERSION_DAYS},
+        "NoncurrentVersionExpiration": {"NoncurrentDays": shapes.BUCKET_NONCURRENT_VERSION_DAYS},
         "Status": "Enabled",
     } in bodies["LifecycleConfiguration"]["Rules"]
     staging_rules = found["staging"]["Properties"]["LifecycleConfiguration"]["Rules"]
@@ -269,7 +270,7 @@ def test_asset_is_the_lambdas_folder_without_build_debris(app: Synthesized) -> N
     files = {str(p.relative_to(asset)) for p in asset.rglob("*") if p.is_file()}
     assert "handlers/ingest.py" in files
     assert "vhs/store.py" in files
-    assert "vhs/resources.py" in files
+    assert "vhs/resources/__init__.py" in files
     assert not [f for f in files if "__pycache__" in f or ".egg-info" in f or f.endswith(".pyc")]
 
 
@@ -449,7 +450,7 @@ def test_function_queue_age_and_table_alarms(ingest: dict[str, Any]) -> None:
     age = found["QueueAge"]
     assert age["MetricName"] == "ApproximateAgeOfOldestMessage"
     assert age["ComparisonOperator"] == "GreaterThanThreshold"
-    assert age["Threshold"] == resources.ALARMS.oldest_message_age_seconds == 900
+    assert age["Threshold"] == shapes.ALARMS.oldest_message_age_seconds == 900
     table = found["TableThrottles"]
     metrics = [m["MetricStat"]["Metric"] for m in table["Metrics"] if "MetricStat" in m]
     assert {m["MetricName"] for m in metrics} == {"ThrottledRequests"}

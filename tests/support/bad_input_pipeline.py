@@ -46,12 +46,13 @@ from support.bad_inputs import (
 from support.stacks import fresh_stack
 from vhs import RecordNotFound, VersionedHybridStore
 from vhs.ingest.deadletter import DeadLetter
-from vhs.ingest.dlq import DeadLetterQueue, QueueDepth, RedriveFilter, queue_depth
 from vhs.ingest.staging import StagingLocation
 from vhs.local.function_logs import function_output
 from vhs.local.invoke import load_handler
 from vhs.local.sqs_source import Invocation, SqsEventSource, lambda_record
 from vhs.local.stack import LocalStack, MotoServer, client, environment
+from vhs.operator.dlq import DeadLetterQueue, RedriveFilter
+from vhs.operator.queues import QueueDepth, queue_depth
 
 CASES_PER_BATCH = 6
 BATCH_SIZE = 10  # SQS's and the deployed event source's

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from .. import keys
+from .. import keys, settings
 from ..errors import InvalidInput
 from ..index import ScanPage, scan_pages
 from ..item import ID, MalformedItem, item_from_dynamo, layout_problem
@@ -111,12 +111,16 @@ def _epoch(stored: str) -> float:
     return datetime.fromisoformat(stored.replace("Z", "+00:00")).timestamp()
 
 
-def validate_segments(segments: int, field: str = "segments") -> int:
-    if isinstance(segments, bool) or not isinstance(segments, int):
+def _count(value: int, field: str, most: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(field, "must be a whole number")
-    if not 1 <= segments <= MAX_SEGMENTS:
-        raise InvalidInput(field, f"must be 1..{MAX_SEGMENTS}")
-    return segments
+    if not 1 <= value <= most:
+        raise InvalidInput(field, f"must be 1..{most}")
+    return value
+
+
+def validate_segments(segments: int, field: str = "segments") -> int:
+    return _count(segments, field, MAX_SEGMENTS)
 
 
 def validate_rate(rate: float, field: str = "rate") -> float:
@@ -128,11 +132,19 @@ def validate_rate(rate: float, field: str = "rate") -> float:
 
 
 def validate_page_size(page_size: int, field: str = "page_size") -> int:
-    if isinstance(page_size, bool) or not isinstance(page_size, int):
-        raise InvalidInput(field, "must be a whole number")
-    if not 1 <= page_size <= MAX_PAGE_SIZE:
-        raise InvalidInput(field, f"must be 1..{MAX_PAGE_SIZE}")
-    return page_size
+    return _count(page_size, field, MAX_PAGE_SIZE)
+
+
+def run_options(
+    total_segments: int, rate: float, page_size: int, *, segments_field: str = "segments"
+) -> dict[str, Any]:
+    """A run's segments, rate and page size, each checked (in that order): the same options
+    whether the run is planned by the state machine or run here by `vhs reindex`."""
+    return {
+        "total_segments": validate_segments(total_segments, segments_field),
+        "rate": validate_rate(rate),
+        "page_size": validate_page_size(page_size),
+    }
 
 
 # --- the rate bound ---------------------------------------------------------------------------
@@ -234,6 +246,24 @@ class Target:
     publisher: ChangePublisher
     bucket: str
     prefix: str = ""
+
+    @classmethod
+    def from_env(cls, hint: str = "") -> Target:
+        """The store's table, bucket and prefix and the change topic, from the environment
+        (settings.TABLE_NAME, BUCKET_NAME and CHANGE_TOPIC_ARN are required; `hint` says where
+        to find them); the deployed worker and `vhs reindex` both run on this."""
+        from ..aws import aws_client
+
+        table, bucket, topic = settings.require(
+            settings.TABLE_NAME, settings.BUCKET_NAME, settings.CHANGE_TOPIC_ARN, hint=hint
+        )
+        return cls(
+            dynamodb=aws_client("dynamodb"),
+            table=table,
+            publisher=ChangePublisher(aws_client("sns"), topic),
+            bucket=bucket,
+            prefix=keys.validate_prefix(settings.get(settings.PREFIX)),
+        )
 
 
 def _raw_id(raw: Mapping[str, Any]) -> str | None:

@@ -10,13 +10,13 @@ from .output import console, emit_json
 
 
 def _dlq() -> Any:
-    from ..ingest.dlq import DeadLetterQueue
+    from ..operator.dlq import DeadLetterQueue
 
     return DeadLetterQueue.from_env()
 
 
 def _dlq_filter(args: argparse.Namespace) -> Any:
-    from ..ingest.dlq import RedriveFilter
+    from ..operator.dlq import RedriveFilter
 
     return RedriveFilter(
         error_types=frozenset(args.type or ()),

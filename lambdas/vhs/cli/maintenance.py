@@ -69,7 +69,7 @@ VERIFY_COUNTS = (
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from ..maintenance.verify import Verifier
+    from ..operator.verify import Verifier
 
     verifier = Verifier(
         open_store(),

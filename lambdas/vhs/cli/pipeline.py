@@ -165,7 +165,7 @@ def cmd_send(args: argparse.Namespace) -> int:
 
     from rich.markup import escape
 
-    from ..ingest.producer import Producer
+    from ..operator.producer import Producer
 
     path = Path(args.file)
     # One pass to count (the bar's total, the summary's last line), then the lines stream:

@@ -34,9 +34,7 @@ from ..changes.reindex import (
     Target,
     TokenBucket,
     reindex_segment,
-    validate_page_size,
-    validate_rate,
-    validate_segments,
+    run_options,
 )
 from ..errors import ConfigurationError, InvalidInput
 from ..resources import REINDEX
@@ -92,10 +90,8 @@ class Checkpoint:
         return cls(
             path=path or CHECKPOINT_DIR / f"{run_id}.json",
             run_id=run_id,
-            total_segments=validate_segments(total_segments),
+            **run_options(total_segments, rate, page_size),
             selection=selection,
-            rate=validate_rate(rate),
-            page_size=validate_page_size(page_size),
             started_at=now(),
             segments=[SegmentState() for _ in range(total_segments)],
         )
@@ -115,10 +111,8 @@ class Checkpoint:
         return cls(
             path=path,
             run_id=data["run_id"],
-            total_segments=validate_segments(len(segments)),
+            **run_options(len(segments), data["rate"], data["page_size"]),
             selection=Selection.from_dict(data.get("selection") or {}),
-            rate=validate_rate(data["rate"]),
-            page_size=validate_page_size(data["page_size"]),
             started_at=data["started_at"],
             segments=segments,
             foreign_ids=list(data.get("foreign_ids") or []),
@@ -224,23 +218,7 @@ def run_local(
 
 
 def _target() -> Target:
-    from ..aws import aws_client
-    from ..changes.feed import ChangePublisher
-    from ..keys import validate_prefix
-
-    table, bucket, topic = settings.require(
-        settings.TABLE_NAME,
-        settings.BUCKET_NAME,
-        settings.CHANGE_TOPIC_ARN,
-        hint="try: eval $(vhs local up), or --stack",
-    )
-    return Target(
-        dynamodb=aws_client("dynamodb"),
-        table=table,
-        publisher=ChangePublisher(aws_client("sns"), topic),
-        bucket=bucket,
-        prefix=validate_prefix(settings.get(settings.PREFIX)),
-    )
+    return Target.from_env(hint="try: eval $(vhs local up), or --stack")
 
 
 def _summary(checkpoint: Checkpoint, status: str) -> dict[str, Any]:
@@ -364,9 +342,11 @@ def _start_cloud(args: argparse.Namespace) -> int:
     run_id = f"reindex-{uuid.uuid4().hex[:12]}"
     # The run id is the execution's name: the state machine refuses an input naming one.
     run_input = {
-        "total_segments": validate_segments(args.segments or REINDEX.default_segments),
-        "rate": validate_rate(args.rate or REINDEX.default_rate),
-        "page_size": validate_page_size(args.page_size),
+        **run_options(
+            args.segments or REINDEX.default_segments,
+            args.rate or REINDEX.default_rate,
+            args.page_size,
+        ),
         "since": selection.since,
         "until": selection.until,
     }

@@ -24,8 +24,8 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import resources
-from ..ingest.producer import Producer
 from ..ingest.staging import S3Location, claim_check_body
+from ..operator.producer import Producer
 from ..settings import STAGING_PREFIX
 from ..store import VersionedHybridStore
 from .function_logs import read_function_log

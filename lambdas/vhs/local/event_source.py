@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Self, TypeVar
 
@@ -123,6 +124,16 @@ def reported_failures(response: Any, identifiers: list[str]) -> list[str] | None
         if all(isinstance(i, str) and i in known for i in listed):
             return listed  # type: ignore[return-value]  # every one a str, checked above
     return None
+
+
+@dataclass(kw_only=True)
+class Invoked:
+    """One invocation of the function, as an event source saw it: what every source records
+    (each adds what its batches are made of)."""
+
+    request_id: str
+    error: str | None  # the handler raised, timed out or answered malformed
+    seconds: float
 
 
 class Call(NamedTuple):

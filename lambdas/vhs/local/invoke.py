@@ -83,7 +83,7 @@ def _shape(name: str) -> Any:
 
 
 def configured_timeout(name: str) -> int:
-    """The timeout the CDK app configures for the function `name` (resources.py's shapes,
+    """The timeout the CDK app configures for the function `name` (vhs.resources' shapes,
     which infra/function.py deploys); 60 s for a module path."""
     shape = _shape(name)
     return shape.function_timeout_seconds if shape is not None else 60

@@ -46,11 +46,11 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..ingest.dlq import QueueDepth, queue_depth
+from ..operator.queues import QueueDepth, queue_depth
 from ..resources import INGEST
 from ..settings import INGEST_FUNCTION
 from .alarms import AlarmEvaluator
-from .event_source import EventSource, Handler, LocalFunction, malformed, reported_failures
+from .event_source import EventSource, Handler, Invoked, LocalFunction, malformed, reported_failures
 from .stack import client
 
 # Lambda's limit on a synchronous invocation's payload; an SQS batch never exceeds it.
@@ -132,15 +132,10 @@ def settle_response(response: Any, message_ids: list[str]) -> tuple[list[str], s
 
 
 @dataclass
-class Invocation:
-    """One invocation of the function, as the event source saw it."""
-
-    request_id: str
+class Invocation(Invoked):
     message_ids: list[str]
     receive_counts: list[int]
     failed: list[str]  # left on the queue, to be redelivered
-    error: str | None  # the handler raised, timed out or answered malformed
-    seconds: float
 
 
 @dataclass
@@ -355,12 +350,12 @@ class SqsEventSource(EventSource):
         left = set(failed)
         self._delete([r for r in records if r["messageId"] not in left])
         invocation = Invocation(
-            call.request_id,
             message_ids,
             [int(r["attributes"].get("ApproximateReceiveCount", "1")) for r in records],
             failed,
-            error,
-            call.seconds,
+            request_id=call.request_id,
+            error=error,
+            seconds=call.seconds,
         )
         with self._lock:
             self.stats.invocations += 1

@@ -2,7 +2,7 @@
 
 `vhs local up` uses it, and so do the integration tests and the benchmarks. The server runs
 as a child process (so its state is never shared with an in-process `mock_aws`), and the
-resources are created from the same shapes (resources.py) that the CDK app deploys: the table
+resources are created from the same shapes (vhs.resources) that the CDK app deploys: the table
 and the body bucket, and for the ingest pipeline the staging bucket (claim-check payloads and
 staged bodies, expiring), the ingest queue, its dead-letter queue with the deployed redrive
 policy, and the DLQ alarm. sqs_source.py runs the pipeline on it. The environments it

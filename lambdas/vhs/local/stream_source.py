@@ -43,7 +43,7 @@ from .. import settings
 from ..aws import error_code
 from ..changes.stream import MAX_GET_RECORDS, lambda_record
 from ..resources import CHANGES, ChangeFeedShape
-from .event_source import EventSource, Handler, LocalFunction, malformed, reported_failures
+from .event_source import EventSource, Handler, Invoked, LocalFunction, malformed, reported_failures
 from .stack import client, endpoint_environment, function_environment
 from .stream_failures import failure_record, sqs_destination
 
@@ -76,15 +76,10 @@ def settle_response(response: Any, sequence_numbers: list[str]) -> tuple[int | N
 
 
 @dataclass
-class StreamInvocation:
-    """One invocation of the function, as the event source saw it."""
-
-    request_id: str
+class StreamInvocation(Invoked):
     shard_id: str
     sequence_numbers: list[str]
     retry_from: str | None  # the checkpoint: this record and every later one come again
-    error: str | None  # the handler raised, timed out or answered malformed
-    seconds: float
 
 
 @dataclass
@@ -335,12 +330,12 @@ class DynamoDBStreamSource(EventSource):
         self.stats.invocations += 1
         self.stats.records_done += done
         invocation = StreamInvocation(
-            call.request_id,
             shard.shard_id,
             sequence_numbers,
             None if retry_at is None else sequence_numbers[retry_at],
-            error,
-            call.seconds,
+            request_id=call.request_id,
+            error=error,
+            seconds=call.seconds,
         )
         self.invocations.append(invocation)
         if retry_at is None:

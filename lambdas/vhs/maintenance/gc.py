@@ -32,10 +32,8 @@ cannot be listed is reported in `failed_shards`.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
 from typing import Any
@@ -55,12 +53,16 @@ from ..item import (
 )
 from ..model import Item
 from ..store import MAX_WRITE_WINDOW, VersionedHybridStore
+from .fence import DeleteFenced, delete_fence, install_delete_fence
 
 log = logging.getLogger(__name__)
 
 DEFAULT_GRACE = timedelta(hours=1)
 DEFAULT_LEASE = timedelta(minutes=5)
 LIST_PAGE_SIZE = 1000
+# The scheduled function (handlers.gc) stops taking work with this much of its timeout left
+# (checked after every listing page): time for a page's deletes and to hand the rest on.
+RESERVE_MS = 120_000
 
 
 @dataclass
@@ -101,42 +103,6 @@ class _Object:
     key: str
     content_hash: str
     size: int
-
-
-class DeleteFenced(Exception):
-    """A delete's request reached its send time after the latest moment its condemnation
-    allows; it was not sent."""
-
-
-# The fence of the delete being sent from this thread: (latest send time, clock).
-_FENCE: contextvars.ContextVar[tuple[float, Callable[[], float]] | None] = contextvars.ContextVar(
-    "vhs_gc_delete_fence", default=None
-)
-
-
-def _check_fence(**_: Any) -> None:
-    fence = _FENCE.get()
-    if fence is not None and fence[1]() > fence[0]:
-        raise DeleteFenced(f"the delete would be sent after {fence[0]}")
-
-
-@contextlib.contextmanager
-def delete_fence(latest: float, clock: Callable[[], float]) -> Iterator[None]:
-    """Refuse, at the moment of sending, every attempt (first try or SDK retry) of a request
-    made in this block after `latest` by `clock`. Needs `install_delete_fence` on the client."""
-    token = _FENCE.set((latest, clock))
-    try:
-        yield
-    finally:
-        _FENCE.reset(token)
-
-
-def install_delete_fence(s3: Any) -> None:
-    """Check the fence on the client's DeleteObject requests, before anything else sees them
-    (in-process moto answers in a handler of the same event: the fence must come first)."""
-    s3.meta.events.register_first(
-        "before-send.s3.DeleteObject", _check_fence, unique_id="vhs-gc-delete-fence"
-    )
 
 
 class GarbageCollector:

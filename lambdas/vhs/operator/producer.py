@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -41,10 +41,10 @@ from .. import settings
 from ..aws import is_object_missing
 from ..codec import MAX_BODY_SIZE
 from ..errors import InvalidMessage, MissingStagedObject
+from ..ingest.contract import MessageLimits, read_message
+from ..ingest.staging import S3Location, StagingLocation, claim_check_attributes, claim_check_body
+from ..ingest.strict_json import parse_json_body
 from ..resources import INGEST, STAGING_PREFIX
-from .contract import MessageLimits, read_message
-from .staging import S3Location, StagingLocation, claim_check_attributes, claim_check_body
-from .strict_json import parse_json_body
 
 MAX_BATCH_ENTRIES = 10
 # Room for message attributes and the batch request's own framing.
@@ -101,6 +101,20 @@ class SendReport:
     @property
     def ok(self) -> bool:
         return not self.refused and not self.not_sent
+
+
+class Flow(TypedDict, total=False):
+    """How a send reports and stops (the keyword arguments of `send` and `send_lines`).
+
+    `progress(n)` is called as n more messages are accounted for. Once `stop` is set, no
+    further line is read: the batch in hand is sent (unless the producer is waiting on a full
+    queue, when it is left unsent) and the report says `interrupted`, with the `next_line` to
+    resume from. `waiting(depth)` is called while the producer waits on a full queue (the
+    queue is the bottleneck), and `waiting(None)` once it sends again."""
+
+    progress: Callable[[int], None] | None
+    stop: threading.Event | None
+    waiting: Callable[[int | None], None] | None
 
 
 @dataclass(frozen=True)
@@ -165,40 +179,19 @@ class Producer:
             **options,
         )
 
-    def send(
-        self,
-        messages: Iterable[dict[str, Any]],
-        *,
-        progress: Callable[[int], None] | None = None,
-        stop: threading.Event | None = None,
-        waiting: Callable[[int | None], None] | None = None,
-    ) -> SendReport:
-        """Send every message (as compact JSON); `progress(n)` is called as n more messages
-        are accounted for. Messages the handler would refuse (when validating) are reported
-        in `refused`, with their 1-based position as the line, and not sent. `stop` and
-        `waiting`: as for send_lines."""
+    def send(self, messages: Iterable[dict[str, Any]], **flow: Unpack[Flow]) -> SendReport:
+        """Send every message (as compact JSON). Messages the handler would refuse (when
+        validating) are reported in `refused`, with their 1-based position as the line, and
+        not sent. `flow`: see Flow."""
         report = SendReport()
-        serialised = self._serialised(messages, report, progress)
-        return self._send(serialised, report, progress, stop, waiting)
+        serialised = self._serialised(messages, report, flow.get("progress"))
+        return self._send(serialised, report, **flow)
 
-    def send_lines(
-        self,
-        lines: Iterable[tuple[int, bytes]],
-        *,
-        progress: Callable[[int], None] | None = None,
-        stop: threading.Event | None = None,
-        waiting: Callable[[int | None], None] | None = None,
-    ) -> SendReport:
+    def send_lines(self, lines: Iterable[tuple[int, bytes]], **flow: Unpack[Flow]) -> SendReport:
         """Send each (line number, line) as it is: the line's bytes, without its terminator,
         unchanged. Lines the handler would refuse (when validating) are reported in
-        `refused` with their number, and not sent.
-
-        Once `stop` is set, no further line is read: the batch in hand is sent (unless the
-        producer is waiting on a full queue, when it is left unsent) and the report says
-        `interrupted`, with the `next_line` to resume from. `waiting(depth)` is called while
-        the producer waits on a full queue (the queue is the bottleneck), and
-        `waiting(None)` once it sends again."""
-        return self._send(lines, SendReport(), progress, stop, waiting)
+        `refused` with their number, and not sent. `flow`: see Flow."""
+        return self._send(lines, SendReport(), **flow)
 
     def _serialised(
         self,
@@ -219,7 +212,7 @@ class Producer:
         self,
         lines: Iterable[tuple[int, bytes]],
         report: SendReport,
-        progress: Callable[[int], None] | None,
+        progress: Callable[[int], None] | None = None,
         stop: threading.Event | None = None,
         waiting: Callable[[int | None], None] | None = None,
     ) -> SendReport:
@@ -274,7 +267,7 @@ class Producer:
         if self._headroom >= count:
             self._headroom -= count
             return True
-        from .dlq import queue_depth
+        from .queues import queue_depth
 
         started: float | None = None
         while True:

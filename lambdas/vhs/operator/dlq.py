@@ -37,7 +37,7 @@ timeout ends).
 from __future__ import annotations
 
 import builtins  # DeadLetterQueue.list shadows list in the class body
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
@@ -46,19 +46,20 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import settings
 from ..errors import ConfigurationError
-from .deadletter import (
+from ..ingest.deadletter import (
     ERROR_TYPE,
     DeadLetter,
     parse_or_none,
     producer_attributes,
     receipt_vouches_for,
 )
-from .staging import (
+from ..ingest.staging import (
     CLAIM_CHECK_ATTRIBUTES,
     S3Location,
     StagingLocation,
     is_claim_check,
 )
+from .queues import QueueDepth, QueuePass, queue_depth
 
 # Long enough for one pass over a large DLQ; a message whose timeout runs out mid-pass comes
 # back and is recognised by its message id.
@@ -66,8 +67,6 @@ DEFAULT_VISIBILITY_TIMEOUT = 300
 DEFAULT_WAIT_SECONDS = 1
 # Claim-check payloads up to this size are read to find the record id, when asked to.
 RESOLVE_LIMIT = 16 * 1024 * 1024
-# Stop a pass after this many receives in a row that brought only messages already seen.
-_STALE_RECEIVES = 10
 
 
 @dataclass(frozen=True)
@@ -152,30 +151,6 @@ _ReportT = TypeVar("_ReportT", bound=_Report)
 
 
 @dataclass(frozen=True)
-class QueueDepth:
-    visible: int
-    in_flight: int  # received by someone and not yet deleted or released
-    delayed: int
-
-    @property
-    def empty(self) -> bool:
-        return self.visible == 0 and self.in_flight == 0 and self.delayed == 0
-
-
-_DEPTH_ATTRIBUTES = [
-    "ApproximateNumberOfMessages",
-    "ApproximateNumberOfMessagesNotVisible",
-    "ApproximateNumberOfMessagesDelayed",
-]
-
-
-def queue_depth(sqs: Any, queue_url: str) -> QueueDepth:
-    """A queue's visible, in-flight and delayed messages (one GetQueueAttributes)."""
-    found = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=_DEPTH_ATTRIBUTES)
-    return QueueDepth(*(int(found.get("Attributes", {}).get(n, 0)) for n in _DEPTH_ATTRIBUTES))
-
-
-@dataclass(frozen=True)
 class MoveTask:
     handle: str | None
     status: str  # RUNNING, COMPLETED, CANCELLING, CANCELLED, FAILED
@@ -236,7 +211,7 @@ class DeadLetterQueue:
         `resolve_claim_checks` (and an S3 client), claim-check payloads up to RESOLVE_LIMIT
         are read to find their record ids. `progress` gets the count read so far."""
         letters: builtins.list[DeadLetter] = []
-        with _Pass(self) as peek:
+        with self._pass() as peek:
             for message in peek.messages(limit):
                 letters.append(self._letter(message, resolve_claim_checks))
                 if progress:
@@ -311,7 +286,7 @@ class DeadLetterQueue:
         self,
         selection: RedriveFilter,
         report: _ReportT,
-        act: Callable[[dict[str, Any], _Pass, _ReportT], None],
+        act: Callable[[dict[str, Any], QueuePass, _ReportT], None],
         acted_on: Callable[[], int],
         *,
         dry_run: bool,
@@ -323,7 +298,7 @@ class DeadLetterQueue:
         others as skipped, and leave alone a selected one that `protected` (which counts
         it) keeps. `progress` gets the report after each message."""
         resolve = selection.id_prefix is not None
-        with _Pass(self) as sweep:
+        with self._pass() as sweep:
             for message in sweep.messages(None):
                 letter = self._letter(message, resolve)
                 full = selection.max_messages is not None and acted_on() >= selection.max_messages
@@ -339,7 +314,7 @@ class DeadLetterQueue:
                     progress(report)
         return report
 
-    def _discard(self, message: dict[str, Any], sweep: _Pass, report: DiscardReport) -> None:
+    def _discard(self, message: dict[str, Any], sweep: QueuePass, report: DiscardReport) -> None:
         message_id = message["MessageId"]
         try:
             self.sqs.delete_message(QueueUrl=self.dlq_url, ReceiptHandle=message["ReceiptHandle"])
@@ -350,7 +325,7 @@ class DeadLetterQueue:
             sweep.forget(message_id)
             report.done(message_id)
 
-    def _move(self, message: dict[str, Any], moving: _Pass, report: RedriveReport) -> None:
+    def _move(self, message: dict[str, Any], moving: QueuePass, report: RedriveReport) -> None:
         message_id = message["MessageId"]
         try:
             body, attributes = self._unstaged(message)
@@ -439,6 +414,9 @@ class DeadLetterQueue:
 
     # --- helpers ---------------------------------------------------------------------------
 
+    def _pass(self) -> QueuePass:
+        return QueuePass(self.sqs, self.dlq_url, self.visibility_timeout, self.wait_seconds)
+
     def _arn(self, url: str) -> str:
         attributes = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
         return attributes["Attributes"]["QueueArn"]
@@ -483,67 +461,3 @@ class DeadLetterQueue:
         if isinstance(document, dict) and isinstance(document.get("id"), str):
             return document["id"]
         return None
-
-
-class _Pass:
-    """One pass over the DLQ: every message received once, held invisible until the pass
-    ends, then made visible again unless it was deleted (`forget`)."""
-
-    def __init__(self, dlq: DeadLetterQueue) -> None:
-        self.dlq = dlq
-        self.held: dict[str, str] = {}  # message id -> latest receipt handle
-
-    def __enter__(self) -> _Pass:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-    def messages(self, limit: int | None) -> Iterator[dict[str, Any]]:
-        seen: set[str] = set()
-        stale = 0
-        while limit is None or len(seen) < limit:
-            want = 10 if limit is None else max(1, min(10, limit - len(seen)))
-            response = self.dlq.sqs.receive_message(
-                QueueUrl=self.dlq.dlq_url,
-                MaxNumberOfMessages=want,
-                VisibilityTimeout=self.dlq.visibility_timeout,
-                WaitTimeSeconds=self.dlq.wait_seconds,
-                MessageSystemAttributeNames=["All"],
-                MessageAttributeNames=["All"],
-            )
-            received = response.get("Messages", [])
-            if not received:
-                return
-            # Hold the whole batch before handing out any of it, so that an interruption
-            # releases the messages not yet looked at too.
-            for message in received:
-                self.held[message["MessageId"]] = message["ReceiptHandle"]
-            fresh = [m for m in received if m["MessageId"] not in seen]
-            # (A message seen before had its timeout run out mid-pass: hidden again, and
-            # not handed out twice.)
-            seen.update(m["MessageId"] for m in fresh)
-            yield from fresh
-            stale = 0 if fresh else stale + 1
-            if stale >= _STALE_RECEIVES:
-                return
-
-    def forget(self, message_id: str) -> None:
-        self.held.pop(message_id, None)
-
-    def release(self) -> None:
-        """Make every held message visible again (best effort: a handle that expired means
-        the message is visible already)."""
-        handles = list(self.held.items())
-        self.held.clear()
-        for start in range(0, len(handles), 10):
-            entries = [
-                {"Id": str(n), "ReceiptHandle": handle, "VisibilityTimeout": 0}
-                for n, (_, handle) in enumerate(handles[start : start + 10])
-            ]
-            try:
-                self.dlq.sqs.change_message_visibility_batch(
-                    QueueUrl=self.dlq.dlq_url, Entries=entries
-                )
-            except (ClientError, BotoCoreError):
-                continue  # they come back when their visibility timeout ends

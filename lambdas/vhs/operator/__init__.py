@@ -1,0 +1,1 @@
+"""Operator tools, never in the Lambda asset: the `vhs dlq` tool, the producer, verify."""

@@ -1,0 +1,115 @@
+"""The one definition of the shape of every AWS resource VHS uses, a module a feature (as in
+infra/): store, staging, ingest, changes, reindex, gc, read_api, bulk_import; shape holds
+what they share.
+
+The library, `vhs local up` and the CDK constructs in infra/ all read these, so the local stack
+and the cloud cannot drift apart. Change a shape here and every consumer follows. What only the
+deployed stacks have (alarm thresholds, the deployed body prefix, bucket versioning) is in
+infra/shapes.py.
+"""
+
+from __future__ import annotations
+
+from .bulk_import import BULK_IMPORT, IMPORT_PREFIX, IMPORT_RESULTS_PREFIX, BulkImportShape
+from .changes import (
+    CHANGES,
+    SNS_FIFO_DEDUPLICATION_WINDOW_SECONDS,
+    SNS_MAX_DEDUPLICATION_ID,
+    SNS_MAX_MESSAGE_BYTES,
+    SNS_MAX_MESSAGE_GROUP_ID,
+    SNS_PUBLISH_BATCH_ENTRIES,
+    STREAM_RETENTION_SECONDS,
+    ChangeFeedShape,
+    create_change_topic,
+    subscribe_fifo_queue,
+)
+from .gc import GC, GcShape
+from .ingest import (
+    DLQ_ALARM,
+    INGEST,
+    MIN_MAX_RECEIVE_COUNT,
+    QUEUE_VISIBILITY_TO_TIMEOUT_RATIO,
+    DlqAlarmShape,
+    IngestShape,
+    create_ingest_queues,
+)
+from .read_api import LAMBDA_RESPONSE_PAYLOAD_BYTES, READ_API, ReadApiShape
+from .reindex import REINDEX, ReindexShape
+from .shape import MAX_SQS_MESSAGE_BYTES, MAX_SQS_RETENTION_SECONDS
+from .staging import (
+    DEAD_LETTER_RECEIPT_PREFIX,
+    DEAD_LETTER_STAGING_PREFIX,
+    STAGING_EXPIRATION_DAYS,
+    STAGING_EXPIRY_RULE_ID,
+    STAGING_PREFIX,
+    create_staging_bucket,
+    staging_expiry_rule,
+)
+from .store import (
+    BUCKET_ABORT_INCOMPLETE_MULTIPART_DAYS,
+    CONDEMNED_INDEX_KEY,
+    CONDEMNED_INDEX_KEY_TYPE,
+    CONDEMNED_INDEX_NAME,
+    TABLE,
+    TABLE_BILLING_MODE,
+    TABLE_PARTITION_KEY,
+    TABLE_PARTITION_KEY_TYPE,
+    TABLE_STREAM_VIEW_TYPE,
+    TableShape,
+    create_bucket,
+    create_store_resources,
+    create_table,
+)
+
+__all__ = [
+    "BUCKET_ABORT_INCOMPLETE_MULTIPART_DAYS",
+    "BULK_IMPORT",
+    "CHANGES",
+    "CONDEMNED_INDEX_KEY",
+    "CONDEMNED_INDEX_KEY_TYPE",
+    "CONDEMNED_INDEX_NAME",
+    "DEAD_LETTER_RECEIPT_PREFIX",
+    "DEAD_LETTER_STAGING_PREFIX",
+    "DLQ_ALARM",
+    "GC",
+    "IMPORT_PREFIX",
+    "IMPORT_RESULTS_PREFIX",
+    "INGEST",
+    "LAMBDA_RESPONSE_PAYLOAD_BYTES",
+    "MAX_SQS_MESSAGE_BYTES",
+    "MAX_SQS_RETENTION_SECONDS",
+    "MIN_MAX_RECEIVE_COUNT",
+    "QUEUE_VISIBILITY_TO_TIMEOUT_RATIO",
+    "READ_API",
+    "REINDEX",
+    "SNS_FIFO_DEDUPLICATION_WINDOW_SECONDS",
+    "SNS_MAX_DEDUPLICATION_ID",
+    "SNS_MAX_MESSAGE_BYTES",
+    "SNS_MAX_MESSAGE_GROUP_ID",
+    "SNS_PUBLISH_BATCH_ENTRIES",
+    "STAGING_EXPIRATION_DAYS",
+    "STAGING_EXPIRY_RULE_ID",
+    "STAGING_PREFIX",
+    "STREAM_RETENTION_SECONDS",
+    "TABLE",
+    "TABLE_BILLING_MODE",
+    "TABLE_PARTITION_KEY",
+    "TABLE_PARTITION_KEY_TYPE",
+    "TABLE_STREAM_VIEW_TYPE",
+    "BulkImportShape",
+    "ChangeFeedShape",
+    "DlqAlarmShape",
+    "GcShape",
+    "IngestShape",
+    "ReadApiShape",
+    "ReindexShape",
+    "TableShape",
+    "create_bucket",
+    "create_change_topic",
+    "create_ingest_queues",
+    "create_staging_bucket",
+    "create_store_resources",
+    "create_table",
+    "staging_expiry_rule",
+    "subscribe_fifo_queue",
+]
