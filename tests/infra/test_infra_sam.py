@@ -12,7 +12,8 @@ from infra_support import resources_of, ssm_parameter, synthesize
 from infra import sam
 from infra.config import powertools_ssm_parameter
 from vhs import settings
-from vhs.local.sam import CONTAINER_ENDPOINT, env_vars
+from vhs.local.sam import env_vars
+from vhs.resources.local import CONTAINER_ENDPOINT
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ from .output import console_err, emit_json, json_value, progress
 def cmd_local_up(args: argparse.Namespace) -> int:
     from .. import settings
     from ..local.read_api import LocalReadApi
-    from ..local.stack import DEFAULT_BUCKET, DEFAULT_PORT, DEFAULT_TABLE, LocalStack, MotoServer
+    from ..local.stack import DEFAULT_BUCKET, DEFAULT_TABLE, LocalStack, MotoServer
+    from ..resources.local import DEFAULT_PORT
 
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

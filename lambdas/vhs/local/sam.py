@@ -1,9 +1,7 @@
 """The local stack as `sam local invoke` sees it: from inside a container.
 
-A container reaches the host as host.docker.internal (Docker Desktop; on Linux, pass
-`--add-host host.docker.internal:host-gateway` to SAM, docs/local.md). The CDK app's SAM synth
-(infra/sam.py) declares AWS_ENDPOINT_URL with the default port's address, and `vhs local up`
-writes every value a function reads into a SAM `--env-vars` file (`env_vars_file`).
+The container's address for the host is vhs.resources.local's; `vhs local up` writes every value
+a function reads into a SAM `--env-vars` file (`env_vars_file`).
 """
 
 from __future__ import annotations
@@ -12,10 +10,8 @@ import json
 from pathlib import Path
 
 from .. import settings
-from .stack import DEFAULT_PORT
+from ..resources.local import CONTAINER_HOST
 
-CONTAINER_HOST = "host.docker.internal"
-CONTAINER_ENDPOINT = f"http://{CONTAINER_HOST}:{DEFAULT_PORT}"
 DEFAULT_ENV_VARS_FILE = Path(".vhs/sam-env.json")
 # Credentials and the region are SAM's to set (from the caller's profile, or its defaults);
 # a function's template never declares them.

@@ -29,7 +29,6 @@ from typing import Any, Self
 from .. import resources, settings
 from ..settings import FunctionSpec
 
-DEFAULT_PORT = 4567
 DEFAULT_REGION = "us-east-1"
 # moto's documented fake credentials: they only ever reach the local server.
 _FAKE_SECRET = "testing"  # nosec B105

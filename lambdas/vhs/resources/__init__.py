@@ -1,12 +1,9 @@
-"""The one definition of the shape of every AWS resource VHS uses, a module a feature (as in
-infra/): store, staging, ingest, changes, reindex, gc, read_api, bulk_import; shape holds
-what they share.
+"""Every AWS resource's shape, defined once: the library, the local stack and the CDK read it."""
 
-The library, `vhs local up` and the CDK constructs in infra/ all read these, so the local stack
-and the cloud cannot drift apart. Change a shape here and every consumer follows. What only the
-deployed stacks have (alarm thresholds, the deployed body prefix, bucket versioning) is in
-infra/shapes.py.
-"""
+# A module a feature, as in infra/: store, staging, ingest, changes, reindex, gc, read_api,
+# bulk_import, and local (where the local stack listens); shape holds what they share. What only
+# the deployed stacks have (alarm thresholds, the deployed body prefix, bucket versioning) is in
+# infra/shapes.py.
 
 from __future__ import annotations
 
