@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import pytest
 from botocore.retries.standard import ExponentialBackoff
 
-from support.backends import BACKENDS, Backend, fake_credentials, live_enabled, open_backend
+from vhs_testing.backends import BACKENDS, Backend, fake_credentials, live_enabled, open_backend
 
 # Fixtures that start a server (moto's or dynalite), and parameters that choose one.
 SERVER_FIXTURES = frozenset({"moto_server", "dynalite_server", "server"})
@@ -59,7 +59,7 @@ def moto_server(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def dynalite_server(request: pytest.FixtureRequest) -> Iterator[str]:
     """dynalite in memory (make setup installs it): fails with how to install it if missing."""
-    from support.dynalite import DynaliteServer
+    from vhs_testing.dynalite import DynaliteServer
 
     if request.config.getoption("--inprocess-only"):
         pytest.skip("needs dynalite (--inprocess-only)")

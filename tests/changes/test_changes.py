@@ -23,8 +23,6 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from support.backends import Backend
-from support.notifications import assert_exactly_once_in_order, receive_notifications
 from vhs import keys, resources
 from vhs.changes import feed as changes
 from vhs.changes.feed import (
@@ -46,6 +44,8 @@ from vhs.local.stream_source import (
     settle_response,
 )
 from vhs.retention import Retention
+from vhs_testing.backends import Backend
+from vhs_testing.notifications import assert_exactly_once_in_order, receive_notifications
 
 BUCKET = "bodies"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -23,11 +23,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from test_cli import assert_documented, local_env, vhs
 
-from support.backends import Backend
-from support.notifications import receive_notifications
-from support.records import large
 from vhs import resources
 from vhs.changes.feed import Change, ChangePublisher
 from vhs.changes.reindex import (
@@ -42,11 +38,15 @@ from vhs.errors import InvalidInput
 from vhs.local.invoke import LambdaContext, load_handler
 from vhs.local.stack import client, environment
 from vhs.retention import Retention
+from vhs_testing.backends import Backend
+from vhs_testing.cli import assert_documented, local_env, vhs
+from vhs_testing.notifications import receive_notifications
+from vhs_testing.records import large
 
 __all__ = ["local_env"]  # the fixture: `vhs local up` for the CLI test
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def at(seconds: float) -> str:
@@ -297,7 +297,7 @@ def test_a_rate_above_the_bound_is_refused_by_the_worker_and_the_command(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """One bound (resources.REINDEX.max_rate) for the worker, `vhs reindex --rate` and the
-    state machine's plan (tests/test_state_machines_reindex.py)."""
+    state machine's plan (tests/changes/test_state_machines_reindex.py)."""
     from vhs.cli.app import main
 
     bound = resources.REINDEX.max_rate

@@ -1,5 +1,5 @@
 """The Reindex state machine, executed: its synthesized definition on moto's Step Functions
-interpreter, the worker Lambda's real handler in process (tests/support/stepfunctions.py).
+interpreter, the worker Lambda's real handler in process (vhs_testing.stepfunctions).
 Asserts what a run replays to the change feed, the executions' status, error and cause, and
 the invocations and Retry waits it took."""
 
@@ -16,9 +16,11 @@ import moto
 import pytest
 from botocore.exceptions import ClientError
 
-from support.backends import atomic_inprocess_dynamodb
-from support.notifications import receive_notifications
-from support.stepfunctions import (
+from vhs import VersionedHybridStore, resources
+from vhs.changes.feed import Change
+from vhs_testing.backends import atomic_inprocess_dynamodb
+from vhs_testing.notifications import receive_notifications
+from vhs_testing.stepfunctions import (
     ADAPTATIONS,
     PATCHED_MOTO_VERSION,
     REGION,
@@ -30,8 +32,6 @@ from support.stepfunctions import (
     machine_of,
     templates,
 )
-from vhs import VersionedHybridStore, resources
-from vhs.changes.feed import Change
 
 REINDEX = resources.REINDEX
 AT = "2024-05-01T00:00:00Z"

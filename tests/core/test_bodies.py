@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from support.backends import Backend
 from vhs.bodies import MULTIPART_CONCURRENCY, S3BodyStore
 from vhs.codec import Body
 from vhs.errors import BodyHashMismatch, DanglingPointer
+from vhs_testing.backends import Backend
 
 MiB = 1024 * 1024
 PART = 5 * MiB  # S3's smallest part but the last

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from support.records import at
 from vhs import BodyHashMismatch, RecordNotFound, Retention
 from vhs.codec import DELTA, compress, sha256_hex
 from vhs.deltas import inline_bodies, inline_body, supersede
@@ -29,6 +28,7 @@ from vhs.maintenance.verify import verify
 from vhs.model import Entry
 from vhs.settings import DELTA_HISTORY, StoreSettings
 from vhs.store import VersionedHybridStore
+from vhs_testing.records import at
 
 
 def catalogue_record(edition: int) -> dict[str, Any]:

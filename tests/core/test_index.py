@@ -13,11 +13,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from support.backends import Backend
-from support.records import at
 from vhs import Retention
 from vhs.codec import DELTA
 from vhs.index import DynamoIndex
+from vhs_testing.backends import Backend
+from vhs_testing.records import at
 
 
 def record(edition: int) -> dict[str, Any]:

@@ -12,7 +12,6 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from moto.dynamodb.models import dynamo_type
 
-from support.records import at, large
 from vhs import InvalidInput, Retention, VersionedHybridStore
 from vhs.errors import ConfigurationError, ItemTooLarge
 from vhs.item import (
@@ -30,6 +29,7 @@ from vhs.item import (
 )
 from vhs.model import Entry
 from vhs.ordering import parse_timestamp
+from vhs_testing.records import at, large
 
 # --- DynamoDB's size rules ----------------------------------------------------------------------
 # https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from support.backends import Backend
 from vhs.item import (
     Condemnation,
     MalformedItem,
@@ -26,6 +25,7 @@ from vhs.maintenance.gc import GarbageCollector
 from vhs.maintenance.verify import verify
 from vhs.model import Entry
 from vhs.ordering import TOMBSTONE_HASH
+from vhs_testing.backends import Backend
 
 T = "2026-11-01T00:00:00.000000Z"
 H1, H2 = "1" * 64, "2" * 64

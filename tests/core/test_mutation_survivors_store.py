@@ -17,10 +17,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from test_gc_protocol import SKEW, FakeTime, condemn, make_store
 
-from support.backends import Backend
-from support.records import at, large
 from vhs import BodyHashMismatch, RecordNotFound, Retention
 from vhs.codec import MAX_BODY_SIZE
 from vhs.errors import ConfigurationError, InvalidInput
@@ -28,6 +25,9 @@ from vhs.item import ITEM_BUDGET, entry_size
 from vhs.keys import body_key
 from vhs.model import VersionInfo
 from vhs.store import VersionedHybridStore, _largest_entry
+from vhs_testing.backends import Backend
+from vhs_testing.condemnation import SKEW, FakeTime, condemn, make_store
+from vhs_testing.records import at, large
 
 
 def sha(data: bytes) -> str:

@@ -13,17 +13,17 @@ import io
 from datetime import timedelta
 
 import pytest
-from test_gc_protocol import SKEW, FakeTime, condemn
 
-from support.faults import Crash, Fault, FaultInjector
-from support.invariants import check_collected, snapshot
-from support.records import at, large
 from vhs import BodyHashMismatch, InvalidInput, Retention, VersionedHybridStore
 from vhs.errors import InvalidPart, PartNotFound, PartTooLarge
 from vhs.item import BODY_HASH, PARTS, entry_size
 from vhs.maintenance.gc import GarbageCollector
 from vhs.maintenance.verify import verify
 from vhs.parts import MAX_PARTS, manifest_hash
+from vhs_testing.condemnation import SKEW, FakeTime, condemn
+from vhs_testing.faults import Crash, Fault, FaultInjector
+from vhs_testing.invariants import check_collected, snapshot
+from vhs_testing.records import at, large
 
 SCAN = large(11, 200_000)
 OCR = b"the quick brown fox " * 1000  # 20 KB, compresses to well under the inline threshold

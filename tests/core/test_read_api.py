@@ -16,18 +16,18 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import pytest
-from test_cli import local_env
 
 from handlers import read_api
-from support.bad_inputs import CASES, Accepted
-from support.stacks import fresh_stack
 from vhs import resources, settings
 from vhs.local.read_api import LocalReadApi, signed_headers
 from vhs.store import VersionedHybridStore
+from vhs_testing.bad_inputs import CASES, Accepted
+from vhs_testing.cli import local_env
+from vhs_testing.stacks import fresh_stack
 
 __all__ = ["local_env"]  # the fixture: `vhs local up` for this module
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OPENAPI_FILE = ROOT / "docs" / "read-api.openapi.json"
 T1, T2, T3 = "2026-11-01T09:00:00Z", "2026-11-02T09:00:00Z", "2026-11-03T09:00:00Z"
 # Low enough that a 64 KiB body is redirected and a 12 KiB one (from S3) is not.
@@ -375,7 +375,7 @@ def test_every_awkward_id_round_trips_as_one_segment(api: Api) -> None:
 
 
 def test_the_hostile_id_corpus_gets_400_or_404_never_500_nor_another_ids_body(api: Api) -> None:
-    """Every id of tests/support/bad_inputs.py, percent-encoded as a client should and also
+    """Every id of vhs_testing.bad_inputs, percent-encoded as a client should and also
     sent raw where HTTP lets it through: the valid ones are stored and read back (their own
     body, by content hash), the others are 400 or 404."""
     stored: dict[str, bytes] = {}

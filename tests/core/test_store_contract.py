@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from support.records import at, large
 from vhs import (
     BodyHashMismatch,
     BodyTooLarge,
@@ -28,6 +27,7 @@ from vhs import (
 )
 from vhs.keys import MAX_ID_LENGTH, encode_id
 from vhs.local.metering import RequestMeter
+from vhs_testing.records import at, large
 
 
 def s3_keys(backend) -> list[str]:
@@ -228,7 +228,7 @@ def test_versions_are_numbered_without_gaps_or_reuse(backend):
 def test_the_final_state_does_not_depend_on_arrival_order(backend):
     """Every order ends at the write the ordering rules name (the independent model's winner:
     the highest (updated_at, hash, content type)), not merely at the same state."""
-    from support.model import Delete, Put, winner
+    from vhs_testing.model import Delete, Put, winner
 
     store = backend.store()
     writes = [({"v": n}, at(n % 4)) for n in range(6)] + [(None, at(2))]

@@ -10,7 +10,6 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from support.backends import Backend
 from vhs.errors import InvalidMessage
 from vhs.ingest.deadletter import (
     ERROR_FIELD,
@@ -21,6 +20,7 @@ from vhs.ingest.deadletter import (
     DeadLetter,
     dead_letter_attributes,
 )
+from vhs_testing.backends import Backend
 
 FIRST_RECEIVE = "1795000000100"  # ms since the epoch, as Lambda's SQS records carry it
 

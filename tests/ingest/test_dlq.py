@@ -21,7 +21,6 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
-from support.backends import atomic_inprocess_dynamodb
 from vhs import VersionedHybridStore, resources
 from vhs.ingest.deadletter import (
     DEAD_LETTER_ATTRIBUTES,
@@ -36,6 +35,7 @@ from vhs.ingest.dlq import DeadLetterQueue, RedriveFilter
 from vhs.ingest.staging import StagingLocation
 from vhs.local.invoke import LambdaContext, load_handler
 from vhs.local.sqs_source import lambda_record, settle_response
+from vhs_testing.backends import atomic_inprocess_dynamodb
 
 REGION = "us-east-1"
 TABLE, BUCKET, STAGING = "records", "vhs-dlq-bodies", "vhs-dlq-staging"

@@ -18,10 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import assert_documented
 
-from support.backends import Backend
-from support.stacks import fresh_stack
 from vhs.cli.app import main as vhs
 from vhs.cli.importer import ImportRun, open_run
 from vhs.errors import InvalidInput, InvalidMessage
@@ -29,6 +26,9 @@ from vhs.ingest.bulk import CsvMapping, Settled
 from vhs.ingest.bulk_sources import csv_rows, plan_chunks, resolve_sources, split_lines
 from vhs.ingest.contract import read_message
 from vhs.ingest.ingestor import Ingestor
+from vhs_testing.backends import Backend
+from vhs_testing.cli import assert_documented
+from vhs_testing.stacks import fresh_stack
 
 T0 = "2024-05-01T00:00:00Z"
 

@@ -26,7 +26,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_import import T0, Interrupt, import_function, ingestor, message, run
 
-from support.backends import Backend
 from vhs.errors import ExportChanged, InvalidInput
 from vhs.ingest.bulk import MAX_LINE_BYTES, CsvMapping, Line
 from vhs.ingest.bulk_sources import (
@@ -36,6 +35,7 @@ from vhs.ingest.bulk_sources import (
     split_lines,
 )
 from vhs.ingest.ingestor import Ingestor
+from vhs_testing.backends import Backend
 
 __all__ = ["import_function", "ingestor"]  # the fixtures, from test_import
 

@@ -8,14 +8,12 @@ failures; one message's failure never fails another's.
 from __future__ import annotations
 
 import base64
-import copy
 import io
 import json
 import logging
 import random
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -24,7 +22,6 @@ import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from botocore.exceptions import ClientError
 
-from support.backends import atomic_inprocess_dynamodb
 from vhs import VersionedHybridStore, resources
 from vhs.ingest.deadletter import (
     ERROR_FIELD,
@@ -35,8 +32,9 @@ from vhs.ingest.deadletter import (
 )
 from vhs.ingest.ingestor import MAX_MESSAGE_BYTES
 from vhs.local.invoke import LambdaContext, load_handler
+from vhs_testing.backends import atomic_inprocess_dynamodb
+from vhs_testing.events import EVENTS, handler_module, load, message_event
 
-EVENTS = Path(__file__).resolve().parent.parent / "events"
 BUCKET = "vhs-local-bodies"
 STAGING = "vhs-local-staging"  # the fixtures' staging bucket
 P = resources.STAGING_PREFIX  # where producers stage
@@ -99,31 +97,8 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         handler_module().reset()
 
 
-def handler_module() -> Any:
-    import sys
-
-    load_handler("ingest")
-    return sys.modules["handlers.ingest"]
-
-
 def run(event: dict[str, Any]) -> dict[str, Any]:
     return load_handler("ingest")(event, LambdaContext(function_name="vhs-ingest"))
-
-
-def load(name: str) -> dict[str, Any]:
-    return json.loads((EVENTS / f"{name}.json").read_text())
-
-
-def message_event(*bodies: Any) -> dict[str, Any]:
-    """An SQS event holding these message bodies (dicts are JSON-encoded)."""
-    template = load("sqs-small-record")["Records"][0]
-    records = []
-    for n, body in enumerate(bodies):
-        record = copy.deepcopy(template)
-        record["messageId"] = f"message-{n}"
-        record["body"] = body if isinstance(body, str) else json.dumps(body)
-        records.append(record)
-    return {"Records": records}
 
 
 def failures(response: dict[str, Any]) -> set[str]:
@@ -230,14 +205,14 @@ def test_every_fixture_is_covered():
         "sqs-claim-check-legacy",
         "sqs-record-location",
     }
-    # SAM's generated events, one per function's source: tests/test_invoke.py runs each.
+    # SAM's generated events, one per function's source: tests/local/test_invoke.py runs each.
     sam_generated = {
         "sam-sqs-receive-message",
         "sam-dynamodb-update",
         "sam-cloudwatch-scheduled-event",
         "sam-read-api-get",
     }
-    # The reindex worker's first invocation of a segment: tests/test_reindex.py runs it.
+    # The reindex worker's first invocation of a segment: tests/changes/test_reindex.py runs it.
     reindex = {"reindex-segment"}
     assert {p.stem for p in EVENTS.glob("*.json")} == tested | sam_generated | reindex
 
@@ -451,7 +426,7 @@ def test_the_result_does_not_depend_on_message_order_within_a_batch(stack):
                 out.append({"id": rid, "updated_at": stamp, "record": {"n": n % 5}})
         return out
 
-    from support.model import Delete, Put, winner
+    from vhs_testing.model import Delete, Put, winner
 
     def as_write(message: dict[str, Any]) -> Put | Delete:
         when = datetime.fromisoformat(message["updated_at"])

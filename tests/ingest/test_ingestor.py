@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from support.backends import Backend
 from vhs import resources
 from vhs.errors import InvalidMessage
 from vhs.ingest.ingestor import MAX_MESSAGE_BYTES, Ingestor
 from vhs.ingest.staging import StagingLocation
+from vhs_testing.backends import Backend
 
 STAGING = "staging-bucket"
 T = "2026-11-01T09:00:00Z"

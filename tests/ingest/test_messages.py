@@ -187,7 +187,7 @@ def test_purge_goes_with_a_delete_only_and_is_a_boolean():
     assert raised.value.field == "purge"
 
 
-# Refused by the validator only: a JSON Schema cannot express them. tests/test_bad_input.py
+# Refused by the validator only: a JSON Schema cannot express them. tests/system/test_bad_input.py
 # sends the whole bad-input corpus, these included, through the handler.
 BEYOND_THE_SCHEMA = [
     ({"id": "a", "updated_at": T, "record": {"x": float("nan")}}, "record"),

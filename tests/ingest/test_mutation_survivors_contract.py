@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from support.backends import Backend
 from vhs import resources
 from vhs.ingest.contract import InvalidMessage, read_message, validate_message
 from vhs.ingest.ingestor import Ingestor
 from vhs.ingest.staging import S3Location, StagingLocation
+from vhs_testing.backends import Backend
 
 T = "2026-01-01T00:00:00Z"
 POINTER = "software.amazon.payloadoffloading.PayloadS3Pointer"

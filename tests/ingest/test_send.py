@@ -18,8 +18,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_dlq import BUCKET, STAGING, Stack, configure_handler, handler_env, stack  # noqa: F401
 
-from support.bad_input_pipeline import MISSING, read_back
-from support.bad_inputs import (
+from vhs.cli.app import main as vhs
+from vhs.errors import InvalidMessage
+from vhs.ingest.contract import read_message
+from vhs.ingest.producer import Producer
+from vhs.ingest.staging import StagingLocation, claim_check_pointer
+from vhs.local.invoke import load_handler
+from vhs_testing.bad_input_pipeline import MISSING, read_back
+from vhs_testing.bad_inputs import (
     CASES,
     MAX_BODY_BYTES,
     MAX_PAYLOAD_BYTES,
@@ -28,12 +34,6 @@ from support.bad_inputs import (
     Case,
     Rejected,
 )
-from vhs.cli.app import main as vhs
-from vhs.errors import InvalidMessage
-from vhs.ingest.contract import read_message
-from vhs.ingest.producer import Producer
-from vhs.ingest.staging import StagingLocation, claim_check_pointer
-from vhs.local.invoke import load_handler
 
 
 def as_line(case: Case) -> bytes | None:

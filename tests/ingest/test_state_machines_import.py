@@ -1,5 +1,5 @@
 """The Import state machine, executed: its synthesized definition on moto's Step Functions
-interpreter, the import function's real handler in process (tests/support/stepfunctions.py).
+interpreter, the import function's real handler in process (vhs_testing.stepfunctions).
 Each scenario asserts the store (records read back), the per-line reports, the ResultWriter's
 files and the execution's status (error and cause where it fails)."""
 
@@ -14,11 +14,11 @@ import moto
 import pytest
 from botocore.exceptions import ClientError
 
-from support import stepfunctions as harness
-from support.backends import atomic_inprocess_dynamodb
-from support.stepfunctions import REGION, Execution, StateMachines, client, function_session
 from vhs import VersionedHybridStore, resources
 from vhs.errors import RecordNotFound
+from vhs_testing import stepfunctions as harness
+from vhs_testing.backends import atomic_inprocess_dynamodb
+from vhs_testing.stepfunctions import REGION, Execution, StateMachines, client, function_session
 
 T0 = "2024-05-01T00:00:00Z"
 CHUNK_LINES = resources.BULK_IMPORT.chunk_lines

@@ -1,7 +1,7 @@
 """The local pipeline's SQS event source and DLQ alarm, on moto's server over HTTP.
 
 The event source is exercised with small recording handlers (the subject here is the event
-source, not the ingest handler: tests/test_pipeline_e2e.py runs the real one through it).
+source, not the ingest handler: tests/system/test_pipeline_e2e.py runs the real one through it).
 Queues are made with a 2-second visibility timeout (a test-only override of the deployed 360
 s, through LocalStack(visibility_timeout=...)) so redeliveries take seconds. Nothing sleeps
 to wait: every wait polls a condition against a deadline.
@@ -22,11 +22,11 @@ import pytest
 from aws_lambda_powertools.utilities.data_classes import SQSEvent
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 
-from support.stacks import fresh_stack
 from vhs import resources
 from vhs.local.alarms import ALARM, OK, AlarmEvaluator
 from vhs.local.sqs_source import SqsEventSource, settle_response
 from vhs.local.stack import LocalStack, client
+from vhs_testing.stacks import fresh_stack
 
 pytestmark = pytest.mark.slow
 

@@ -12,10 +12,10 @@ import moto
 import pytest
 from botocore.exceptions import ClientError
 
-from support.backends import atomic_inprocess_dynamodb
 from vhs import resources
 from vhs.local.moto_dynamodb import direct_responses
 from vhs.local.stack import MotoServer, client
+from vhs_testing.backends import atomic_inprocess_dynamodb
 
 TABLE = "responses"
 ITEM = {

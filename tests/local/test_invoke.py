@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import assert_documented, local_env, vhs
 
 from vhs.keys import body_key
 from vhs.resources import CHANGES, GC, INGEST, READ_API
+from vhs_testing.cli import assert_documented, local_env, vhs
+from vhs_testing.events import EVENTS
 
 __all__ = ["local_env"]  # the fixture: `vhs local up` for this module
-
-EVENTS = Path(__file__).resolve().parent.parent / "events"
 
 
 def invoked(env: dict[str, str], *args: str, stdin: bytes | None = None, status: int = 0) -> Any:

@@ -2,7 +2,7 @@
 
 moto alone does not: it checks a condition and then writes, with no lock, so concurrent
 identical puts can all be "stored" (docs/design.md, Known limits). vhs.local.motoserver and
-support.backends.atomic_inprocess_dynamodb serialise DynamoDB requests; this is the proof.
+vhs_testing.backends.atomic_inprocess_dynamodb serialise DynamoDB requests; this is the proof.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from datetime import timedelta
 import pytest
 from botocore.exceptions import ClientError
 
-from support.records import at, large
 from vhs import Retention, VersionedHybridStore, resources
 from vhs.errors import WriteConflict
 from vhs.item import condemnation_of, condemned_name
@@ -27,6 +26,7 @@ from vhs.keys import (
     shard_prefix,
 )
 from vhs.maintenance.gc import GarbageCollector, parse_duration
+from vhs_testing.records import at, large
 
 
 def later(hours: float):

@@ -11,12 +11,12 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from test_gc import crash_between_phases, objects
 
-from support.records import large
 from vhs import Retention
 from vhs.errors import InvalidInput
 from vhs.keys import all_shards, shard_of
 from vhs.local.invoke import LambdaContext, invoke, load_handler
 from vhs.local.stack import environment
+from vhs_testing.records import large
 
 
 @dataclass

@@ -12,14 +12,14 @@ from datetime import timedelta
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from test_gc import later, objects, s3_store
-from test_gc_protocol import SKEW, FakeTime, make_store
 
-from support.records import at, large
 from vhs import Retention
 from vhs.errors import WriteConflict
 from vhs.item import CONDEMNATION_BYTES, MAX_CONDEMNED, condemnation_of, item_size
 from vhs.keys import body_key, shard_of
 from vhs.maintenance.gc import DEFAULT_LEASE, GarbageCollector
+from vhs_testing.condemnation import SKEW, FakeTime, make_store
+from vhs_testing.records import at, large
 
 LEASE = DEFAULT_LEASE.total_seconds()
 

@@ -11,45 +11,12 @@ from __future__ import annotations
 from datetime import timedelta
 from hashlib import sha256
 
-from support.records import at, large
-from vhs.item import CONDEMNED_BODIES, CONDEMNED_UNTIL, condemnation_of, condemned_name
+from vhs.item import condemnation_of
 from vhs.keys import shard_of
 from vhs.local.metering import RequestMeter
 from vhs.maintenance.gc import GarbageCollector
-
-SKEW = 60.0
-
-
-class FakeTime:
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = start
-        self.slept: list[float] = []
-        self.during_sleep = lambda: None
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.during_sleep()
-        self.now += seconds
-
-
-def condemn(backend, rid: str, sha: str, deadline: float) -> None:
-    """What the collector writes when it condemns a body (vhs.maintenance.gc does the same)."""
-    backend.dynamodb.update_item(
-        TableName=backend.table_name,
-        Key={"id": {"S": rid}},
-        UpdateExpression="SET #d = :d ADD #s :s",
-        ExpressionAttributeNames={"#d": CONDEMNED_UNTIL, "#s": CONDEMNED_BODIES},
-        ExpressionAttributeValues={":d": {"N": str(deadline)}, ":s": {"SS": [condemned_name(sha)]}},
-    )
-
-
-def make_store(backend, fake: FakeTime):
-    store = backend.store(clock=fake.clock, clock_skew=timedelta(seconds=SKEW))
-    store._sleep = fake.sleep
-    return store
+from vhs_testing.condemnation import SKEW, FakeTime, condemn, make_store
+from vhs_testing.records import at, large
 
 
 def test_a_condemned_body_is_uploaded_again_after_the_deadline(backend):

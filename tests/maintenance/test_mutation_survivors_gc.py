@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from support.backends import Backend
 from vhs.item import condemnation_of, condemned_name
 from vhs.keys import body_key, shard_of
 from vhs.maintenance.gc import DEFAULT_LEASE, GarbageCollector, GcReport
+from vhs_testing.backends import Backend
 
 LEASE = DEFAULT_LEASE.total_seconds()
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from support.backends import Backend
 from vhs import Retention, VersionedHybridStore
 from vhs.maintenance.findings import Finding, FindingKind, VerifyProgress
 from vhs.maintenance.verify import Verifier, verify
+from vhs_testing.backends import Backend
 
 T = "2026-11-01T00:00:00Z"
 

@@ -1,4 +1,4 @@
-"""Every case of the bad-input corpus (support/bad_inputs.py), at two levels, real code only.
+"""Every case of the bad-input corpus (vhs_testing/bad_inputs.py), at two levels, real code only.
 
 * The library, on in-process moto: the ingest logic (`Ingestor.handle`, which runs
   `validate_message` and the store) raises a typed `InvalidInput` naming the field for each
@@ -6,7 +6,7 @@
   bad ids, timestamps and bodies a library caller can pass. Hostile but valid input is stored,
   read back identically, under the key layout.
 * The pipeline, on moto's server over HTTP: every case goes through the real ingest handler
-  in batches of 10 mixed with valid messages (support/bad_input_pipeline.py). Each rejected
+  in batches of 10 mixed with valid messages (vhs_testing/bad_input_pipeline.py). Each rejected
   case is in the DLQ exactly once with its field and reason; every valid message of a batch is
   stored by that batch's one invocation (no batch item failure, no retry); nothing is lost.
 """
@@ -22,20 +22,6 @@ from typing import Any
 
 import pytest
 
-from support.backends import Backend, open_backend
-from support.bad_input_pipeline import MISSING, CorpusRun, markdown_table, read_back, run_corpus
-from support.bad_inputs import (
-    CASES,
-    CATEGORIES,
-    MAX_BODY_BYTES,
-    MAX_PAYLOAD_BYTES,
-    STAGING_PREFIX,
-    STORE_CALLS,
-    Accepted,
-    Case,
-    Rejected,
-    by_name,
-)
 from vhs import (
     InvalidId,
     InvalidInput,
@@ -49,8 +35,22 @@ from vhs.ingest.contract import InvalidMessage
 from vhs.ingest.ingestor import Ingestor
 from vhs.ingest.staging import StagingLocation
 from vhs.local.sqs_source import lambda_record
+from vhs_testing.backends import Backend, open_backend
+from vhs_testing.bad_input_pipeline import MISSING, CorpusRun, markdown_table, read_back, run_corpus
+from vhs_testing.bad_inputs import (
+    CASES,
+    CATEGORIES,
+    MAX_BODY_BYTES,
+    MAX_PAYLOAD_BYTES,
+    STAGING_PREFIX,
+    STORE_CALLS,
+    Accepted,
+    Case,
+    Rejected,
+    by_name,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 REJECTED = [c for c in CASES if isinstance(c.expected, Rejected)]
 ACCEPTED = [c for c in CASES if isinstance(c.expected, Accepted)]
@@ -304,7 +304,7 @@ def test_the_report_lists_every_case(run: CorpusRun):
 @pytest.mark.slow
 def test_docs_reliability_shows_every_case_as_it_is_handled(run: CorpusRun):
     """The published table cannot drift from the code: regenerate it with
-    `PYTHONPATH=tests .venv/bin/python -m support.bad_input_pipeline`."""
+    `PYTHONPATH=tests .venv/bin/python -m vhs_testing.bad_input_pipeline`."""
     published = set((ROOT / "docs" / "reliability.md").read_text().splitlines())
     stale = [row for row in markdown_table(run).splitlines() if row not in published]
     assert stale == []

@@ -4,7 +4,7 @@ Several writer processes apply a shuffled plan of puts and deletes to overlappin
 inline bodies and S3 bodies that keep coming back after they were superseded, shuffled
 timestamps, duplicates delivered to two writers at once), while a collector process runs
 passes with no grace period and a half-second lease until the writers finish. Then, after a
-last collection: every id is in the state the model predicts (support/model.py); its history
+last collection: every id is in the state the model predicts (vhs_testing/model.py); its history
 is contiguous, in ordering-key order and agrees with the outcomes the writers were told
 (every "stored" names a version of its own, and every version was told to some writer);
 every retained pointer resolves to the bytes that were written; and no orphan is left.
@@ -14,7 +14,7 @@ not, see benchmarks/atomicity.py) and dynalite (atomic on its own, and an indepe
 implementation), S3 moto's server in both: a failure on both is ours, not an emulator's.
 `live` runs it on AWS (VHS_TEST_LIVE=1). The figures for the report:
 
-    .venv/bin/python -m pytest tests/test_concurrency.py -q -s
+    .venv/bin/python -m pytest tests/system/test_concurrency.py -q -s
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from typing import Any
 
 import pytest
 
-from support.atomicity import race
-from support.backends import Backend, BackendAddress
-from support.model import TOMBSTONE, Delete, Put, Write, winner
-from support.records import at, large
 from vhs import RecordNotFound, Retention, VersionedHybridStore
 from vhs.errors import IntegrityError, WriteConflict
 from vhs.keys import shard_of
 from vhs.maintenance.gc import GarbageCollector
+from vhs_testing.atomicity import race
+from vhs_testing.backends import Backend, BackendAddress
+from vhs_testing.model import TOMBSTONE, Delete, Put, Write, winner
+from vhs_testing.records import at, large
 
 SEED = 6
 WRITERS = 3

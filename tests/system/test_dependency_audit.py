@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "dependency_audit.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "dependency_audit.py"
 _spec = importlib.util.spec_from_file_location("dependency_audit", SCRIPT)
 assert _spec and _spec.loader
 dependency_audit = importlib.util.module_from_spec(_spec)

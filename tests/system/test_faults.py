@@ -3,7 +3,7 @@
 For every scenario, the calls it makes are first recorded (against in-process moto, when this
 module is collected); then each (scenario, call, fault kind) is its own test, which replays
 the scenario from fresh state on moto's server with that one fault injected at the HTTP layer
-(support/faults.py): the request never leaves, its response is lost, it is throttled, or the
+(vhs_testing/faults.py): the request never leaves, its response is lost, it is throttled, or the
 process crashes just before or just after it.
 
 After each fault, and again after a restarted writer redoes the same operation:
@@ -35,20 +35,20 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from support.backends import Backend, open_backend
-from support.faults import FAULT_KINDS, TRANSPARENT, Crash, Fault, FaultInjector
-from support.invariants import (
+from vhs import RecordNotFound, Retention, resources
+from vhs.keys import shard_of
+from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, MotoServer
+from vhs.maintenance.gc import GarbageCollector
+from vhs_testing.backends import Backend, open_backend
+from vhs_testing.faults import FAULT_KINDS, TRANSPARENT, Crash, Fault, FaultInjector
+from vhs_testing.invariants import (
     StoreState,
     check_nothing_went_back,
     check_pointers,
     check_retained,
     snapshot,
 )
-from support.model import Delete, Put
-from vhs import RecordNotFound, Retention, resources
-from vhs.keys import shard_of
-from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, MotoServer
-from vhs.maintenance.gc import GarbageCollector
+from vhs_testing.model import Delete, Put
 
 MiB = 1024 * 1024
 INLINE_THRESHOLD = 64

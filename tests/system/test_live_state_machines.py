@@ -1,12 +1,13 @@
 """The two state machines, executed on a deployed stage: what no local interpreter models.
 
-moto's Step Functions interpreter runs our definitions (tests/test_*_state_machine*), but not
-AWS's own limits and permissions: the roles as IAM evaluates them (S3's 404 for a missing
-object only with the ListBucket that `s3:prefix` confines to a prefix; the state machine's
-grants on its own child executions, its ResultWriter and its manifest), the execution types'
-limits (EXPRESS children's five minutes, STANDARD's history), the 256 KiB limit on an
-execution's input, a state's data and a Map's output, and the SNS FIFO topic behind a
-reindex. These tests start one import and one reindex on a stage and check what came out.
+moto's Step Functions interpreter runs our definitions (tests/ingest/test_state_machines_import.py,
+tests/changes/test_state_machines_reindex.py), but not AWS's own limits and permissions: the
+roles as IAM evaluates them (S3's 404 for a missing object only with the ListBucket that
+`s3:prefix` confines to a prefix; the state machine's grants on its own child executions, its
+ResultWriter and its manifest), the execution types' limits (EXPRESS children's five minutes,
+STANDARD's history), the 256 KiB limit on an execution's input, a state's data and a Map's
+output, and the SNS FIFO topic behind a reindex. These tests start one import and one reindex
+on a stage and check what came out.
 
 Skipped unless ``VHS_TEST_LIVE=1`` and ``VHS_TEST_STACK`` names the stage (``Vhs-<stage>``, or
 any of its stack names): every name (state machines, buckets, table, topic) comes from the
@@ -32,9 +33,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from support.backends import live_enabled
 from vhs import VersionedHybridStore
 from vhs.cli.stackconfig import STACK_SUFFIXES, stack_prefix
+from vhs_testing.backends import live_enabled
 
 pytestmark = [
     pytest.mark.live,

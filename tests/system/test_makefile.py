@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PHASES = ("lint", "unit", "infra-check", "audit")
 
 
@@ -25,6 +25,8 @@ def dry_run(tmp_path: Path) -> list[str]:
         (tmp_path / name).touch()
     for name in ("pyproject.toml", "package.json", "package-lock.json"):
         (tmp_path / name).touch()
+    (tmp_path / "tests" / "harness").mkdir(parents=True)
+    (tmp_path / "tests" / "harness" / "pyproject.toml").touch()
     for stamp in (".venv/.installed", ".venv-audit/.installed", "node_modules/.installed"):
         (tmp_path / stamp).parent.mkdir(exist_ok=True)
         (tmp_path / stamp).touch()

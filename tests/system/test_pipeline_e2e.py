@@ -33,9 +33,6 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from support.invariants import check_winners
-from support.model import Delete, Put, Write
-from support.stacks import fresh_stack
 from vhs import VersionedHybridStore, resources
 from vhs.ingest.deadletter import (
     ERROR_FIELD,
@@ -49,6 +46,9 @@ from vhs.local.alarms import ALARM
 from vhs.local.function_logs import read_function_log
 from vhs.local.sqs_source import LocalPipeline
 from vhs.local.stack import client
+from vhs_testing.invariants import check_winners
+from vhs_testing.model import Delete, Put, Write
+from vhs_testing.stacks import fresh_stack
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ Each test runs one episode on a fresh local stack (moto's server over HTTP):
 
 The AWS calls each stage makes are recorded in a fault-free episode (in-process moto, when
 this module is collected): every call of every stage, under every fault kind of
-support/faults.py (unreachable, response lost, throttled, crash just before or just after
+vhs_testing/faults.py (unreachable, response lost, throttled, crash just before or just after
 it), is one test. After the faulted stage, after its recovery, and at the end:
 
 * every current and retained pointer resolves to a body with the right hash;
@@ -47,19 +47,7 @@ from typing import Any
 
 import pytest
 
-from support.faults import FAULT_KINDS, TRANSPARENT, Crash, Fault, FaultInjector
-from support.invariants import (
-    StoreState,
-    check_collected,
-    check_monotonic,
-    check_nothing_went_back,
-    check_pointers,
-    check_winners,
-    snapshot,
-)
-from support.model import Delete, Put, Write, winner
-from support.notifications import assert_exactly_once_in_order, receive_notifications
-from support.stacks import fresh_stack
+import vhs_testing
 from vhs import RecordNotFound, VersionedHybridStore, keys, resources
 from vhs.codec import BINARY_CONTENT_TYPE as BINARY
 from vhs.codec import Body
@@ -75,6 +63,19 @@ from vhs.local.stream_source import LocalChangeFeed
 from vhs.maintenance.gc import GarbageCollector
 from vhs.ordering import parse_timestamp
 from vhs.retention import Retention
+from vhs_testing.faults import FAULT_KINDS, TRANSPARENT, Crash, Fault, FaultInjector
+from vhs_testing.invariants import (
+    StoreState,
+    check_collected,
+    check_monotonic,
+    check_nothing_went_back,
+    check_pointers,
+    check_winners,
+    snapshot,
+)
+from vhs_testing.model import Delete, Put, Write, winner
+from vhs_testing.notifications import assert_exactly_once_in_order, receive_notifications
+from vhs_testing.stacks import fresh_stack
 
 pytestmark = [
     pytest.mark.slow,
@@ -174,7 +175,7 @@ class StageRun:
     calls: list[str]  # the calls it made, in the order they started
     attempts: list[int]  # HTTP attempts per call
     injected: int  # attempts the fault changed
-    crashed: bool  # the process "died" (support.faults.Crash)
+    crashed: bool  # the process "died" (vhs_testing.faults.Crash)
     clean: bool  # it finished all its work at the first try, as if nothing had happened
     sdk_attempts: int  # how many attempts the SDK makes of a call before it gives up
 
@@ -217,7 +218,7 @@ class Episode:
             },
         )
         suffix = self.stack.table_name.removeprefix("pf-")
-        self.table_name = self.stack.table_name  # what support.invariants.snapshot reads
+        self.table_name = self.stack.table_name  # what vhs_testing.invariants.snapshot reads
         self.bucket_name = self.stack.bucket_name
         self.s3 = client("s3", self.endpoint)
         self.dynamodb = client("dynamodb", self.endpoint)
@@ -584,7 +585,7 @@ def test_fault(moto_server: str, no_backoff: None, stage: str, index: int, kind:
         episode.check_end(since=recovered)
 
 
-KILL_AFTER = Path(__file__).parent / "support" / "kill_after.py"
+KILL_AFTER = Path(vhs_testing.__file__).parent / "kill_after.py"
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """Property: random puts and deletes for a few ids, delivered in random order with duplicates,
-end in the state a simple in-memory model predicts (support/model.py).
+end in the state a simple in-memory model predicts (vhs_testing/model.py).
 
 Timestamps come from a small set so that ties are common: a put and a delete at the same time
 (the delete wins), two puts at the same time (the higher sha256 of the canonical body wins),
@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from support.backends import open_backend
-from support.model import JSON, Delete, ModelStore, Put, Write, winner
 from vhs import RecordNotFound, Retention
+from vhs_testing.backends import open_backend
+from vhs_testing.model import JSON, Delete, ModelStore, Put, Write, winner
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TIMES = [T0 + timedelta(seconds=s) for s in range(4)]

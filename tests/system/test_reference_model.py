@@ -1,7 +1,7 @@
 """The reference-model check: generated histories of puts, deletes, purges, clock ticks and
 reads, run against the store on in-process moto and on dynalite, every step compared with the
-model of the README's rules (support/model.py): outcome, version, `get`, `get(version=)` and
-`history`, with out-of-date reads injected (support/lagging.py); and coalesced ingest batches
+model of the README's rules (vhs_testing/model.py): outcome, version, `get`, `get(version=)` and
+`history`, with out-of-date reads injected (vhs_testing/lagging.py); and coalesced ingest batches
 compared with the same messages written one by one.
 
 What the histories hold, so that the rules' corners are common rather than lucky:
@@ -50,10 +50,10 @@ from hypothesis import (
 )
 from hypothesis import strategies as st
 
-from support.backends import Backend, open_backend
-from support.lagging import LaggingDynamoDB
-from support.model import JSON, Delete, ModelStore, Part, Put, Version, Write
 from vhs import RecordNotFound, Retention, VersionedHybridStore
+from vhs_testing.backends import Backend, open_backend
+from vhs_testing.lagging import LaggingDynamoDB
+from vhs_testing.model import JSON, Delete, ModelStore, Part, Put, Version, Write
 
 EXAMPLES = int(os.environ.get("VHS_MODEL_EXAMPLES", "0")) or None
 # Default examples per test, small enough for `make test` (docs/reliability.md has the long run).
@@ -472,9 +472,8 @@ def test_a_coalesced_batch_is_as_its_messages_written_one_by_one(
     right after a written message that certainly beats it; and every id ends as the model,
     and, without purges (whose effect depends on order), as the whole batch written one by
     one winner first."""
-    from test_ingest_handler import handler_module, message_event
-
     from vhs.ingest.ingestor import Ingestor
+    from vhs_testing.events import handler_module, message_event
 
     module = handler_module()
     monkeypatch.setattr(module, "CONCURRENCY", 1)

@@ -15,7 +15,8 @@ together, every thread with a client (so a connection) of its own:
   *wrong final state*).
 
 benchmarks/atomicity.py prints the figures for moto's own server, the local stack's server
-(vhs.local.motoserver) and dynalite; tests/test_concurrency.py asserts that the last two show none.
+(vhs.local.motoserver) and dynalite; tests/system/test_concurrency.py asserts that the last two
+show none.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
-from support.backends import Backend
 from vhs import Retention, VersionedHybridStore
 from vhs.resources import TABLE
+from vhs_testing.backends import Backend
 
 T = TypeVar("T")
 T0 = datetime(2026, 2, 1, tzinfo=UTC)

@@ -2,7 +2,7 @@
 
 * ``inprocess``: moto's in-process mock (`mock_aws`);
 * ``server``: moto's server over HTTP on 127.0.0.1, one child process per test session;
-* ``dynalite``: DynamoDB from dynalite (npm; support/dynalite.py), an implementation that is
+* ``dynalite``: DynamoDB from dynalite (npm; vhs_testing/dynalite.py), an implementation that is
   atomic without our help, and S3 from the session's moto server;
 * ``live``: real AWS, only with VHS_TEST_LIVE=1 and VHS_TABLE_NAME / VHS_BUCKET_NAME naming an
   existing table and bucket. Never in CI.

@@ -8,7 +8,7 @@ batchItemFailures, as Lambda does). Right after that one invocation the runner r
 store holds and what the DLQ received, so the record of each message is what happened in its
 own invocation: a valid message delayed to a retry would show as missing, not as stored.
 
-    PYTHONPATH=tests .venv/bin/python -m support.bad_input_pipeline
+    PYTHONPATH=tests .venv/bin/python -m vhs_testing.bad_input_pipeline
 
 runs it on a moto server of its own and prints the markdown report (the table of every case).
 """
@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from support.bad_inputs import (
+from vhs import RecordNotFound, VersionedHybridStore
+from vhs.ingest.deadletter import DeadLetter
+from vhs.ingest.dlq import DeadLetterQueue, QueueDepth, RedriveFilter, queue_depth
+from vhs.ingest.staging import StagingLocation
+from vhs.local.function_logs import function_output
+from vhs.local.invoke import load_handler
+from vhs.local.sqs_source import Invocation, SqsEventSource, lambda_record
+from vhs.local.stack import LocalStack, MotoServer, client, environment
+from vhs_testing.bad_inputs import (
     CASES,
     MAX_BODY_BYTES,
     MAX_PAYLOAD_BYTES,
@@ -43,15 +51,7 @@ from support.bad_inputs import (
     opaque,
     pointer,
 )
-from support.stacks import fresh_stack
-from vhs import RecordNotFound, VersionedHybridStore
-from vhs.ingest.deadletter import DeadLetter
-from vhs.ingest.dlq import DeadLetterQueue, QueueDepth, RedriveFilter, queue_depth
-from vhs.ingest.staging import StagingLocation
-from vhs.local.function_logs import function_output
-from vhs.local.invoke import load_handler
-from vhs.local.sqs_source import Invocation, SqsEventSource, lambda_record
-from vhs.local.stack import LocalStack, MotoServer, client, environment
+from vhs_testing.stacks import fresh_stack
 
 CASES_PER_BATCH = 6
 BATCH_SIZE = 10  # SQS's and the deployed event source's

@@ -14,8 +14,8 @@ handling it must get:
 `STORE_CALLS` gives the same bad values as a library caller passes them to
 `VersionedHybridStore.put`. Objects and bodies name the staging bucket and the store's own
 bucket with the tokens STAGING and BODIES, replaced by a run's names (`Case.resolve`).
-tests/test_bad_input.py runs every case through the library and the real ingest handler;
-`python -m support.bad_input_pipeline` prints the handling of each as a markdown table.
+tests/system/test_bad_input.py runs every case through the library and the real ingest handler;
+`python -m vhs_testing.bad_input_pipeline` prints the handling of each as a markdown table.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from vhs.local.stack import ChildServer, LocalStackError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CLI = ROOT / "node_modules" / "dynalite" / "cli.js"
 
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from support.model import Delete, Write, winner
 from vhs import RecordNotFound
 from vhs.item import item_from_dynamo
+from vhs_testing.model import Delete, Write, winner
 
 # (version, updated_at, size, content hash, deleted, content type): one line of history().
 HistoryLine = tuple[int, Any, int, str | None, bool, str | None]
@@ -143,7 +143,7 @@ def check_collected(state: StoreState) -> None:
 
 
 def check_winners(reader: Any, writes: Iterable[Write]) -> None:
-    """Each id reads as its write with the highest ordering key (support.model.winner): that
+    """Each id reads as its write with the highest ordering key (vhs_testing.model.winner): that
     put's body and timestamp, or not found for a delete, whatever order the writes came in."""
     by_id: dict[str, list[Write]] = defaultdict(list)
     for write in writes:

@@ -2,7 +2,7 @@
 one AWS call of the handler has been answered: a Lambda environment that dies between two
 phases of a write, where no `finally` or `except` can run.
 
-    python tests/support/kill_after.py EVENT.json s3.PutObject
+    python tests/harness/vhs_testing/kill_after.py EVENT.json s3.PutObject
 
 The environment configures the handler as the function's would (vhs.local.stack.LocalStack's
 function_env). Exits 3 if the call never happened, so a test can tell a kill from a miss.

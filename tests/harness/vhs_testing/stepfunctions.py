@@ -370,7 +370,7 @@ def _check_moto_version() -> None:
 
     if moto.__version__ != PATCHED_MOTO_VERSION:
         raise RuntimeError(
-            f"tests/support/stepfunctions.py adapts moto {PATCHED_MOTO_VERSION}'s Step Functions "
+            f"vhs_testing/stepfunctions.py adapts moto {PATCHED_MOTO_VERSION}'s Step Functions "
             f"interpreter, not {moto.__version__}: check each of ADAPTATIONS against the new "
             "release (drop what it now does itself) and update PATCHED_MOTO_VERSION"
         )
@@ -694,7 +694,7 @@ def templates() -> dict[str, dict[str, Any]]:
     import tempfile
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     cache = Path(tempfile.gettempdir()) / "vhs-sfn-templates" / f"{_sources_digest(root)}.json"
     cache.parent.mkdir(parents=True, exist_ok=True)
     # One worker synthesizes; the others wait for its file rather than synthesize too.
