@@ -1,6 +1,6 @@
-"""The DynamoDB item budget (issue 25): an item is measured by DynamoDB's own size rules, the
-store's configuration is checked against the largest entries it can write, and every write
-keeps its item within what the collector's largest condemnation leaves of 400 KB."""
+"""The DynamoDB item budget (docs/design.md, "The item"): an item is measured by DynamoDB's own
+size rules, the store's configuration is checked against the largest entries it can write, and
+every write keeps its item within what the collector's largest condemnation leaves of 400 KB."""
 
 from __future__ import annotations
 

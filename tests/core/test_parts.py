@@ -1,5 +1,5 @@
-"""Several large parts per record (issue 15): the store's contract for parts, on every backend,
-and the collector's protocol and crashes between one part's upload and the next.
+"""Several large parts per record (docs/design.md, "Parts"): the store's contract for parts, on
+every backend, and the collector's protocol and crashes between one part's upload and the next.
 
 A part is content-addressed and offloaded on its own (inline when small, by the body's rule),
 uploaded only when the current version does not already reference it; the version's hash (its

@@ -1,4 +1,4 @@
-"""The read API (issue 14), driven over HTTP as a consumer drives it: requests signed with
+"""The read API (docs/read-api.md), driven over HTTP as a consumer drives it: requests signed with
 botocore's SigV4 signer (service "lambda") and sent with http.client to the local function URL
 (vhs.local.read_api), which checks the signature and calls the real handler, against moto's
 server. One local stack and one server for the module."""

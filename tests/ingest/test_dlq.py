@@ -435,7 +435,7 @@ def test_the_default_long_poll_and_the_pieces(stack):
     }
 
 
-# --- dead letters tell the truth (issue 16) -------------------------------------------------
+# --- dead letters tell the truth: forged reasons, receipts, staged bodies ------------------
 
 FORGED = {
     "vhs-error-type": "InvalidMessage",

@@ -1,6 +1,6 @@
-"""Parts through the ingest handler (issue 15): a message's parts are claim checks of objects
-in the staging location, downloaded and stored beside the body; a part that is missing or
-outside the staging location dead-letters the message naming `parts.<name>.s3.key`."""
+"""Parts through the ingest handler (docs/design.md, "Parts"): a message's parts are claim checks
+of objects in the staging location, downloaded and stored beside the body; a part that is missing
+or outside the staging location dead-letters the message naming `parts.<name>.s3.key`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What nothing one id holds may do to the collector, and what the collector's timing may not do
-to anyone (issue 11): a hot id with thousands of orphans, failures isolated per id and per
+to anyone (docs/gc.md): a hot id with thousands of orphans, failures isolated per id and per
 shard, deletes fenced at send time, readers that race a collection, writers with a deadline,
 and a collection that stops inside a shard and resumes there."""
 

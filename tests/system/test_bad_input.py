@@ -304,7 +304,7 @@ def test_the_report_lists_every_case(run: CorpusRun):
 @pytest.mark.slow
 def test_docs_reliability_shows_every_case_as_it_is_handled(run: CorpusRun):
     """The published table cannot drift from the code: regenerate it with
-    `PYTHONPATH=tests .venv/bin/python -m vhs_testing.bad_input_pipeline`."""
+    `.venv/bin/python -m vhs_testing.bad_input_pipeline`."""
     published = set((ROOT / "docs" / "reliability.md").read_text().splitlines())
     stale = [row for row in markdown_table(run).splitlines() if row not in published]
     assert stale == []

@@ -388,7 +388,7 @@ def test_conditional_writes_are_atomic(backend: Backend) -> None:
     assert tally.most_stored == 1
 
 
-# --- a slow writer across the end of a delete's window (issue 25) ----------------------------
+# --- a slow writer across the end of a delete's window --------------------------------------
 
 
 @pytest.mark.parametrize("shape", ["body", "parts"])

@@ -8,7 +8,7 @@ batchItemFailures, as Lambda does). Right after that one invocation the runner r
 store holds and what the DLQ received, so the record of each message is what happened in its
 own invocation: a valid message delayed to a retry would show as missing, not as stored.
 
-    PYTHONPATH=tests .venv/bin/python -m vhs_testing.bad_input_pipeline
+    .venv/bin/python -m vhs_testing.bad_input_pipeline
 
 runs it on a moto server of its own and prints the markdown report (the table of every case).
 """
