@@ -8,8 +8,9 @@ from botocore.retries.standard import ExponentialBackoff
 
 from vhs_testing.backends import BACKENDS, Backend, fake_credentials, live_enabled, open_backend
 
-# Fixtures that start a server (moto's or dynalite), and parameters that choose one.
-SERVER_FIXTURES = frozenset({"moto_server", "dynalite_server", "server"})
+# Fixtures that start a server (moto's, dynalite or `vhs local up`'s), and parameters that
+# choose one.
+SERVER_FIXTURES = frozenset({"moto_server", "dynalite_server", "server", "local_env"})
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

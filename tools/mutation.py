@@ -6,9 +6,9 @@
 Run it with the mutation venv's Python (`make mutation` does). tools/mutation.toml names the
 modules and the sampling; a module's tests are the folder of its concern (`selection`). Each
 module gets a work directory .mutation/<name>/ holding links to lambdas/vhs (as vhs/, so mutmut
-names mutants by the import name vhs.*, which its test-to-mutant map needs), tests/, events/ and
-docs/, and a pyproject.toml of its own; mutmut writes its mutants/ there. A run starts each
-module afresh, so re-running gives the same verdicts for the same code and tests.
+names mutants by the import name vhs.*, which its test-to-mutant map needs), tests/ and what the
+tests read (`LINKS`), and a pyproject.toml of its own; mutmut writes its mutants/ there. A run
+starts each module afresh, so re-running gives the same verdicts for the same code and tests.
 """
 
 from __future__ import annotations
@@ -30,6 +30,13 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "tools" / "mutation.toml"
 WORK = ROOT / ".mutation"
 LINKS = {"vhs": "lambdas/vhs", "tests": "tests", "events": "events", "docs": "docs"}
+# What the selected tests read from the repository besides vhs and tests (the CDK app that the
+# state-machine tests synthesize, the tools, the Makefile and the audit's exceptions that
+# tests/system checks): mutmut copies them into its mutants/ directory, where the tests run.
+# None of them is on sys.path.
+READ = ("lambdas", "infra", "app.py", "cdk.json", "tools", "Makefile", "pip-audit-exceptions.txt")
+LINKS |= {name: name for name in READ}
+COPIED = [name for name in LINKS if name not in ("vhs", "tests")]
 GOAL = 0.90
 
 # mutmut 3's exit codes for a mutant's test run (mutmut.stats.status_by_exit_code).
@@ -62,7 +69,7 @@ def pyproject(module: dict, run: dict) -> str:
             f"only_mutate = {toml([module['path']])}",
             f"pytest_add_cli_args = {toml(run['pytest_args'])}",
             f"pytest_add_cli_args_test_selection = {toml(selection(module, run))}",
-            'also_copy = ["events", "docs"]',
+            f"also_copy = {toml(COPIED)}",
             "use_git_change_detection = false",
             "",
             "[tool.pytest.ini_options]",
