@@ -27,13 +27,14 @@ setup: $(STAMP)
 # Reinstall only when a requirements or project file changes. Both venvs drop the setuptools
 # that `venv` seeds (65.5.0 on Python 3.11, older than the fix for CVE-2024-6345): nothing needs
 # it, and `pip install -e .` builds in isolation with the setuptools pyproject.toml asks for.
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml tests/harness/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing Python dependencies into $(VENV) (first run takes about 2 minutes)"
 	@$(BIN)/pip install --quiet --upgrade pip 2> >(grep -v '^WARNING: Location' >&2)
 	@$(BIN)/pip uninstall --quiet --yes setuptools 2> >(grep -v '^WARNING: Skipping' >&2)
 	@$(BIN)/pip install --quiet -r requirements-dev.txt 2> >(grep -v '^WARNING: Location' >&2)
 	@$(BIN)/pip install --quiet --no-deps -e . 2> >(grep -v '^WARNING: Location' >&2)
+	@$(BIN)/pip install --quiet --no-deps -e tests/harness 2> >(grep -v '^WARNING: Location' >&2)
 	@$(BIN)/pip check
 	@touch $@
 

@@ -6,10 +6,11 @@ from collections.abc import Iterator
 import pytest
 from botocore.retries.standard import ExponentialBackoff
 
-from support.backends import BACKENDS, Backend, fake_credentials, live_enabled, open_backend
+from vhs_testing.backends import BACKENDS, Backend, fake_credentials, live_enabled, open_backend
 
-# Fixtures that start a server (moto's or dynalite), and parameters that choose one.
-SERVER_FIXTURES = frozenset({"moto_server", "dynalite_server", "server"})
+# Fixtures that start a server (moto's, dynalite or `vhs local up`'s), and parameters that
+# choose one.
+SERVER_FIXTURES = frozenset({"moto_server", "dynalite_server", "server", "local_env"})
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,7 +60,7 @@ def moto_server(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def dynalite_server(request: pytest.FixtureRequest) -> Iterator[str]:
     """dynalite in memory (make setup installs it): fails with how to install it if missing."""
-    from support.dynalite import DynaliteServer
+    from vhs_testing.dynalite import DynaliteServer
 
     if request.config.getoption("--inprocess-only"):
         pytest.skip("needs dynalite (--inprocess-only)")

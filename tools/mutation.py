@@ -4,11 +4,11 @@
     python tools/mutation.py report [--survivors] # the table again; --survivors adds their diffs
 
 Run it with the mutation venv's Python (`make mutation` does). tools/mutation.toml names the
-modules, the tests each one is checked against and the sampling. Each module gets a work directory
-.mutation/<name>/ holding links to lambdas/vhs (as vhs/, so mutmut names mutants by the import
-name vhs.*, which its test-to-mutant map needs), tests/, events/ and docs/, and a pyproject.toml of
-its own; mutmut writes its mutants/ there. A run starts each module afresh, so re-running gives
-the same verdicts for the same code and tests.
+modules and the sampling; a module's tests are the folder of its concern (`selection`). Each
+module gets a work directory .mutation/<name>/ holding links to lambdas/vhs (as vhs/, so mutmut
+names mutants by the import name vhs.*, which its test-to-mutant map needs), tests/ and what the
+tests read (`LINKS`), and a pyproject.toml of its own; mutmut writes its mutants/ there. A run
+starts each module afresh, so re-running gives the same verdicts for the same code and tests.
 """
 
 from __future__ import annotations
@@ -30,6 +30,13 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "tools" / "mutation.toml"
 WORK = ROOT / ".mutation"
 LINKS = {"vhs": "lambdas/vhs", "tests": "tests", "events": "events", "docs": "docs"}
+# What the selected tests read from the repository besides vhs and tests (the CDK app that the
+# state-machine tests synthesize, the tools, the Makefile and the audit's exceptions that
+# tests/system checks): mutmut copies them into its mutants/ directory, where the tests run.
+# None of them is on sys.path.
+READ = ("lambdas", "infra", "app.py", "cdk.json", "tools", "Makefile", "pip-audit-exceptions.txt")
+LINKS |= {name: name for name in READ}
+COPIED = [name for name in LINKS if name not in ("vhs", "tests")]
 GOAL = 0.90
 
 # mutmut 3's exit codes for a mutant's test run (mutmut.stats.status_by_exit_code).
@@ -43,8 +50,17 @@ def load_config() -> dict:
     return tomllib.loads(CONFIG.read_text())
 
 
+def selection(module: dict, run: dict) -> list[str]:
+    """The tests a module is checked against: the folder of its concern, tests/<package>/ for a
+    module of a package under vhs/ and tests/core/ for one of vhs/ itself, then run's `also`."""
+    package = Path(module["path"]).parent
+    concern = "core" if package == Path("vhs") else package.name
+    return [f"tests/{concern}", *run.get("also", [])]
+
+
 def pyproject(module: dict, run: dict) -> str:
-    """The work directory's pyproject.toml: mutmut's settings and pytest's (pythonpath tests/)."""
+    """The work directory's pyproject.toml: mutmut's settings and pytest's (pythonpath: the
+    test harness, tests/harness/vhs_testing)."""
     toml = json.dumps  # a TOML basic string or array of them is also valid JSON
     return "\n".join(
         [
@@ -52,12 +68,12 @@ def pyproject(module: dict, run: dict) -> str:
             'source_paths = ["vhs"]',
             f"only_mutate = {toml([module['path']])}",
             f"pytest_add_cli_args = {toml(run['pytest_args'])}",
-            f"pytest_add_cli_args_test_selection = {toml(module['tests'])}",
-            'also_copy = ["events", "docs"]',
+            f"pytest_add_cli_args_test_selection = {toml(selection(module, run))}",
+            f"also_copy = {toml(COPIED)}",
             "use_git_change_detection = false",
             "",
             "[tool.pytest.ini_options]",
-            'pythonpath = ["tests"]',
+            'pythonpath = ["tests/harness"]',
             'filterwarnings = ["ignore::DeprecationWarning:botocore.*"]',
             'markers = ["live: runs against real AWS", "slow: takes more than a few seconds"]',
             "",

@@ -1,0 +1,162 @@
+"""The item layout's own rules, checked directly and through `vhs verify` (mutation testing
+found them unpinned: docs/reliability.md, "Mutation testing").
+
+Damaged items are written behind the store's back, in the layout item.py documents, so each of
+`layout_problem`'s rules is seen to report its own reason, and a well-formed item none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vhs.item import (
+    Condemnation,
+    MalformedItem,
+    condemnation_of,
+    entry_from_dynamo,
+    entry_to_dynamo,
+    item_from_dynamo,
+    layout_problem,
+)
+from vhs.keys import body_key, shard_of
+from vhs.maintenance.gc import GarbageCollector
+from vhs.model import Entry
+from vhs.operator.verify import verify
+from vhs.ordering import TOMBSTONE_HASH
+from vhs_testing.backends import Backend
+
+T = "2026-11-01T00:00:00.000000Z"
+H1, H2 = "1" * 64, "2" * 64
+
+
+def entry(content_hash: str = H1, *, size: int = 10, **extra: Any) -> dict[str, Any]:
+    """An entry map as item.py lays it out (an S3 body unless `b` is given)."""
+    attrs = {
+        "t": {"S": T},
+        "h": {"S": content_hash},
+        "n": {"N": str(size)},
+        "w": {"N": "1700000000"},
+        "k": {"S": "writer"},
+    }
+    return {"M": attrs | extra}
+
+
+def raw_item(id: str, version: int, current: dict, history: list[dict] = ()) -> dict[str, Any]:
+    raw = {"id": {"S": id}, "v": {"N": str(version)}, "c": {"L": [current]}}
+    if history:
+        raw["p"] = {"L": list(history)}
+    return raw
+
+
+def problem_of(raw: dict[str, Any]) -> str | None:
+    return layout_problem(raw, item_from_dynamo(raw))
+
+
+def test_a_purge_flag_survives_the_round_trip_and_a_plain_delete_has_none():
+    purge = Entry(T, TOMBSTONE_HASH, 0, 1700000000, "writer", purge=True)
+    written = entry_to_dynamo(purge)
+    assert written["M"]["x"] == {"BOOL": True}
+    assert entry_from_dynamo(written).purge is True
+    plain = entry_to_dynamo(Entry(T, TOMBSTONE_HASH, 0, 1700000000, "writer"))
+    assert "x" not in plain["M"] and entry_from_dynamo(plain).purge is False
+
+
+def test_a_purging_delete_stores_its_flag(inprocess: Backend):
+    store = inprocess.store()
+    store.put("p1", {"n": 1}, updated_at="2026-11-01T00:00:00Z")
+    store.put("p1", {"n": 2}, updated_at="2026-11-02T00:00:00Z")
+    assert store.delete("p1", deleted_at="2026-11-03T00:00:00Z", purge=True).purged
+    raw = inprocess.dynamodb.get_item(TableName=store.table_name, Key={"id": {"S": "p1"}})
+    (current,) = raw["Item"]["c"]["L"]
+    assert current["M"]["x"] == {"BOOL": True}
+    item = store.index.read("p1")
+    assert item is not None and item.current.purge and item.history == ()
+    assert problem_of(raw["Item"]) is None
+
+
+def test_well_formed_items_have_no_problem():
+    delete = entry(TOMBSTONE_HASH, size=0)
+    purge = entry(TOMBSTONE_HASH, size=0, x={"BOOL": True})
+    assert problem_of(raw_item("a", 1, entry())) is None
+    assert problem_of(raw_item("a", 3, delete, [entry(H1), entry(H2)])) is None
+    assert problem_of(raw_item("a", 7, purge)) is None  # earlier versions trimmed away
+    assert problem_of({"id": {"S": "a"}, "gcd": {"N": "1.7e9"}, "gcs": {"SS": ["0" * 16]}}) is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (
+            raw_item("a", 2, entry(H2), [entry(H1), entry(H1)]),
+            "version 2 is lower than the 3 entries held",
+        ),
+        (raw_item("a", 1, entry("not-a-digest")), "version 1: 'not-a-digest' is not a sha256"),
+        (raw_item("a", 2, entry(H2), [entry("A" * 64)]), "version 1: 'AAAA"),
+        (raw_item("a", 1, entry(size=-1)), "version 1: negative size -1"),
+        (
+            raw_item("a", 2, entry(TOMBSTONE_HASH, size=0, b={"B": b"{}"}), [entry()]),
+            "version 2: a delete with a body",
+        ),
+        (raw_item("a", 1, entry(x={"BOOL": True})), "version 1: a purge flag on a put"),
+        ({"id": {"S": "a"}, "v": {"N": "3"}, "gcd": {"N": "1.7e9"}}, "no current entry, but has v"),
+        ({"id": {"S": "a"}, "p": {"L": []}, "v": {"N": "3"}}, "no current entry, but has p, v"),
+    ],
+)
+def test_each_damaged_layout_is_named(raw: dict[str, Any], reason: str):
+    assert (problem_of(raw) or "").startswith(reason)
+
+
+def test_verify_reports_each_damaged_item_with_its_reason(inprocess: Backend):
+    store = inprocess.store()
+    store.put("fine", {"n": 1}, updated_at="2026-11-01T00:00:00Z")
+    damaged = {
+        "short": raw_item("short", 1, entry(H2), [entry(H1)]),
+        "purged-put": raw_item("purged-put", 1, entry(x={"BOOL": True})),
+        "stray": {"id": {"S": "stray"}, "v": {"N": "2"}},
+    }
+    for raw in damaged.values():
+        inprocess.dynamodb.put_item(TableName=store.table_name, Item=raw)
+    report = verify(store)
+    details = {f.id: (str(f.kind), f.detail) for f in report.findings}
+    assert details == {
+        "short": ("unparseable", "version 1 is lower than the 2 entries held"),
+        "purged-put": ("unparseable", "version 1: a purge flag on a put"),
+        "stray": ("unparseable", "no current entry, but has v"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        (raw_item("a", 1, entry()) | {"id": {"N": "1"}}, "{'N': '1'}"),
+        (raw_item("a", 1, entry(t={"S": 5})), "{'S': 5}"),
+        (raw_item("a", 1, entry(k={"B": b"w"})), "{'B': b'w'}"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_naming_it(raw: dict[str, Any], shown: str):
+    with pytest.raises(MalformedItem) as raised:
+        item_from_dynamo(raw)
+    assert str(raised.value) == f"expected a string, got {shown}"
+
+
+def test_a_condemnation_without_its_bodies_condemns_none():
+    """`gcd` without `gcs`: not how the collector writes it (both at once), but an item
+    damaged that way is read as a condemnation of nothing rather than failing."""
+    assert condemnation_of({"id": {"S": "a"}, "gcd": {"N": "1700000000.5"}}) == Condemnation(
+        1700000000.5, frozenset()
+    )
+    assert condemnation_of({"id": {"S": "a"}}) is None
+
+
+def test_the_collector_goes_on_past_a_condemnation_without_its_bodies(inprocess: Backend):
+    store = inprocess.store()
+    rid = "half-marked"
+    orphan = body_key(store.prefix, rid, H1)
+    inprocess.s3.put_object(Bucket=inprocess.bucket_name, Key=orphan, Body=b"orphan")
+    inprocess.dynamodb.put_item(
+        TableName=store.table_name, Item={"id": {"S": rid}, "gcd": {"N": "1700000000"}}
+    )
+    report = GarbageCollector(store, clock=lambda: 1800000000.0).run([shard_of(rid)])
+    assert (report.orphaned, report.failed, report.failed_shards) == (1, 0, [])
