@@ -234,8 +234,8 @@ class DynamoIndex:
         entry: Entry,
         *,
         keep_history: bool,
-        guards: Mapping[str, float] | None = None,
-        fallback: HistoryPlan | None = None,
+        guards: Mapping[str, float],
+        fallback: HistoryPlan | None,
     ) -> WriteResult:
         """Make `entry` current if the ordering rules admit it: one request on the happy path,
         with no read first. The update moves the current entry into the history as it is
@@ -249,21 +249,43 @@ class DynamoIndex:
         upload of each S3 object the entry points at anew began; the write then also requires
         that the garbage collector has not condemned it since. Raises BodyCondemned if it has.
         """
-        return self._blind(id, entry, keep_history, dict(guards or {}), fallback)
+        for attempt in range(_MAX_ATTEMPTS):
+            try:
+                ok, raw = self._conditional_update(
+                    id, *updates.new_version(entry, keep_history, guards)
+                )
+            except ClientError as error:
+                if not (keep_history and fallback is not None and _item_too_large(error)):
+                    raise
+                # The item has grown past what a blind append leaves room for: write it as
+                # planned against the item as it is, dropping its oldest history.
+                plan = _Plan(fallback, guards)
+                left = _MAX_ATTEMPTS - attempt - 1
+                return self._planned(id, entry, plan, self._read_current(id), True, left)
+            if ok and keep_history:
+                raw = self._within_budget(id, raw)
+            result, _ = self._answered(id, entry, ok, raw, guards)
+            if result is not None:
+                return result
+            # The item changed between our attempts: write again (the ordering condition
+            # decides against its new state).
+        raise WriteConflict(f"gave up writing {id!r} after {_MAX_ATTEMPTS} contended attempts")
 
     def delete(
         self, id: str, tombstone: Entry, *, keep_history: bool, fallback: HistoryPlan | None
     ) -> WriteResult:
         """Make `tombstone` (a delete's entry) current if ordering admits it: written blind, as
         `put_blind` writes, with nothing to guard; with `fallback`, never refused for size."""
-        return self._blind(id, tombstone, keep_history, {}, fallback)
+        return self.put_blind(
+            id, tombstone, keep_history=keep_history, guards={}, fallback=fallback
+        )
 
     def put_planned(
         self,
         id: str,
         entry: Entry,
-        *,
         history: HistoryPlan,
+        *,
         guards: Mapping[str, float] | None = None,
         basis: dict | None = None,
         reuse: frozenset[str] = frozenset(),
@@ -297,36 +319,6 @@ class DynamoIndex:
             basis = self._read_for_write(id, consistent=consistent_basis)
         plan = _Plan(history, dict(guards or {}), reuse, reuse_skew)
         return self._planned(id, entry, plan, basis, consistent_basis, _MAX_ATTEMPTS)
-
-    def _blind(
-        self,
-        id: str,
-        entry: Entry,
-        keep_history: bool,
-        guards: Mapping[str, float],
-        fallback: HistoryPlan | None,
-    ) -> WriteResult:
-        for attempt in range(_MAX_ATTEMPTS):
-            try:
-                ok, raw = self._conditional_update(
-                    id, *updates.new_version(entry, keep_history, guards)
-                )
-            except ClientError as error:
-                if not (keep_history and fallback is not None and _item_too_large(error)):
-                    raise
-                # The item has grown past what a blind append leaves room for: write it as
-                # planned against the item as it is, dropping its oldest history.
-                plan = _Plan(fallback, guards)
-                left = _MAX_ATTEMPTS - attempt - 1
-                return self._planned(id, entry, plan, self._read_current(id), True, left)
-            if ok and keep_history:
-                raw = self._within_budget(id, raw)
-            result, _ = self._answered(id, entry, ok, raw, guards)
-            if result is not None:
-                return result
-            # The item changed between our attempts: write again (the ordering condition
-            # decides against its new state).
-        raise WriteConflict(f"gave up writing {id!r} after {_MAX_ATTEMPTS} contended attempts")
 
     def _planned(
         self, id: str, entry: Entry, plan: _Plan, basis: dict, current: bool, attempts: int
