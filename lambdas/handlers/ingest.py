@@ -2,17 +2,16 @@
 
 Wired with Powertools: `BatchProcessor` reports batch item failures (the event source has
 ReportBatchItemFailures), Logger writes JSON with the message and record ids, Metrics emits
-EMF counts, and Tracer traces where tracing is on (see observability.traced). The messages
-of one batch are stored concurrently; their order in the batch cannot matter, because the
-store orders writes by (updated_at, content hash).
+EMF counts, and Tracer traces where tracing is on (see observability.traced). A batch is
+read, coalesced and written by vhs.ingest.batch; this module only wires it: the ingestor, the
+invocation's time left, the logger and the metrics.
 """
 
 from __future__ import annotations
 
 import functools
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
+from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
@@ -24,14 +23,13 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from handlers.observability import instrumented, logger_and_metrics
 from vhs import settings
-from vhs.errors import InvalidMessage
-from vhs.ingest.ingestor import Ingestor, IngestResult
+from vhs.ingest.batch import ingest_batch
+from vhs.ingest.ingestor import Ingestor
 from vhs.settings import INGEST_FUNCTION
 
 logger, metrics = logger_and_metrics(INGEST_FUNCTION)
 processor = BatchProcessor(event_type=EventType.SQS)
 
-CONCURRENCY = settings.whole_number(settings.INGEST_CONCURRENCY, 16)
 # Time a write needs after a wait: the upload again and the conditional write.
 WAIT_MARGIN_SECONDS = 15.0
 
@@ -50,87 +48,6 @@ def reset() -> None:
     metrics.namespace = settings.metrics_namespace()
 
 
-def _ingest_one(worker: Ingestor, record: dict[str, Any]) -> IngestResult | BaseException:
-    message_id = record.get("messageId", "")
-    try:
-        try:
-            result = worker.handle(record)
-        except InvalidMessage as error:
-            worker.dead_letter(record, error)
-            logger.warning(
-                "dead-lettered an invalid message",
-                extra={
-                    "message_id": message_id,
-                    "error_type": type(error).__name__,
-                    "field": error.field,
-                    "reason": error.reason,
-                },
-            )
-            return IngestResult(message_id, None, "invalid")
-        logger.info(
-            result.outcome,
-            extra={
-                "message_id": message_id,
-                "record_id": result.record_id,
-                "version": result.version,
-            },
-        )
-        return result
-    except Exception as error:  # retried by SQS; dead-lettered by redrive if it persists
-        logger.warning(
-            "will retry",
-            extra={"message_id": message_id, "error": f"{type(error).__name__}: {error}"},
-        )
-        return error
-
-
-def ingest_batch(
-    worker: Ingestor, records: list[dict[str, Any]]
-) -> list[IngestResult | BaseException]:
-    """Every record's result, in order: messages for one id coalesced to their winner
-    (vhs.ingest.coalesce), the writers stored concurrently, and the others' outcomes read
-    off their winner's. Losers whose winner was not written (dead-lettered, or failed and to
-    be retried) are coalesced again among themselves, as if it had never been sent."""
-    from vhs.ingest.coalesce import in_rounds, read_candidate
-
-    candidates = {
-        n: c
-        for n, record in enumerate(records)
-        if (c := read_candidate(n, record, worker.limits)) is not None
-    }
-    results: list[IngestResult | BaseException | None] = [None] * len(records)
-
-    def write(writers: list[int]) -> None:
-        with ThreadPoolExecutor(max(1, min(CONCURRENCY, len(writers)))) as pool:
-            written = pool.map(lambda n: _ingest_one(worker, records[n]), writers)
-            for n, result in zip(writers, written, strict=True):
-                results[n] = result
-
-    def outcome(winner: int) -> str | None:
-        # Not written (it is retried, or dead-lettered): None.
-        won = results[winner]
-        if isinstance(won, BaseException) or won is None or won.outcome == "invalid":
-            return None
-        return won.outcome
-
-    coalesced = 0
-    for n, winner, after in in_rounds(range(len(records)), candidates, write, outcome):
-        won = cast(IngestResult, results[winner])  # in_rounds yields written winners only
-        loser, message_id = candidates[n], records[n]["messageId"]
-        results[n] = IngestResult(message_id, loser.record_id, after, won.version)
-        coalesced += 1
-        logger.info(
-            after,
-            extra={
-                "message_id": message_id,
-                "record_id": loser.record_id,
-                "coalesced_into": records[winner]["messageId"],
-            },
-        )
-    metrics.add_metric(name="coalesced", unit=MetricUnit.Count, value=coalesced)
-    return [r for r in results if r is not None]
-
-
 @instrumented(logger, metrics, capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     worker = ingestor()
@@ -144,7 +61,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     worker.store.wait_budget = time_left
     worker.budgets.remaining = time_left
     records = event.get("Records") or []
-    results = ingest_batch(worker, records)
+    results = ingest_batch(
+        worker,
+        records,
+        log=logger,
+        coalesced=lambda n: metrics.add_metric(name="coalesced", unit=MetricUnit.Count, value=n),
+    )
     by_message = {r.get("messageId"): result for r, result in zip(records, results, strict=True)}
 
     counts: Counter[str] = Counter()

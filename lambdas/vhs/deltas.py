@@ -16,11 +16,15 @@ its top down, each step bounded by the entry's recorded size and checked against
 from __future__ import annotations
 
 import dataclasses
+import logging
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from .codec import DELTA, SAME, ZLIB, compress_against, decompress, sha256_hex
-from .model import Entry, StoredPart
+from .model import Entry, Item, StoredPart
+from .retention import Retention
+
+logger = logging.getLogger(__name__)
 
 
 class UndecodableBody(ValueError):
@@ -31,6 +35,36 @@ class UndecodableBody(ValueError):
         super().__init__(message)
         self.version = version
         self.actual = actual
+
+
+def history_after(
+    new: Entry,
+    new_body: bytes | None,
+    retention: Retention,
+    clock: Callable[[], float],
+    delta_history: bool = True,
+) -> Callable[[Item], list[Entry]]:
+    """The history an item holds once `new` (inline, body `new_body`) supersedes its current
+    entry: the current entry appended, as a delta against `new_body` where that is smaller
+    (`delta_history`), and whatever `retention` then no longer keeps at `clock()` dropped (so
+    a write at steady state also trims, in the same request). For DynamoIndex.put_planned."""
+
+    def history(item: Item) -> list[Entry]:
+        old = item.current
+        old_body = None
+        if old.inline is not None and new_body is not None and delta_history:
+            try:
+                old_body = inline_body(item.versions(), item.version)
+            except UndecodableBody as error:
+                # Kept as it is: `vhs verify` reports it; the new version does not depend on it.
+                logger.warning("%r version %d: %s", item.id, item.version, error)
+        kept = old if new_body is None else supersede(old, old_body, new, new_body)
+        kept = share_parts(kept, new)
+        held = [*item.history, kept]
+        after = Item(item.id, item.version + 1, new, tuple(held))
+        return held[retention.expired_count(after, clock()) :]
+
+    return history
 
 
 def supersede(old: Entry, old_body: bytes | None, successor: Entry, successor_body: bytes) -> Entry:

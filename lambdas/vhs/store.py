@@ -1,21 +1,20 @@
-"""VersionedHybridStore: a body store (S3) and an index (DynamoDB), composed.
+"""VersionedHybridStore: a body store (S3) and an index (DynamoDB), composed; the public façade
+(configuration, the validated writes, the reads).
 
 Writes are two-phase. A body over the inline threshold goes to S3 first, under a key named by
 its content; one conditional DynamoDB write then makes it current. A crash between the phases
 leaves at worst an unreferenced object, which the garbage collector removes later; a reader
 never sees a pointer to a body that is not yet in S3. Deletes write a tombstone to DynamoDB and
 leave the bodies to the garbage collector: with content addressing another version may share
-a key, so nothing on a write or failure path deletes a body.
-"""
+a key, so nothing on a write or failure path deletes a body. How a put is uploaded and written
+(with parts or without) is in write_path.py; the index's three kinds of write (blind put,
+planned put, delete) in index.py."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import secrets
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,19 +32,18 @@ from .codec import (
     compress,
     encode_record,
 )
-from .deltas import UndecodableBody, inline_body, inline_part, share_parts, supersede
+from .deltas import UndecodableBody, history_after, inline_body, inline_part
 from .errors import (
     BodyHashMismatch,
     ConfigurationError,
     DanglingPointer,
     InvalidInput,
-    InvalidPart,
     PartNotFound,
     RecordNotFound,
     WriteConflict,
 )
-from .index import BodyCondemned, DynamoIndex, PartsNotHeld
-from .item import INLINE, ITEM_BUDGET, entry_size, item_from_dynamo, written_size
+from .index import BodyCondemned, DynamoIndex
+from .item import INLINE, ITEM_BUDGET, entry_size, written_size
 from .model import (
     DeleteResult,
     Entry,
@@ -58,10 +56,12 @@ from .model import (
     VersionInfo,
     entry_time,
 )
-from .ordering import TOMBSTONE_HASH, OrderKey, Outcome, classify, parse_timestamp
-from .parts import PartBody, encode_parts, manifest_hash
+from .ordering import TOMBSTONE_HASH, Outcome, parse_timestamp
+from .parts import PartBody, encode_parts
 from .retention import Retention
 from .settings import StoreSettings
+from .write_path import MAX_WRITE_WINDOW as MAX_WRITE_WINDOW  # the collector's too (gc.py)
+from .write_path import KnownCurrent, put_body, put_with_parts
 
 logger = logging.getLogger(__name__)
 
@@ -70,47 +70,12 @@ logger = logging.getLogger(__name__)
 DEFAULT_INLINE_THRESHOLD = 8 * 1024
 DEFAULT_MAX_FUTURE = timedelta(days=1)
 DEFAULT_CLOCK_SKEW = timedelta(seconds=60)
-# A write must reach DynamoDB within this long of creating its S3 object. The collector clears
-# a condemnation only after its deadline plus this window, so no slower writer can rely on it.
-MAX_WRITE_WINDOW = timedelta(minutes=15)
-# The collector skips bodies uploaded within its grace period, so a second condemnation of a
-# body just uploaded again means something is badly wrong; give up rather than loop.
-_MAX_CONDEMNED_RETRIES = 3
 # The longest id by DynamoDB's count (UTF-8: up to 4 bytes a code point) and the highest
 # version the configuration check allows for: the item's own overhead at its largest.
 _LONGEST_ID = "\U0010ffff" * keys.MAX_ID_LENGTH
 _HIGHEST_VERSION = 10**20 - 1
 # Bodies up to this multiple of the threshold are worth trying to compress into it.
 _COMPRESSIBLE_RATIO = 16
-
-
-class KnownCurrent:
-    """The highest current ordering key this process has seen for each of the ids it wrote
-    most recently. An id's current key never goes down (a write is admitted only above it, a
-    touch moves it forward, and purges, trims and the collector keep it), so a key seen is a
-    lower bound of the key now: a write at or below it can only be stale or unchanged, and its
-    body need not be uploaded. Bounded: the least recently written ids are forgotten."""
-
-    def __init__(self, capacity: int = 10_000) -> None:
-        self.capacity = capacity
-        self._keys: OrderedDict[str, OrderKey] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def saw(self, item: Item | None) -> None:
-        if item is None:
-            return
-        key = item.current.order_key
-        with self._lock:
-            known = self._keys.pop(item.id, None)
-            self._keys[item.id] = key if known is None or key > known else known
-            while len(self._keys) > self.capacity:
-                self._keys.popitem(last=False)
-
-    def at_least(self, id: str, key: OrderKey) -> bool:
-        """Whether `id`'s current key is surely at least `key`."""
-        with self._lock:
-            known = self._keys.get(id)
-        return known is not None and key <= known
 
 
 class VersionedHybridStore:
@@ -244,56 +209,8 @@ class VersionedHybridStore:
         `parts.encode_parts`. Ingest validates each message field once, naming the message's
         fields, and writes through this."""
         if parts:
-            return self._put_with_parts(id, body, stamp, parts)
-        inline, codec = self._inline_form(body)
-        key = keys.body_key(self.prefix, id, body.sha256)
-        entry = Entry(
-            updated_at=stamp,
-            content_hash=body.sha256,
-            size=body.size,
-            written_at=int(self.clock()),
-            token=_token(),
-            content_type=body.content_type,
-            inline=inline,
-            codec=codec,
-        )
-        keep_history = self.retention.versions > 0
-        # An inline body keeps the one it supersedes as a delta against itself: the writer
-        # reads the item first (half a read unit) and writes the history whole.
-        history = None
-        if self.delta_history and keep_history and inline is not None and body.data is not None:
-            history = self._history_after(entry, body.data)
-        # A body that cannot win (a duplicate or stale put of an id whose current entry this
-        # store has seen) is not uploaded: the write can only be refused or change nothing.
-        # Its read is then only for the result's version: one strongly consistent read.
-        beaten = self.known.at_least(id, entry.order_key)
-        upload = inline is None and not beaten
-        for _ in range(_MAX_CONDEMNED_RETRIES):
-            uploaded_after = None
-            if upload:
-                created = self.bodies.put(key, body, keys.body_metadata(id, stamp))
-                if self.clock() - created > MAX_WRITE_WINDOW.total_seconds():
-                    continue  # too slow for the collector's marker expiry: upload again
-                uploaded_after = created - self.clock_skew
-            try:
-                result = self.index.write(
-                    id,
-                    entry,
-                    keep_history=keep_history,
-                    uploaded_after=uploaded_after,
-                    history=history,
-                    consistent_basis=beaten,
-                    fallback=self._history_after(entry, None) if keep_history else None,
-                )
-                break
-            except BodyCondemned as condemned:
-                self._wait_out(id, condemned)
-        else:
-            raise WriteConflict(f"{id!r}: the garbage collector kept condemning its body")
-        self.known.saw(result.item)
-        self._trim_if_due(result.item)
-        location = "inline" if inline is not None else self.bodies.location(key)
-        return PutResult(id, result.outcome, result.version, body.sha256, location)
+            return put_with_parts(self, id, body, stamp, parts)
+        return put_body(self, id, body, stamp)
 
     def _wait_out(self, id: str, condemned: BodyCondemned) -> None:
         """The collector may delete a condemned object until its deadline: wait until the next
@@ -307,141 +224,6 @@ class VersionedHybridStore:
                 f"more, longer than this caller may wait ({budget:.0f} s): retry later"
             ) from None
         self._sleep(wait)
-
-    def _put_with_parts(
-        self, id: str, body: Body, stamp: str, parts: Sequence[PartBody]
-    ) -> PutResult:
-        """A put of a version with parts (docs/design.md, "Parts"). The item is read first
-        (half a read unit), so that only the objects its current entry does not already
-        reference in S3 are uploaded (a change to the JSON alone uploads nothing), and the
-        write is made against that item as read: the objects it reuses are then surely
-        still there (see index.write, `reuse`)."""
-        entry, sources = self._entry_with_parts(id, body, stamp, parts)
-        history = self._history_after(entry, body.data if entry.inline is not None else None)
-        needed = entry.s3_objects()
-        metadata = keys.body_metadata(id, stamp)
-        uploaded: dict[str, float] = {}  # sha256 → when its upload began, less the skew
-        beaten = self.known.at_least(id, entry.order_key)  # see put_validated
-        basis = self.index.read_for_write(id, consistent=beaten)
-        for _ in range(_MAX_CONDEMNED_RETRIES + 2):
-            seen = item_from_dynamo(basis)
-            now = self.clock()
-            # An upload older than the write window is no longer one the collector respects.
-            horizon = now - MAX_WRITE_WINDOW.total_seconds() - self.clock_skew
-            uploaded = {h: since for h, since in uploaded.items() if since > horizon}
-            if seen is None or classify(seen.current.order_key, entry.order_key) not in (
-                Outcome.STALE,
-                Outcome.UNCHANGED,
-            ):
-                held = seen.current.s3_objects() if seen is not None else {}
-                for content_hash in needed:
-                    if content_hash not in held and content_hash not in uploaded:
-                        key = keys.body_key(self.prefix, id, content_hash)
-                        created = self.bodies.put(key, sources[content_hash], metadata)
-                        uploaded[content_hash] = created - self.clock_skew
-            try:
-                result = self.index.write(
-                    id,
-                    entry,
-                    history=history,
-                    guards=uploaded,
-                    basis=basis,
-                    reuse=frozenset(needed) - uploaded.keys(),
-                    reuse_skew=self.clock_skew,
-                    consistent_basis=beaten,
-                )
-                break
-            except PartsNotHeld as changed:
-                basis = changed.basis  # upload what the item no longer references, and retry
-            except BodyCondemned as condemned:
-                self._wait_out(id, condemned)
-                uploaded.clear()  # every object is uploaded again, after the deadline
-                basis = {}  # and none is taken as held: the condemnation may name it
-        else:
-            raise WriteConflict(
-                f"{id!r}: its current version kept changing, or the garbage collector kept "
-                "condemning its parts, while this put uploaded them: retry later"
-            )
-        self.known.saw(result.item)
-        self._trim_if_due(result.item)
-        location = (
-            INLINE
-            if entry.inline is not None
-            else self.bodies.location(keys.body_key(self.prefix, id, body.sha256))
-        )
-        return PutResult(
-            id,
-            result.outcome,
-            result.version,
-            entry.content_hash,
-            location,
-            body_hash=body.sha256,
-            parts=self._parts_info(id, entry),
-        )
-
-    def _entry_with_parts(
-        self, id: str, body: Body, stamp: str, parts: Sequence[PartBody]
-    ) -> tuple[Entry, dict[str, Body]]:
-        """The entry of a version with parts, and the bodies of its S3 objects by sha256.
-        Inline by the body's rule, out of one allowance: the body and the parts together
-        store at most `inline_threshold` bytes in the entry (the body first, then the parts
-        by name), so a held entry is no bigger than one without parts but for the parts'
-        names and hashes."""
-        inline, codec = self._inline_form(body)
-        allowance = self.inline_threshold - (len(inline) if inline is not None else 0)
-        sources: dict[str, Body] = {} if inline is not None else {body.sha256: body}
-        stored: list[StoredPart] = []
-        for part in parts:
-            packed, part_codec = self._inline_form(part.body)
-            if packed is not None and len(packed) <= allowance:
-                allowance -= len(packed)
-            else:
-                packed, part_codec = None, None
-                sources[part.body.sha256] = part.body
-            stored.append(
-                StoredPart(
-                    part.name,
-                    part.body.sha256,
-                    part.body.size,
-                    part.body.content_type,
-                    inline=packed,
-                    codec=part_codec,
-                )
-            )
-        entry = Entry(
-            updated_at=stamp,
-            content_hash=manifest_hash(body.sha256, body.content_type, parts),
-            size=body.size,
-            written_at=int(self.clock()),
-            token=_token(),
-            content_type=body.content_type,
-            inline=inline,
-            codec=codec,
-            body_hash=body.sha256,
-            parts=tuple(stored),
-        )
-        # Within what one held entry may take of the item: inline parts move to S3, largest
-        # first, until it fits; their names and hashes alone must fit (docs/design.md).
-        bodies = {p.body.sha256: p.body for p in parts}
-        while entry_size(entry) > self.entry_budget:
-            inline_parts = [p for p in entry.parts if p.inline is not None]
-            if not inline_parts:
-                raise InvalidPart(
-                    f"{len(parts)} parts take {entry_size(entry)} bytes of the item, "
-                    f"more than this store's retention leaves each version "
-                    f"({self.entry_budget} bytes): fewer parts, shorter names or content "
-                    "types, or a lower retention",
-                )
-            largest = max(inline_parts, key=lambda p: len(p.inline or b""))
-            sources[largest.content_hash] = bodies[largest.content_hash]
-            entry = dataclasses.replace(
-                entry,
-                parts=tuple(
-                    dataclasses.replace(p, inline=None, codec=None) if p is largest else p
-                    for p in entry.parts
-                ),
-            )
-        return entry, sources
 
     def _parts_info(self, id: str, entry: Entry) -> dict[str, PartInfo]:
         return {
@@ -484,7 +266,7 @@ class VersionedHybridStore:
         keep_history = self.retention.versions > 0 and not purge
         # A delete is never refused for its size (a tombstone is tiny): the item makes room.
         fallback = self._history_after(entry, None) if keep_history else None
-        result = self.index.write(id, entry, keep_history=keep_history, fallback=fallback)
+        result = self.index.delete(id, entry, keep_history=keep_history, fallback=fallback)
         self.known.saw(result.item)
         item = result.item
         if purge and item is not None and result.outcome is not Outcome.DELETED:
@@ -492,6 +274,28 @@ class VersionedHybridStore:
         self._trim_if_due(item)
         purged = bool(purge and item is not None and item.current.deleted and not item.history)
         return DeleteResult(id, result.outcome, result.version, purged)
+
+    def _new_entry(
+        self, stamp: str, body: Body, inline: bytes | None, codec: str | None, **more: Any
+    ) -> Entry:
+        """The entry of a put of `body` at `stamp`, written now by a writer of its own
+        (`more`: what a version with parts adds, its manifest's hash among them)."""
+        fields: dict[str, Any] = {"content_hash": body.sha256, **more}
+        return Entry(
+            updated_at=stamp,
+            size=body.size,
+            written_at=int(self.clock()),
+            token=_token(),
+            content_type=body.content_type,
+            inline=inline,
+            codec=codec,
+            **fields,
+        )
+
+    def _settled(self, item: Item | None) -> None:
+        """After a put: remember the key its item holds, and trim the history if due."""
+        self.known.saw(item)
+        self._trim_if_due(item)
 
     def _inline_form(self, body: Body) -> tuple[bytes | None, str | None]:
         if body.data is None or body.size > self.inline_threshold * _COMPRESSIBLE_RATIO:
@@ -502,28 +306,8 @@ class VersionedHybridStore:
         return None, None
 
     def _history_after(self, new: Entry, new_body: bytes | None) -> Callable[[Item], list[Entry]]:
-        """The history an item holds once `new` (inline, body `new_body`) supersedes its
-        current entry: the current entry appended, as a delta against `new_body` where that
-        is smaller, and whatever retention then no longer keeps dropped (so a write at
-        steady state also trims, in the same request)."""
-
-        def history(item: Item) -> list[Entry]:
-            old = item.current
-            old_body = None
-            if old.inline is not None and new_body is not None and self.delta_history:
-                try:
-                    old_body = inline_body(item.versions(), item.version)
-                except UndecodableBody as error:
-                    # Kept as it is: `vhs verify` reports it; the new version does not
-                    # depend on it.
-                    logger.warning("%r version %d: %s", item.id, item.version, error)
-            kept = old if new_body is None else supersede(old, old_body, new, new_body)
-            kept = share_parts(kept, new)
-            held = [*item.history, kept]
-            after = Item(item.id, item.version + 1, new, tuple(held))
-            return held[self.retention.expired_count(after, self.clock()) :]
-
-        return history
+        """deltas.history_after, by this store's retention, clock and delta setting."""
+        return history_after(new, new_body, self.retention, self.clock, self.delta_history)
 
     def _trim_if_due(self, item: Item | None) -> None:
         if item is None:

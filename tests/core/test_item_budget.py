@@ -248,7 +248,7 @@ def test_a_version_that_alone_outgrows_the_item_is_refused_with_a_typed_error(in
         inline=b"\x00" * ITEM_BUDGET,
     )
     with pytest.raises(ItemTooLarge) as raised:
-        store.index.write(rid, huge, history=lambda item: [*item.history, item.current])
+        store.index.put_planned(rid, huge, history=lambda item: [*item.history, item.current])
     assert isinstance(raised.value, InvalidInput)  # ingest: to the DLQ; Step Functions: fatal
     assert rid in str(raised.value) and "alone" in str(raised.value)
     assert raised.value.id == rid and raised.value.size > ITEM_BUDGET

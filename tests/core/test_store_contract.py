@@ -588,13 +588,13 @@ def test_a_lost_response_is_still_recognised_after_a_touch(backend):
     store = backend.store()
     rid = backend.id("touched-then-retried")
     entries = []
-    write = store.index.write
+    write = store.index.put_planned
 
     def recording(id, entry, **options):
         entries.append((entry, options))
         return write(id, entry, **options)
 
-    store.index.write = recording
+    store.index.put_planned = recording
     store.put(rid, {"v": 0}, updated_at=at(0))
     stored = store.put(rid, {"v": 1}, updated_at=at(1))
     assert (stored.outcome, stored.version) == ("stored", 2)

@@ -21,6 +21,7 @@ from test_ingest_handler import (
 )
 
 from vhs import VersionedHybridStore, resources
+from vhs.ingest.batch import _ingest_one, ingest_batch
 from vhs.ingest.coalesce import losers, read_candidate
 from vhs.ingest.ingestor import Ingestor
 from vhs.ordering import OrderKey, parse_timestamp
@@ -111,7 +112,7 @@ def test_a_coalesced_batch_ends_as_written_one_by_one_winner_first(stack, seed):
         lambda params, **_: fetched.append(params["Key"]),
         unique_id="fetched",
     )
-    coalesced = module.ingest_batch(worker, records)
+    coalesced = ingest_batch(worker, records)
 
     one_by_one = Ingestor(
         reference_store(stack.dynamodb, stack.s3, f"reference-{seed}"),
@@ -123,7 +124,7 @@ def test_a_coalesced_batch_ends_as_written_one_by_one_winner_first(stack, seed):
     order = sorted(
         range(len(records)), key=lambda n: sort_key(messages[n], staged, n), reverse=True
     )
-    expected = {n: module._ingest_one(one_by_one, records[n]) for n in order}
+    expected = {n: _ingest_one(one_by_one, records[n]) for n in order}
 
     assert [(r.outcome, r.version) for r in coalesced] == [
         (expected[n].outcome, expected[n].version) for n in range(len(records))
@@ -132,7 +133,7 @@ def test_a_coalesced_batch_ends_as_written_one_by_one_winner_first(stack, seed):
         assert state(worker.store, rid) == state(one_by_one.store, rid), rid
     # Nothing is written or downloaded for a message its winner decides: one conditional
     # write per id, and no staged body fetched for a loser whose winner was stored.
-    candidates = [read_candidate(n, r, worker.limits) for n, r in enumerate(records)]
+    candidates = [read_candidate(n, r, worker.first_read(r)) for n, r in enumerate(records)]
     beaten = {
         loser: winner
         for loser, winner in losers(c for c in candidates if c is not None).items()
@@ -157,7 +158,7 @@ def test_ten_messages_for_one_id_make_one_write(stack):  # noqa: F811
         for n in range(10)
     ]
     random.Random(1).shuffle(messages)
-    results = module.ingest_batch(worker, message_event(*messages)["Records"])
+    results = ingest_batch(worker, message_event(*messages)["Records"])
     assert Counter(r.outcome for r in results) == {"stored": 1, "stale": 9}
     assert len(writes) == 1
     assert worker.store.get("hot").json() == {"n": 9}
@@ -182,7 +183,7 @@ def test_a_winner_that_fails_takes_no_loser_with_it(stack):  # noqa: F811
         {"id": "x", "updated_at": f"2026-01-01T00:0{minute}:00Z", "record": {"m": minute}}
         for minute in (1, 3, 2)
     ]
-    results = module.ingest_batch(worker, message_event(*messages)["Records"])
+    results = ingest_batch(worker, message_event(*messages)["Records"])
     assert isinstance(results[1], RuntimeError)
     assert [results[0].outcome, results[2].outcome] == ["stale", "stored"]
     assert worker.store.get("x").json() == {"m": 2}

@@ -503,3 +503,41 @@ def test_metrics_count_each_outcome_and_bytes(stack, capsys):
     flat = {k: v[0] if isinstance(v, list) else v for k, v in counts.items()}
     assert flat == {"stored": 2, "unchanged": 1, "invalid": 1, "retried": 0, "bytes_stored": 4}
     assert metrics["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "VHS"
+
+
+def test_one_message_is_parsed_and_validated_once(stack, monkeypatch):
+    """One message's path through the handler parses its body, validates it and encodes its
+    record once each: the batch reads every record before coalescing, and the message is
+    written from that reading, not read again."""
+    import functools
+    import sys
+    from collections import Counter
+
+    from vhs.codec import encode_record
+    from vhs.ingest.contract import validate_message
+    from vhs.ingest.strict_json import parse_json_body
+
+    calls: Counter[str] = Counter()
+
+    def counting(function: Any) -> Any:
+        @functools.wraps(function)
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            calls[function.__name__] += 1
+            return function(*args, **kwargs)
+
+        return spy
+
+    # The real functions, counted wherever a module of the handler holds them (each module
+    # that imports a name holds a reference of its own).
+    handler_module()
+    for function in (parse_json_body, validate_message, encode_record):
+        spy = counting(function)
+        for name, module in list(sys.modules.items()):
+            ours = name.split(".")[0] in {"vhs", "handlers"}
+            if ours and getattr(module, function.__name__, None) is function:
+                monkeypatch.setattr(module, function.__name__, spy)
+
+    message = {"id": "once", "updated_at": "2026-01-01T00:00:00Z", "record": {"n": 1}}
+    assert failures(run(message_event(message))) == set()
+    assert stack.store.get("once").json() == {"n": 1}
+    assert calls == {"parse_json_body": 1, "validate_message": 1, "encode_record": 1}

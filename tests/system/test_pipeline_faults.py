@@ -51,6 +51,7 @@ import vhs_testing
 from vhs import RecordNotFound, VersionedHybridStore, keys, resources
 from vhs.codec import BINARY_CONTENT_TYPE as BINARY
 from vhs.codec import Body
+from vhs.ingest import batch as batching
 from vhs.ingest.deadletter import DeadLetter
 from vhs.ingest.staging import StagingLocation
 from vhs.item import condemnation_of, item_from_dynamo
@@ -299,14 +300,14 @@ class Episode:
             if fresh or self.ingest_module is None:
                 self.ingest_module = importlib.import_module(load_handler("ingest").__module__)
                 self.ingest_module.reset()
-            saved = self.ingest_module.CONCURRENCY
+            saved = batching.CONCURRENCY
             # One message at a time, so that the calls of a batch come in a fixed order and
             # each is a fault point of its own.
-            self.ingest_module.CONCURRENCY = 1
+            batching.CONCURRENCY = 1
             try:
                 yield self.ingest_module
             finally:
-                self.ingest_module.CONCURRENCY = saved
+                batching.CONCURRENCY = saved
 
     def receive(self, count: int) -> list[dict[str, Any]]:
         """Up to `count` messages, as the event source's poller receives them."""

@@ -472,18 +472,18 @@ def test_a_coalesced_batch_is_as_its_messages_written_one_by_one(
     right after a written message that certainly beats it; and every id ends as the model,
     and, without purges (whose effect depends on order), as the whole batch written one by
     one winner first."""
+    from vhs.ingest import batch as batching
     from vhs.ingest.ingestor import Ingestor
-    from vhs_testing.events import handler_module, message_event
+    from vhs_testing.events import message_event
 
-    module = handler_module()
-    monkeypatch.setattr(module, "CONCURRENCY", 1)
+    monkeypatch.setattr(batching, "CONCURRENCY", 1)
     run = Run(model_backend, retention, delta_history=True)
     for write in before:
         run.write(write)
     worker = Ingestor(run.store, sqs_client=None, dlq_url="", staging=None)
     records = message_event(*(message(w, run.id(w.id)) for w in batch))["Records"]
 
-    results = module.ingest_batch(worker, records)
+    results = batching.ingest_batch(worker, records)
 
     assert all(not isinstance(r, BaseException) for r in results), results
     writers = [

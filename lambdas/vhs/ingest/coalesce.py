@@ -20,6 +20,10 @@ duplicate delete does not).
 
 If the winner is not written (it is dead-lettered, or fails and is retried), its losers do not
 share its fate: they are coalesced again among themselves, as if it had never been sent.
+
+Nothing here reads a message: a candidate is made from the record's first reading
+(contract.first_read), which the batch (vhs.ingest.batch) then writes from, so a message is
+parsed and validated once.
 """
 
 from __future__ import annotations
@@ -29,11 +33,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidMessage
 from ..ordering import TOMBSTONE_HASH, OrderKey, Outcome
-from .contract import IngestMessage, validate_message
-from .staging import is_claim_check
-from .strict_json import parse_json_body
+from .contract import FirstRead, IngestMessage
 
 
 @dataclass(frozen=True)
@@ -65,16 +66,13 @@ def candidate(index: int, message: IngestMessage) -> Candidate:
     return Candidate(index, message.id, message.stamp, key, message.purge)
 
 
-def read_candidate(index: int, record: dict[str, Any], limits: Any) -> Candidate | None:
-    """The candidate of a Lambda SQS record, or None for a message that is not coalesced:
-    one that is invalid (the usual path dead-letters it) or a claim check."""
-    try:
-        body = parse_json_body(record.get("body", ""))
-        if is_claim_check(body) or (record.get("messageAttributes") or {}):
-            return None
-        return candidate(index, validate_message(body, limits=limits))
-    except InvalidMessage:
-        return None
+def read_candidate(index: int, record: Mapping[str, Any], first: FirstRead) -> Candidate | None:
+    """The candidate of a Lambda SQS record, from what it read as (contract.first_read), or
+    None for a message that is not coalesced: one that is invalid (the usual path
+    dead-letters it), a claim check, or one with attributes."""
+    if isinstance(first, IngestMessage) and not record.get("messageAttributes"):
+        return candidate(index, first)
+    return None
 
 
 def losers(candidates: Iterable[Candidate]) -> dict[int, int]:

@@ -22,7 +22,10 @@ A message is read in one pass (`read_message`): parse, resolve a claim check, va
 field once, with the store's own validators (ids, timestamps, bodies) given the message's
 field names and the store's limits. What comes out is ready to write: a validated id, the
 timestamp in stored form and the encoded body, so the store validates nothing again and any
-error names the field the producer sent.
+error names the field the producer sent. The pass has two steps: `first_read` (no I/O: parse,
+validate an inline message, check a claim check's pointer), which the ingest handler's batch
+runs on every record before coalescing, and the claim check's payload, read with its fetch
+only when the message is written (`read_message(..., first=...)`).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from .staging import (
 from .strict_json import document_field, field_label, json_type, parse_json_body
 
 __all__ = [
+    "FirstRead",
     "IngestMessage",
     "InvalidMessage",
     "MessageLimits",
@@ -68,6 +72,7 @@ __all__ = [
     "StagedPart",
     "StagingLocation",
     "claim_check_pointer",
+    "first_read",
     "read_message",
     "schema_path",
     "validate_message",
@@ -136,26 +141,56 @@ def as_message_error() -> Iterator[None]:
         raise InvalidMessage(error.field, error.reason) from None
 
 
+# What a record reads as before anything is fetched: its validated message, the checked pointer
+# of a claim check (its payload is read when the message is written), or why it is invalid.
+FirstRead = IngestMessage | S3Location | InvalidMessage
+
+
+def first_read(
+    record: Mapping[str, Any],
+    *,
+    staging: StagingLocation | None,
+    limits: MessageLimits = MessageLimits(),
+) -> FirstRead:
+    """The part of `read_message` that needs no I/O: parse the body, and validate an inline
+    message or check a claim check's pointer. An InvalidMessage is returned, not raised, so
+    that a batch can read every record once before any is written."""
+    try:
+        body = parse_json_body(record.get("body", ""))
+        pointer = claim_check_pointer(body, record.get("messageAttributes") or {})
+        if pointer is not None:
+            return require_staged(staging, pointer, "body.s3Key", "body.s3BucketName")
+        return _staged_checked(validate_message(body, limits=limits), staging)
+    except InvalidMessage as error:
+        return error
+
+
 def read_message(
     record: Mapping[str, Any],
     *,
     staging: StagingLocation | None,
     fetch: Callable[[S3Location, str], bytes],
     limits: MessageLimits = MessageLimits(),
+    first: FirstRead | None = None,
 ) -> IngestMessage:
-    """One SQS record (Lambda event shape) to a validated message. A claim check is checked to
-    point into `staging`, and `fetch(location, field)` reads its payload. Raises
-    InvalidMessage naming the field."""
-    body = parse_json_body(record.get("body", ""))
-    pointer = claim_check_pointer(body, record.get("messageAttributes") or {})
-    if pointer is None:
-        message = validate_message(body, limits=limits)
-    else:
-        require_staged(staging, pointer, "body.s3Key", "body.s3BucketName")
-        payload = parse_json_body(fetch(pointer, "body.s3Key"), "payload.")
-        if is_claim_check(payload):
-            raise InvalidMessage("payload", "is itself a claim check: pointers do not nest")
-        message = validate_message(payload, field_prefix="payload.", limits=limits)
+    """One SQS record (Lambda event shape) to a validated message: `first` (its `first_read`,
+    read now if not given), and a claim check's payload, which `fetch(location, field)` reads.
+    Raises InvalidMessage naming the field."""
+    if first is None:
+        first = first_read(record, staging=staging, limits=limits)
+    if isinstance(first, InvalidMessage):
+        raise first
+    if isinstance(first, IngestMessage):
+        return first
+    payload = parse_json_body(fetch(first, "body.s3Key"), "payload.")
+    if is_claim_check(payload):
+        raise InvalidMessage("payload", "is itself a claim check: pointers do not nest")
+    message = validate_message(payload, field_prefix="payload.", limits=limits)
+    return _staged_checked(message, staging)
+
+
+def _staged_checked(message: IngestMessage, staging: StagingLocation | None) -> IngestMessage:
+    """`message`, once what it stages (its body, its parts) is checked to be in `staging`."""
     if message.location is not None:
         require_staged(staging, message.location, message.field("record_location"))
     for part in message.parts:

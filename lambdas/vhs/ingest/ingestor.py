@@ -1,7 +1,8 @@
 """Ingest: turn one SQS message into one store write, or one dead letter.
 
-A message goes one way: read and validated once (contract.read_message), then written
-(`write`), with nothing validated again and every error naming the message's field.
+A message goes one way: read and validated once (contract.read_message: in the ingest handler,
+its first read is the batch's, vhs.ingest.batch), then written (`write`), with nothing parsed
+or validated again and every error naming the message's field.
 
 The policy is "nothing lost": every message ends stored, stale or unchanged (and is deleted
 from the queue), or in the dead-letter queue.
@@ -41,7 +42,14 @@ from .budget import (
     claim_check_cost,
     staged_body_cost,
 )
-from .contract import IngestMessage, MessageLimits, as_message_error, read_message
+from .contract import (
+    FirstRead,
+    IngestMessage,
+    MessageLimits,
+    as_message_error,
+    first_read,
+    read_message,
+)
 from .staging import (
     S3Location,
     StagingLocation,
@@ -110,9 +118,16 @@ class Ingestor:
 
     # --- one message -------------------------------------------------------------------------
 
-    def handle(self, record: dict[str, Any]) -> IngestResult:
-        """Store one SQS record (Lambda event shape). Raises InvalidMessage for a message that
-        can never be stored; any other exception means "retry"."""
+    def first_read(self, record: dict[str, Any]) -> FirstRead:
+        """What `record` reads as before anything is fetched (contract.first_read), against
+        this ingestor's staging location and limits."""
+        return first_read(record, staging=self.staging, limits=self.limits)
+
+    def handle(self, record: dict[str, Any], first: FirstRead | None = None) -> IngestResult:
+        """Store one SQS record (Lambda event shape), from its `first_read` if given (the
+        batch read it already: it is not parsed or validated again), else read now. Raises
+        InvalidMessage for a message that can never be stored; any other exception means
+        "retry"."""
         if record.get("messageAttributes"):
             self._revoke_receipt_if_redriven(record)
         # What reading the message reserves (a payload, a staged body) is held until it is
@@ -120,7 +135,7 @@ class Ingestor:
         with contextlib.ExitStack() as held:
             self._message.held = held
             message = read_message(
-                record, staging=self.staging, fetch=self._fetch, limits=self.limits
+                record, staging=self.staging, fetch=self._fetch, limits=self.limits, first=first
             )
             return self.write(message, record["messageId"])
 

@@ -1,0 +1,321 @@
+"""The UpdateItem requests of the index's writes (index.py sends them and settles their answers):
+each a pure function of the entry to write and what the writer knows, with no I/O.
+
+* `new_version`: a blind write. The update moves `c` into `p` (server-side) and sets the new
+  `c`, admitted only if it is newer and different (ordering.py).
+* `replace`: a write planned from the item as read. The history is the caller's (deltas,
+  retention's drops), measured to fit item.ITEM_BUDGET, and the condition also requires the
+  item to be still as read.
+* `touch`: the same content with a later timestamp moves `updated_at` forward, nothing else.
+
+A write that points at S3 objects also carries, for each, the writer's half of the garbage
+collector's protocol (docs/gc.md): the object's `gc:<sha256>` absent, or condemned only
+before its upload began (`guarded`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from . import ordering
+from .item import (
+    CONDEMNED_BODIES,
+    CONDEMNED_UNTIL,
+    CONTENT_HASH,
+    CONTENT_TYPE,
+    CURRENT,
+    DROPPED,
+    HISTORY,
+    ID,
+    PURGE,
+    UPDATED_AT,
+    VERSION,
+    WRITER,
+    condemned_name,
+    entry_to_dynamo,
+    fit_history,
+    item_from_dynamo,
+)
+from .model import Entry, Item
+
+# The attribute names the requests use, by placeholder.
+NAMES = {
+    "#c": CURRENT,
+    "#p": HISTORY,
+    "#v": VERSION,
+    "#t": UPDATED_AT,
+    "#h": CONTENT_HASH,
+    "#ct": CONTENT_TYPE,
+    "#k": WRITER,
+    "#x": PURGE,
+    "#dx": DROPPED,
+}
+
+# The writer's half of the garbage collector's protocol (docs/gc.md).
+NOT_CONDEMNED_SINCE_UPLOAD = (
+    "(attribute_not_exists(#gd) OR #gd < :uploaded OR NOT contains(#gs, :gh))"
+)
+
+# Given the item a write replaces, the history it holds after the write (DynamoIndex.put_planned).
+HistoryPlan = Callable[[Item], Sequence[Entry]]
+
+
+class PartsNotHeld(Exception):
+    """The item changed since the writer decided which parts it need not upload: its current
+    entry no longer references `missing` in S3. The writer uploads them and writes against
+    `basis` (the item as the refusal returned it)."""
+
+    def __init__(self, basis: dict, missing: frozenset[str]) -> None:
+        self.basis = basis
+        self.missing = missing
+        super().__init__(f"{len(missing)} objects are no longer referenced by the current entry")
+
+
+class Update(NamedTuple):
+    """One conditional UpdateItem: its expressions, values, the placeholders of NAMES it
+    uses, and any other names (the collector's attributes)."""
+
+    update: str
+    condition: str
+    values: dict[str, Any]
+    names: set[str]
+    extra_names: dict[str, str]
+
+
+def new_version(entry: Entry, keep_history: bool, guards: Mapping[str, float]) -> Update:
+    """Make `entry` current, the current entry appended to the history as it is (dropped
+    with it, without `keep_history`), if ordering admits it."""
+    if keep_history:
+        update = (
+            "SET #p = list_append(if_not_exists(#p, :empty), if_not_exists(#c, :empty)), "
+            "#c = :c ADD #v :one"
+        )
+    else:
+        update = "SET #c = :c REMOVE #p ADD #v :one"
+    values, names = _entry_values(entry)
+    if keep_history:
+        values[":empty"] = {"L": []}
+    return _guarded(
+        update, f"({ordering.newer_and_different(entry.order_key)})", values, names, guards
+    )
+
+
+def replace(
+    id: str, entry: Entry, basis: dict, history: HistoryPlan, guards: Mapping[str, float]
+) -> Update:
+    """Write `entry` as the next version of the item `basis`, with the history `history`
+    gives for it, only if the item is still as `basis` holds it. Raises ItemTooLarge when
+    the entry alone does not fit the item budget."""
+    seen = item_from_dynamo(basis)
+    values, names = _entry_values(entry)
+    if seen is None:
+        fit_history(id, 1, entry, ())  # raises ItemTooLarge if the entry alone is too big
+        update, unchanged = "SET #c = :c ADD #v :one", "attribute_not_exists(#c)"
+        names.discard("#p")
+    else:
+        planned = history(seen)
+        # Within the item budget, measured as written: the oldest history goes first (its
+        # bodies become orphans for the collector, as retention's drops do).
+        planned = planned[fit_history(id, seen.version + 1, entry, planned) :]
+        held = [entry_to_dynamo(e) for e in planned]
+        if held:
+            update = "SET #c = :c, #p = :p ADD #v :one"
+            values[":p"] = {"L": held}
+        else:
+            update = "SET #c = :c REMOVE #p ADD #v :one"
+        # As read: the same version (writes), the same current updated_at (touches), the
+        # same number of earlier entries (trims, purges) and purge flag (purges).
+        unchanged = "#v = :seen_v AND #c[0].#t = :seen_t"
+        values[":seen_v"] = {"N": str(seen.version)}
+        values[":seen_t"] = {"S": seen.current.updated_at}
+        if HISTORY in basis:
+            # A purge may have removed `p` since the read, leaving `v` as it was: say what
+            # a missing `p` means rather than leave size() of it to the engine (moto
+            # raises a ValueError, dynalite reads false).
+            unchanged += " AND attribute_exists(#p) AND size(#p) = :seen_held"
+            values[":seen_held"] = {"N": str(len(basis[HISTORY]["L"]))}
+        else:
+            unchanged += " AND attribute_not_exists(#p)"
+        if seen.current.purge:
+            names.add("#x")
+            unchanged += " AND #c[0].#x = :true"
+            values[":true"] = {"BOOL": True}
+        elif seen.current.deleted:
+            names.add("#x")
+            unchanged += " AND attribute_not_exists(#c[0].#x)"
+        if seen.current.deleted:
+            # The collector flags a delete whose history it collected without changing
+            # `v`: a history planned from an unflagged read must not drop the flag.
+            names.add("#dx")
+            if seen.current.dropped:
+                unchanged += " AND #c[0].#dx = :true"
+                values[":true"] = {"BOOL": True}
+            else:
+                unchanged += " AND attribute_not_exists(#c[0].#dx)"
+    condition = f"({ordering.newer_and_different(entry.order_key)}) AND {unchanged}"
+    return _guarded(update, condition, values, names, guards)
+
+
+def touch(entry: Entry) -> Update:
+    """Move the current entry's `updated_at` forward to `entry`'s, and nothing else. Its
+    content is `entry`'s already (the condition requires the same hash and content type), and
+    its writer token stays that version's writer's, so that writer still recognises its own
+    write if its response was lost and it retries after the touch."""
+    incoming = entry.order_key
+    return Update(
+        "SET #c[0].#t = :t",
+        ordering.newer_and_same(incoming),
+        ordering.condition_values(incoming),
+        {"#c", "#t", "#h", "#ct"},
+        {},
+    )
+
+
+def purge() -> Update:
+    """Mark the current delete as a purge and drop the whole history, if the current entry
+    is a delete (idempotent)."""
+    return Update(
+        "SET #c[0].#x = :true REMOVE #p",
+        "#c[0].#h = :tomb",
+        {":true": {"BOOL": True}, ":tomb": {"S": ordering.TOMBSTONE_HASH}},
+        {"#c", "#p", "#h", "#x"},
+        {},
+    )
+
+
+def with_reused(
+    guards: Mapping[str, float], reuse: frozenset[str], basis: dict, skew: float
+) -> Mapping[str, float]:
+    """`guards`, plus the objects a write reuses from the current entry of `basis` (the item
+    it is made against), guarded since that entry was written (less `skew`). Raises
+    PartsNotHeld when that entry does not reference them all: they must be uploaded."""
+    if not reuse:
+        return guards
+    item = item_from_dynamo(basis)
+    held = item.current.s3_objects() if item is not None else {}
+    missing = frozenset(h for h in reuse if h not in held)
+    if missing:
+        raise PartsNotHeld(basis, missing)
+    since = item.current.written_at - skew  # type: ignore[union-attr]
+    return {**{h: since for h in reuse}, **guards}
+
+
+class Guarded(NamedTuple):
+    """One conditional UpdateItem that returns nothing (DynamoIndex._guarded_update)."""
+
+    update: str
+    condition: str
+    names: dict[str, str]
+    values: dict[str, Any]
+
+
+def condemnation(
+    content_hashes: Iterable[str],
+    deadline: float,
+    seen_version: int | None,
+    *,
+    standing: float | None,
+    drop_history: bool,
+) -> Guarded | None:
+    """The collector's condemnation of `content_hashes` until `deadline` (DynamoIndex.condemn
+    says when it is admitted), or None when there is nothing to add to the standing one."""
+    names = {"#gd": CONDEMNED_UNTIL}
+    values: dict[str, Any] = {":gd": {"N": repr(deadline)}}
+    condemned = sorted({condemned_name(h) for h in content_hashes})
+    if seen_version is None:
+        unchanged = "attribute_not_exists(#v)"
+    else:
+        unchanged, values[":v"] = "#v = :v", {"N": str(seen_version)}
+    names["#v"] = VERSION
+    # Every form is idempotent, so an SDK retry after a lost response succeeds as the
+    # first attempt did: the deadline is set only where it was the one seen, or is this one.
+    if standing is None:
+        update, seen = "SET #gd = :gd", "(attribute_not_exists(#gd) OR #gd = :gd)"
+    elif standing == deadline:
+        update, seen = "", "#gd = :gd"
+    else:
+        if deadline < standing:
+            raise ValueError("a condemnation's deadline never moves earlier")
+        update, seen = "SET #gd = :gd", "(#gd = :standing OR #gd = :gd)"
+        values[":standing"] = {"N": repr(standing)}
+    if drop_history and seen_version is not None:
+        update += ", #c[0].#dx = :true" if update else "SET #c[0].#dx = :true"
+        names.update({"#c": CURRENT, "#dx": DROPPED})
+        values[":true"] = {"BOOL": True}
+    if condemned:
+        update += " ADD #gs :gs"
+        values[":gs"] = {"SS": condemned}
+        names["#gs"] = CONDEMNED_BODIES
+    if not update:
+        return None
+    return Guarded(update.strip(), f"{unchanged} AND {seen}", names, values)
+
+
+def clear_condemnation(deadline: float) -> Guarded:
+    """Remove the condemnation at `deadline`, if it is still the one the collector saw."""
+    return Guarded(
+        "REMOVE #gd, #gs",
+        # A retry finds it gone: still cleared. attribute_exists: never create an item.
+        "attribute_exists(#id) AND (attribute_not_exists(#gd) OR #gd = :gd)",
+        {"#id": ID, "#gd": CONDEMNED_UNTIL, "#gs": CONDEMNED_BODIES},
+        {":gd": {"N": repr(deadline)}},
+    )
+
+
+def trim(version: int, held: int, count: int) -> Guarded:
+    """Drop the `count` oldest of the `held` history entries, if the item is still at
+    `version` with `held` entries (so that a resent request is a no-op)."""
+    return Guarded(
+        # Highest index first: DynamoDB resolves every path against the item before the
+        # update, but dynalite removes one at a time, shifting the rest, so ascending
+        # paths there drop every other entry. Descending paths mean the same on both.
+        "REMOVE " + ", ".join(f"#p[{i}]" for i in reversed(range(count))),
+        # attribute_exists first: a purge of a deleted id removes `p` and leaves `v`, and
+        # moto raises on size() of a missing attribute rather than refusing the write.
+        "#v = :v AND attribute_exists(#p) AND size(#p) = :held",
+        {"#p": HISTORY, "#v": VERSION},
+        {":v": {"N": str(version)}, ":held": {"N": str(held)}},
+    )
+
+
+def _entry_values(entry: Entry) -> tuple[dict[str, Any], set[str]]:
+    """The values and names every write of a new current entry uses: the entry, the version
+    increment and the ordering condition's values."""
+    values: dict[str, Any] = {
+        ":c": {"L": [entry_to_dynamo(entry)]},
+        ":one": {"N": "1"},
+        **ordering.condition_values(entry.order_key),
+    }
+    return values, {"#c", "#p", "#v", "#t", "#h", "#ct"}
+
+
+def _guarded(
+    update: str,
+    condition: str,
+    values: dict[str, Any],
+    names: set[str],
+    guards: Mapping[str, float],
+) -> Update:
+    """The update with `condition` and, for each S3 object the write points at anew (sha256 →
+    when its upload began), the collector's half of its protocol, with the values it needs.
+    One object (a body) keeps the placeholders it always had."""
+    if not guards:
+        return Update(update, condition, values, names, {})
+    clauses = []
+    for number, (content_hash, since) in enumerate(sorted(guards.items())):
+        suffix = "" if number == 0 else str(number)
+        values[f":uploaded{suffix}"] = {"N": repr(since)}
+        values[f":gh{suffix}"] = {"S": condemned_name(content_hash)}
+        clauses.append(
+            NOT_CONDEMNED_SINCE_UPLOAD.replace(":uploaded", f":uploaded{suffix}").replace(
+                ":gh", f":gh{suffix}"
+            )
+        )
+    return Update(
+        update,
+        " AND ".join([condition, *clauses]),
+        values,
+        names,
+        {"#gd": CONDEMNED_UNTIL, "#gs": CONDEMNED_BODIES},
+    )
