@@ -27,6 +27,7 @@ from vhs.ingest.bulk_sources import csv_rows, plan_chunks, resolve_sources, spli
 from vhs.ingest.contract import read_message
 from vhs.ingest.ingestor import Ingestor
 from vhs_testing.backends import Backend
+from vhs_testing.calls import count_calls
 from vhs_testing.cli import assert_documented
 from vhs_testing.stacks import fresh_stack
 
@@ -129,6 +130,30 @@ def test_every_bad_jsonl_line_is_reported_with_the_handlers_field_and_reason(
         "coalesced": 0,
     }
     assert json.loads(ingestor.store.get("a").body) == {"id": "a"}
+
+
+def test_every_line_is_parsed_and_validated_once(
+    ingestor: Ingestor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line is read once, before its chunk is coalesced, and written from that reading: a
+    hot id's lines, coalesced or written, and a refused line each parse and validate once."""
+    from vhs.codec import encode_record
+    from vhs.ingest.contract import validate_message
+    from vhs.ingest.strict_json import parse_json_body
+
+    calls = count_calls(monkeypatch, parse_json_body, validate_message, encode_record)
+    lines = [message(f"id-{n}", record={"n": n}) for n in range(4)]
+    lines += [message("hot", at=f"2024-05-0{day}T00:00:00Z", record={"day": day}) for day in (1, 2)]
+    lines.append(message("bad", colour="red"))
+    source = tmp_path / "catalogue.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+
+    imported, report = run(ingestor, [str(source)], tmp_path)
+
+    assert [entry["field"] for entry in report] == ["colour"]
+    assert imported.tally.as_json()["stored"] + imported.tally.as_json()["coalesced"] == 6
+    assert json.loads(ingestor.store.get("hot").body) == {"day": 2}
+    assert calls == {"parse_json_body": 7, "validate_message": 7, "encode_record": 6}
 
 
 def test_csv_rows_become_messages_by_the_mapping_and_bad_rows_name_their_column(

@@ -33,6 +33,7 @@ from vhs.ingest.deadletter import (
 from vhs.ingest.ingestor import MAX_MESSAGE_BYTES
 from vhs.local.invoke import LambdaContext, load_handler
 from vhs_testing.backends import atomic_inprocess_dynamodb
+from vhs_testing.calls import count_calls
 from vhs_testing.events import EVENTS, handler_module, load, message_event
 
 BUCKET = "vhs-local-bodies"
@@ -509,33 +510,13 @@ def test_one_message_is_parsed_and_validated_once(stack, monkeypatch):
     """One message's path through the handler parses its body, validates it and encodes its
     record once each: the batch reads every record before coalescing, and the message is
     written from that reading, not read again."""
-    import functools
-    import sys
-    from collections import Counter
-
     from vhs.codec import encode_record
     from vhs.ingest.contract import validate_message
     from vhs.ingest.strict_json import parse_json_body
 
-    calls: Counter[str] = Counter()
-
-    def counting(function: Any) -> Any:
-        @functools.wraps(function)
-        def spy(*args: Any, **kwargs: Any) -> Any:
-            calls[function.__name__] += 1
-            return function(*args, **kwargs)
-
-        return spy
-
-    # The real functions, counted wherever a module of the handler holds them (each module
-    # that imports a name holds a reference of its own).
+    # The real functions, counted wherever a module of the handler holds them.
     handler_module()
-    for function in (parse_json_body, validate_message, encode_record):
-        spy = counting(function)
-        for name, module in list(sys.modules.items()):
-            ours = name.split(".")[0] in {"vhs", "handlers"}
-            if ours and getattr(module, function.__name__, None) is function:
-                monkeypatch.setattr(module, function.__name__, spy)
+    calls = count_calls(monkeypatch, parse_json_body, validate_message, encode_record)
 
     message = {"id": "once", "updated_at": "2026-01-01T00:00:00Z", "record": {"n": 1}}
     assert failures(run(message_event(message))) == set()

@@ -1,8 +1,8 @@
 """Bulk import: lines of JSON Lines or CSV files, judged and written exactly as ingest writes
 messages, with every line accounted for.
 
-A JSON Lines line *is* an ingest message (docs/ingest.md): its bytes are read by the
-handler's own `contract.read_message`. A CSV row is first made into one by a `CsvMapping`
+A JSON Lines line *is* an ingest message (docs/ingest.md): its bytes are read once, by the
+handler's own `contract.first_read`, and written from that reading. A CSV row is first made into one by a `CsvMapping`
 (which columns are the id, the timestamp, the record or a delete flag), then read the same
 way. A line the contract refuses is not written: it becomes a `Problem` (file, line, field,
 reason) in the import's report; so does a line longer than the largest ingest message
@@ -38,7 +38,7 @@ from ..aws import error_code
 from ..errors import InvalidInput, InvalidMessage, WriteConflict
 from ..resources import INGEST
 from .coalesce import Candidate, candidate, in_rounds
-from .contract import read_message
+from .contract import FirstRead, IngestMessage
 from .ingestor import Ingestor, IngestResult
 from .strict_json import parse_json_body
 
@@ -277,14 +277,6 @@ class _Parsed:
     problem: Problem | None = None
 
 
-class _Deferred(Exception):
-    """A claim check: judged when written (by Ingestor.handle), never fetched twice."""
-
-
-def _no_fetch(*_: Any) -> bytes:
-    raise _Deferred
-
-
 def transient(error: BaseException) -> bool:
     if isinstance(error, WriteConflict | BotoCoreError):
         return True
@@ -363,26 +355,21 @@ class ImportWorker:
         `settle` stops the chunk: writes not yet started are cancelled, and those under way
         finish and are settled before it propagates."""
         candidates: dict[int, Candidate] = {}
+        firsts: dict[int, FirstRead] = {}
         pending: list[int] = []
         for n, p in enumerate(parsed):
             if p.problem is not None:
                 settle(Settled(p.line, REFUSED, self._named(p.problem)))
                 continue
-            try:
-                message = read_message(
-                    p.record or {},
-                    staging=self.ingestor.staging,
-                    fetch=_no_fetch,
-                    limits=self.ingestor.limits,
-                )
-            except _Deferred:  # a claim check: not coalesced (its id is in the payload)
-                pending.append(n)
-                continue
-            except InvalidMessage as error:
-                problem = Problem(p.line.source, p.line.number, error.field, error.reason)
+            # Read once: the write goes on from this reading. A claim check is not coalesced
+            # (its id is in the payload, fetched when written).
+            first = firsts[n] = self.ingestor.first_read(p.record or {})
+            if isinstance(first, InvalidMessage):
+                problem = Problem(p.line.source, p.line.number, first.field, first.reason)
                 settle(Settled(p.line, REFUSED, self._named(problem)))
                 continue
-            candidates[n] = candidate(n, message)
+            if isinstance(first, IngestMessage):
+                candidates[n] = candidate(n, first)
             pending.append(n)
         results: dict[int, IngestResult | Problem] = {}
 
@@ -391,7 +378,7 @@ class ImportWorker:
             return None if isinstance(won, Problem) else won.outcome
 
         def write(writers: list[int]) -> None:
-            self._write_all(parsed, writers, results, settle)
+            self._write_all(parsed, firsts, writers, results, settle)
 
         for n, _, after in in_rounds(pending, candidates, write, outcome):
             settle(Settled(parsed[n].line, str(after), coalesced=True))
@@ -399,12 +386,13 @@ class ImportWorker:
     def _write_all(
         self,
         parsed: Sequence[_Parsed],
+        firsts: Mapping[int, FirstRead],
         writers: list[int],
         results: dict[int, IngestResult | Problem],
         settle: Callable[[Settled], None],
     ) -> None:
         futures: dict[Future[IngestResult | Problem], int] = {
-            self._pool.submit(self._write, parsed[n]): n for n in writers
+            self._pool.submit(self._write, parsed[n], firsts[n]): n for n in writers
         }
         unsettled = set(futures)
         try:
@@ -443,11 +431,11 @@ class ImportWorker:
             problem.outcome,
         )
 
-    def _write(self, p: _Parsed) -> IngestResult | Problem:
+    def _write(self, p: _Parsed, first: FirstRead) -> IngestResult | Problem:
         line, attempt = p.line, 1
         while True:
             try:
-                return self.ingestor.handle(p.record or {})
+                return self.ingestor.handle(p.record or {}, first)
             except InvalidMessage as error:  # found on writing: a staged body, a claim check
                 return Problem(line.source, line.number, error.field, error.reason)
             except Exception as error:
