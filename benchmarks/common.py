@@ -1,70 +1,116 @@
-"""Marked sections of a generated Markdown file, owned by other scripts.
+"""What every benchmark shares: progress lines, Markdown tables, the run's environment, child
+processes, and the marked sections of docs/benchmarks.md that a benchmark rewrites.
 
-docs/benchmarks.md is written by benchmarks/run.py, and other benchmark scripts (gc.py) own a
-section of it between `<!-- NAME:start -->` and `<!-- NAME:end -->`. A script updates only its
-own section (`write_section`); run.py, which rewrites the whole file, keeps the sections it
-finds in the old file (`keep_sections`).
+A benchmark owns the figures between `<!-- NAME:start -->` and `<!-- NAME:end -->`; the prose
+around them is written by hand and never touched.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
-_SECTION = re.compile(r"<!-- ([\w.-]+):start -->\n.*?<!-- \1:end -->\n?", re.DOTALL)
-
-
-def markers(name: str) -> tuple[str, str]:
-    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def section(name: str, body: str) -> str:
-    start, end = markers(name)
-    return f"{start}\n{body.strip(chr(10))}\n{end}\n"
+@dataclass
+class Report:
+    """What a benchmark found: its figures by section name, its raw results (for `--json`),
+    and whether its checks passed."""
+
+    sections: dict[str, str]
+    data: Any
+    ok: bool = True
+    problems: list[str] = field(default_factory=list)
 
 
-def find_sections(text: str) -> dict[str, str]:
-    """Every marked section of `text`, markers included, by name, in order."""
-    return {match.group(1): match.group(0) for match in _SECTION.finditer(text)}
+class Progress:
+    """Says on stderr what the run is doing, with the seconds since it started."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def __call__(self, message: str) -> None:
+        print(f"{self.elapsed:7.1f}s {message}", file=sys.stderr, flush=True)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: int = 0) -> str:
+    """A Markdown table; the columns from `right` on are right-aligned (0: none)."""
+
+    def line(cells: Sequence[Any]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    align = ["---:" if right and n >= right else "---" for n in range(len(headers))]
+    return "\n".join([line(headers), line(align), *(line(r) for r in rows)])
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def environment() -> str:
+    versions = ", ".join(f"{name} {metadata.version(name)}" for name in ("boto3", "moto"))
+    return (
+        f"Python {platform.python_version()}, {versions}, {platform.system()} "
+        f"{platform.machine()}, {os.cpu_count()} cores shared with other work"
+    )
+
+
+def run_line(mode: str, seconds: float) -> str:
+    return f"Run {now()}, {mode} mode, {seconds:.0f} s; {environment()}."
+
+
+def run_child(module: str, *args: str, stdin: str | None = None, **kw: Any) -> dict[str, Any]:
+    """`module.child(*args)` in a fresh interpreter (`python -m benchmarks --child`), whose
+    memory is its own; the JSON it printed last."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--child", module, *args],
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        **kw,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{module} child failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def peak_rss_mb(pid: int | str = "self") -> float:
+    """A process's peak resident set (VmHWM: its own since exec, unlike ru_maxrss)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+)", status)[1]) / 1024  # type: ignore[index]
 
 
 def replace_section(text: str, name: str, body: str) -> str:
-    """`text` with the section `name` holding `body`: replaced between its markers if present
-    (nothing outside them changes), else appended at the end after a blank line."""
-    start, end = markers(name)
-    new = section(name, body)
-    begin = text.find(start)
-    if begin != -1:
-        finish = text.find(end, begin)
-        if finish == -1:
-            raise ValueError(f"{start} has no matching {end}")
-        finish += len(end)
-        if text[finish : finish + 1] == "\n":
-            finish += 1
-        return text[:begin] + new + text[finish:]
-    if not text:
-        return new
-    return text.rstrip("\n") + "\n\n" + new
+    """`text` with the figures of section `name` replaced (appended if it has none)."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    new = f"{start}\n{body.strip(chr(10))}\n{end}"
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.DOTALL)
+    if pattern.search(text):
+        return pattern.sub(lambda _: new, text, count=1)
+    return (text.rstrip("\n") + "\n\n" if text else "") + new + "\n"
 
 
-def write_section(path: str | Path, name: str, body: str) -> None:
-    """Rewrite the file at `path` with its section `name` holding `body` (`replace_section`);
-    a file that does not exist yet is created holding only that section."""
+def write_sections(path: str | Path, sections: dict[str, str]) -> None:
     path = Path(path)
     text = path.read_text() if path.exists() else ""
-    path.write_text(replace_section(text, name, body))
-
-
-def keep_sections(new_text: str, path: str | Path) -> str:
-    """`new_text` with the marked sections of the file at `path` (if it exists) carried over:
-    each replaces its counterpart in `new_text`, or is appended. For scripts that rewrite a
-    whole file that other scripts own sections of."""
-    path = Path(path)
-    if not path.exists():
-        return new_text
-    text = new_text
-    for name, old in find_sections(path.read_text()).items():
-        start, end = markers(name)
-        body = old.removeprefix(start + "\n").rstrip("\n").removesuffix(end).rstrip("\n")
+    for name, body in sections.items():
         text = replace_section(text, name, body)
-    return text
+    path.write_text(text)

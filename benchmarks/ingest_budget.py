@@ -1,38 +1,23 @@
-"""What one ingest invocation holds at most: the JSON expansion the memory budget plans for, and
-the peak memory of a batch of ten of the largest messages the budget admits.
-
-    .venv/bin/python benchmarks/ingest_budget.py            # both parts
-    .venv/bin/python benchmarks/ingest_budget.py --json
-
-1. **JSON expansion.** For payloads of several shapes (catalogue records, long text, numbers,
-   and the shapes that cost Python the most per byte of JSON), the peak of Python's allocations
-   (tracemalloc) while `read_message` reads, parses, validates and canonicalises the payload,
-   per byte of payload. `budget.JSON_PAYLOAD_EXPANSION` must be at least the largest.
-2. **A batch of ten.** The real ingest handler, in a process of its own (its peak resident set
-   is the function's), stores one batch of ten claim checks, each the largest payload the
-   memory budget admits in the costliest shape, then one batch of ten `record_location` bodies
-   of 64 MiB (the largest that is spooled in memory), then ten of 96 MiB (spooled to /tmp and
-   uploaded in parts). The moto server runs in another process,
-   so what it holds is not counted. The peak must stay under the function's configured memory.
-"""
+"""What one ingest invocation holds at most: the JSON expansion the memory budget plans for
+(peak allocations per byte of payload while a message is read, by shape), and the peak memory
+of the real handler, in a process of its own, storing batches of ten of the largest messages
+the budget admits. Only the standard library at module level: the child's memory."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 import tracemalloc
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "lambdas"))
+from .common import Progress, Report, peak_rss_mb, run_child, table
 
 POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
+KINDS = ("claim checks", "record_location bodies", "record_location bodies in parts")
 
 
 def shapes(target: int) -> dict[str, str]:
@@ -114,15 +99,9 @@ def child(kind: str) -> dict[str, Any]:
     context = LambdaContext(function_name="vhs-ingest", timeout_seconds=900)
     response = handler({"Records": records}, context)
     seconds = time.perf_counter() - started
-    status = Path("/proc/self/status").read_text()
-    hwm = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
-    return {
-        "kind": kind,
-        "peak_rss_mb": int(hwm.split()[1]) / 1024,
-        "memory_budget_mb": budgets.memory.total / 2**20,
-        "failures": len(response["batchItemFailures"]),
-        "seconds": seconds,
-    }
+    return {"kind": kind, "peak_rss_mb": peak_rss_mb(), "seconds": seconds,
+            "memory_budget_mb": budgets.memory.total / 2**20,
+            "failures": len(response["batchItemFailures"])}  # fmt: skip
 
 
 def batch(kind: str) -> dict[str, Any]:
@@ -137,7 +116,6 @@ def batch(kind: str) -> dict[str, Any]:
     with local_stack() as stack:
         s3 = client("s3", stack.endpoint, stack.region)
         sqs = client("sqs", stack.endpoint, stack.region)
-        messages = []
         for n in range(10):
             key = f"bench/{kind}-{n}"
             if kind == "claim checks":
@@ -168,6 +146,7 @@ def batch(kind: str) -> dict[str, Any]:
             sqs.send_message(
                 QueueUrl=stack.queue_url, MessageBody=body, MessageAttributes=attributes
             )
+        messages: list[dict[str, Any]] = []
         while len(messages) < 10:
             got = sqs.receive_message(
                 QueueUrl=stack.queue_url,
@@ -186,58 +165,31 @@ def batch(kind: str) -> dict[str, Any]:
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_LOG_LEVEL": "ERROR",
         }
-        done = subprocess.run(
-            [sys.executable, __file__, "--child", kind],
-            input=json.dumps(records),
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=900,
-        )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    result["function_memory_mb"] = memory_mb
-    return result
+        result = run_child(__name__, kind, stdin=json.dumps(records), env=env, timeout=900)
+    return {**result, "function_memory_mb": memory_mb}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--child")
-    args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(child(args.child)))
-        return 0
+def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
     from vhs.ingest.budget import JSON_PAYLOAD_EXPANSION
 
-    shapes_found = expansion()
-    batches = [
-        batch("claim checks"),
-        batch("record_location bodies"),
-        batch("record_location bodies in parts"),
-    ]
-    worst = max(factor for _, _, factor in shapes_found)
-    if args.json:
-        print(json.dumps({"expansion": shapes_found, "batches": batches}, indent=2))
-    else:
-        print("JSON payloads: peak memory per byte of payload while read, parsed and canonicalised")
-        for name, size, factor in shapes_found:
-            print(f"  {name:<26} {size / 2**20:5.1f} MiB  {factor:5.1f}x")
-        print(
-            f"  the budget plans for {JSON_PAYLOAD_EXPANSION}x; the worst measured is {worst:.1f}x"
-        )
-        for b in batches:
-            print(
-                f"a batch of ten {b['kind']}: peak RSS {b['peak_rss_mb']:,.0f} MB of a "
-                f"{b['function_memory_mb']} MB function (memory budget "
-                f"{b['memory_budget_mb']:,.0f} MB), {b['failures']} batch item failures, "
-                f"{b['seconds']:.1f} s"
-            )
+    progress("JSON expansion by shape")
+    shapes = expansion(2**20 if args.quick else 4 * 2**20)
+    batches = []
+    for kind in KINDS[:1] if args.quick else KINDS:
+        progress(f"a batch of ten {kind}")
+        batches.append(batch(kind))
+    worst = max(factor for _, _, factor in shapes)
+    rows = [[name, f"{size / 2**20:.1f} MiB", f"{factor:.1f}x"] for name, size, factor in shapes]
+    rows.append(["the budget plans for", "", f"{JSON_PAYLOAD_EXPANSION}x"])
+    memory = [[b["kind"], f"{b['peak_rss_mb']:,.0f}", b["function_memory_mb"],
+               f"{b['memory_budget_mb']:,.0f}", b["failures"], f"{b['seconds']:.1f}"]
+              for b in batches]  # fmt: skip
+    text = "\n\n".join([
+        table(["JSON payload", "size", "peak memory per byte"], rows, right=1),
+        table(["a batch of ten", "peak RSS (MB)", "function (MB)", "memory budget (MB)",
+               "batch item failures", "seconds"], memory, right=1),
+    ])  # fmt: skip
     ok = worst <= JSON_PAYLOAD_EXPANSION and all(
         b["peak_rss_mb"] < b["function_memory_mb"] and b["failures"] == 0 for b in batches
     )
-    return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return Report({"ingest-budget": text}, {"expansion": shapes, "batches": batches}, ok=ok)

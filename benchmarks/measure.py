@@ -1,9 +1,5 @@
-"""The three measurements: cost per operation, cost of the size mix, wall time per operation.
-
-Every system runs the same operations against the same moto server in the same run. Costs
-are deterministic (requests and item sizes); wall times are noisy, so runs of the systems
-interleave (each repetition runs every system, in a rotating order) and medians are compared.
-"""
+"""The store benchmark's measurements: cost per operation, cost of the size mix, storage, and
+wall time per operation (runs of the systems interleaved, in a rotating order)."""
 
 from __future__ import annotations
 

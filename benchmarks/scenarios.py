@@ -1,9 +1,5 @@
-"""The operations the benchmark prices and times, each as un-timed set-up plus one action.
-
-`Operation.prepare(system, id, samples)` brings `id` into the state the operation needs (for
-an update: one earlier version) and returns the action, a no-argument callable that performs
-the operation once. The cost run bills the action; the wall-time run times it.
-"""
+"""The operations the store benchmark prices and times: `Operation.prepare(system, id,
+samples)` brings `id` into the state the operation needs, untimed, and returns the action."""
 
 from __future__ import annotations
 
@@ -21,6 +17,7 @@ SMALL_SIZE = 2 * workload.KB  # a typical catalogue record
 LARGE_SIZE = 1 * workload.MB  # the small end of the 1-5 MB class, over any inline limit
 STEADY_STATE_PRIOR_VERSIONS = 6  # enough for VHS's default retention to be full
 STEADY_STATE_UPDATES = 4  # billed updates, averaged, so trims show at their real rate
+STEADY_ROW_PREFIX = "small put (update, versions"
 
 
 @dataclass(frozen=True)
@@ -54,7 +51,7 @@ class Operation:
     prepare: Prepare
     repeats: int = 1  # actions billed together, reported per action
     timed: bool = True  # in the wall-time table too
-    # The request floor from the issue, when it sets one: operation name -> count.
+    # The request floor, where one is set: operation name -> count.
     floor: dict[str, int] | None = None
     floor_note: str = ""  # why the floor differs from the raw floor's requests, if it does
 
@@ -120,10 +117,10 @@ def _steady_state_update(system: System, id: str, samples: Samples) -> Action:
 
 
 DYNAMODB_WRITE = {"UpdateItem": 1}
-# A small put with delta history reads the item first (issue 12: half a read unit, so that the
-# version it supersedes is kept as a delta): the floor is the one write plus that read.
+# A small put with delta history reads the item first (half a read unit, so that the version it
+# supersedes is kept as a delta): the floor is the one write plus that read.
 SMALL_PUT = {"GetItem": 1, "UpdateItem": 1}
-SMALL_PUT_NOTE = "the write, plus the read delta history needs (issue 12)"
+SMALL_PUT_NOTE = "the write, plus the read delta history needs"
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation("small put (new id)", _put_new("small"), floor=SMALL_PUT, floor_note=SMALL_PUT_NOTE),
@@ -151,7 +148,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("latest read (large)", _read("large"), floor={"GetItem": 1, "GetObject": 1}),
     Operation("delete (small)", _delete),
     Operation(
-        f"small put (update, versions {STEADY_STATE_PRIOR_VERSIONS + 1}-"
+        f"{STEADY_ROW_PREFIX} {STEADY_STATE_PRIOR_VERSIONS + 1}-"
         f"{STEADY_STATE_PRIOR_VERSIONS + STEADY_STATE_UPDATES}, mean)",
         _steady_state_update,
         repeats=STEADY_STATE_UPDATES,
@@ -163,10 +160,8 @@ OPERATIONS: tuple[Operation, ...] = (
 
 
 def meets_floor(requests: dict[str, float], floor: dict[str, int]) -> bool:
-    """The issue's floor: exactly these S3 requests and this many DynamoDB requests per
-    operation (a put may make its one DynamoDB write with PutItem or UpdateItem; a floor's
-    GetItem must be there, and no other). `requests`
-    are means per operation, so an extra request on some operations fails the floor."""
+    """Exactly the floor's S3 requests and as many DynamoDB requests (a write by PutItem or
+    UpdateItem; the floor's GetItems exactly). `requests` are means per operation."""
     dynamodb = {"GetItem", "PutItem", "UpdateItem", "DeleteItem"}
     s3_used = {op: n for op, n in requests.items() if op not in dynamodb}
     s3_floor = {op: float(n) for op, n in floor.items() if op not in dynamodb}

@@ -1,23 +1,5 @@
-"""The local stack at volume (issue 17): messages through `vhs local up` and `vhs send`, the
-real commands as a user runs them, and how the long-running local commands scale.
-
-    .venv/bin/python benchmarks/volume.py                    100,000 messages, 1,000 to compare
-    .venv/bin/python benchmarks/volume.py --messages 20000 --before 600
-                                       ... and the same with moto's SQS as it is (the "before")
-    .venv/bin/python benchmarks/volume.py --scaling-only     gc, verify, dlq list, send at 1/10/100x
-    .venv/bin/python benchmarks/volume.py --write PATH       ... and write its section of PATH
-
-`--write` replaces only the section between `<!-- volume:start -->` and `<!-- volume:end -->`.
-
-The messages: ids with about five versions each (3 to 7), shuffled; about 1 % invalid (no UTC
-offset: the handler dead-letters them); about 3 % with records of 20-100 KB and 0.2 % of over
-300 KB (sent by claim check); the rest about 1 KB. `vhs send --no-validate` sends them all, so
-the invalid ones travel the pipeline to the DLQ. Timed from the start of `vhs send` until the
-ingest queue is empty. The rate over time comes from `vhs send`'s progress lines (the rate the
-queue accepts: with flow control, within 1,000 messages of what the pipeline has taken).
-Nothing lost: every valid id's latest version is read back with the store, and the DLQ holds
-exactly the invalid messages. Peak memory: VmHWM of `vhs local up` and of its moto server.
-"""
+"""The local stack at volume: messages through `vhs local up` and `vhs send`, the real commands
+as a user runs them, nothing lost, and how the long-running local commands scale."""
 
 from __future__ import annotations
 
@@ -36,26 +18,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import sections
+from vhs import settings
+from vhs.local.stack import environment, free_port
+from vhs.operator.dlq import queue_depth
+from vhs.store import VersionedHybridStore
 
-ROOT = Path(__file__).resolve().parent.parent
+from .common import Progress, Report, peak_rss_mb, table
+
 VHS = [sys.executable, "-m", "vhs.cli"]
-SECTION = "volume"
 SEED = 17
-GOAL = 0.8  # issue 17: the 100,000-message rate is at least 0.8x the 1,000-message rate
+GOAL = 0.8  # the 100,000-message rate is at least 0.8x the 1,000-message rate
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
 
 
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(ROOT / "lambdas"), *filter(None, [env.get("PYTHONPATH")])]
-    )
-    return env
-
-
-# --- the messages ---------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--messages", type=int, help="default 100,000 (quick: 2,000)")
+    parser.add_argument("--baseline", type=int, help="default 1,000 (quick: 200)")
+    help = "also run the stack as it was, for so long (default 600; quick: no)"
+    parser.add_argument("--before", type=float, metavar="SECONDS", help=help)
+    parser.add_argument("--scaling-only", action="store_true")
+    parser.add_argument("--no-scaling", action="store_true")
 
 
 def stamp(seconds: int) -> str:
@@ -94,38 +76,30 @@ def dataset(count: int, path: Path, seed: int = SEED) -> dict[str, Any]:
     return {"count": len(lines), "latest": latest, "invalid": invalid, "bytes": path.stat().st_size}
 
 
-# --- the stack ------------------------------------------------------------------------------
-
-
 class LocalUp:
     """`vhs local up --json` in a child process: its environment, and its processes' peak RSS."""
 
     def __init__(self, *args: str) -> None:
-        from vhs.local.stack import free_port
-
         self.log = tempfile.NamedTemporaryFile(suffix=".log", delete=False)  # noqa: SIM115
         command = [*VHS, "local", "up", "--json", "--port", str(free_port())]
         command += ["--function-log", self.log.name, *args]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=child_env())
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, text=True, env=dict(os.environ)
+        )
         text = []
         assert self.process.stdout
         for line in self.process.stdout:
             if line.strip() == "ready":
                 break
             text.append(line)
-        self.env = {**child_env(), **json.loads("".join(text))}
+        self.env = {**os.environ, **json.loads("".join(text))}
 
     def peak_rss_mb(self) -> dict[str, float]:
         pids = {"vhs local up": self.process.pid}
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
         for child in children.read_text().split():
             pids["moto server"] = int(child)
-        peaks = {}
-        for name, pid in pids.items():
-            status = Path(f"/proc/{pid}/status").read_text()
-            kb = int(re.search(r"VmHWM:\s+(\d+)", status)[1])  # type: ignore[index]
-            peaks[name] = kb / 1024
-        return peaks
+        return {name: peak_rss_mb(pid) for name, pid in pids.items()}
 
     def stop(self) -> None:
         self.process.terminate()
@@ -146,8 +120,6 @@ def sqs_client(env: dict[str, str]) -> Any:
 
 
 def held(sqs: Any, url: str) -> int:
-    from vhs.ingest.dlq import queue_depth
-
     depth = queue_depth(sqs, url)
     return depth.visible + depth.in_flight + depth.delayed
 
@@ -163,8 +135,6 @@ def drained(sqs: Any, url: str, timeout: float) -> bool:
     return False
 
 
-# --- a pipeline run -------------------------------------------------------------------------
-
 _PROGRESS = re.compile(r"progress: ([\d,]+) of [\d,]+ lines at (\d+)s")
 
 
@@ -177,7 +147,7 @@ def pipeline_run(
     check: bool = True,
 ) -> dict[str, Any]:
     """`count` messages through a fresh `vhs local up` with `vhs send`. `as_is`: the stack as
-    it was before issue 17 (moto's SQS scanning, the watch queue subscribed, no flow control),
+    it was before (moto's SQS scanning, the watch queue subscribed, no flow control),
     stopped after `cap_seconds`."""
     data_file = work / f"messages-{count}.jsonl"
     expected = dataset(count, data_file)
@@ -199,7 +169,7 @@ def pipeline_run(
         summary = json.loads(out)
         progress = [(int(s), int(n.replace(",", ""))) for n, s in _PROGRESS.findall(err)]
         if cap_seconds is not None and summary["interrupted"]:
-            left = held(sqs, stack.env["VHS_QUEUE_URL"])
+            left = held(sqs, stack.env[settings.QUEUE_URL])
             elapsed = time.monotonic() - started
             return {
                 "count": count,
@@ -212,7 +182,7 @@ def pipeline_run(
                 "progress": progress,
                 "peak_rss_mb": stack.peak_rss_mb(),
             }
-        ok = drained(sqs, stack.env["VHS_QUEUE_URL"], timeout=3600)
+        ok = drained(sqs, stack.env[settings.QUEUE_URL], timeout=3600)
         seconds = time.monotonic() - started
         result = {
             "count": count,
@@ -240,9 +210,6 @@ def pipeline_run(
 
 def nothing_lost(env: dict[str, str], expected: dict[str, Any]) -> dict[str, Any]:
     """Every valid id at its latest version, and exactly the invalid messages in the DLQ."""
-    from vhs.local.stack import environment
-    from vhs.store import VersionedHybridStore
-
     wrong = []
     with environment(env):
         store = VersionedHybridStore.from_env()
@@ -251,7 +218,7 @@ def nothing_lost(env: dict[str, str], expected: dict[str, Any]) -> dict[str, Any
             if int(record.updated_at.timestamp()) != at:
                 wrong.append(record_id)
     sqs = sqs_client(env)
-    in_dlq = held(sqs, env["VHS_DLQ_URL"])
+    in_dlq = held(sqs, env[settings.DLQ_URL])
     return {
         "latest_wrong": len(wrong),
         "in_dlq": in_dlq,
@@ -278,9 +245,6 @@ def _time_at(points: list[tuple[float, float]], done: float) -> float:
     return points[-1][0]
 
 
-# --- scaling of the other long-running commands --------------------------------------------
-
-
 def timed(env: dict[str, str], *args: str) -> float:
     started = time.monotonic()
     result = subprocess.run([*VHS, "--json", *args], env=env, capture_output=True, timeout=7200)
@@ -294,9 +258,6 @@ def scaling(work: Path, factors: Sequence[int] = (1, 10, 100)) -> dict[str, list
     tenth with an orphan object), dlq list over as many letters,
     and send (no consumer, no flow control) of 1/10/100 MB files."""
     from concurrent.futures import ThreadPoolExecutor
-
-    from vhs.local.stack import environment
-    from vhs.store import VersionedHybridStore
 
     out: dict[str, list[float]] = {"gc": [], "verify": [], "dlq list": [], "send": []}
     for factor in factors:
@@ -328,7 +289,7 @@ def scaling(work: Path, factors: Sequence[int] = (1, 10, 100)) -> dict[str, list
         stack = LocalUp()
         try:
             sqs = sqs_client(stack.env)
-            dlq = stack.env["VHS_DLQ_URL"]
+            dlq = stack.env[settings.DLQ_URL]
             for start in range(0, 100 * factor, 10):
                 sqs.send_message_batch(
                     QueueUrl=dlq,
@@ -342,132 +303,61 @@ def scaling(work: Path, factors: Sequence[int] = (1, 10, 100)) -> dict[str, list
             lines = work / f"send-{factor}.jsonl"
             line = json.dumps({"id": "x", "updated_at": stamp(T0), "record": "z" * 1000})
             lines.write_text((line + "\n") * (factor * 1024 * 1024 // (len(line) + 1)))
-            env = {**stack.env, "VHS_QUEUE_URL": plain}
+            env = {**stack.env, settings.QUEUE_URL: plain}
             out["send"].append(timed(env, "send", str(lines), "--max-queued", "0"))
         finally:
             stack.stop()
     return out
 
 
-# --- the report -----------------------------------------------------------------------------
-
-
-def markdown(result: dict[str, Any]) -> str:
-    lines = ["## The local stack at volume (issue 17)", ""]
-    big, small = result.get("big"), result.get("small")
-    if big and small:
-        ratio = big["rate"] / small["rate"]
-        lines += [
-            f"`benchmarks/volume.py` ({result['when']}, {result['machine']}): messages through "
-            "`vhs local up` with `vhs send --no-validate`, the real commands, timed from the "
-            "start of the send until the ingest queue is empty. Ids with 3-7 versions "
-            "shuffled, 1 % invalid, 3 % of 20-100 KB, 0.2 % of 300-400 KB (claim checks "
-            "only if over the queue's limit: SQS now takes 1 MiB).",
-            "",
-            "| messages | ids | seconds | messages/s | claim checks | in the DLQ | nothing lost "
-            "| peak RSS: vhs local up | peak RSS: moto server |",
-            "| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
-        ]
-        for run in (small, big):
-            rss = run["peak_rss_mb"]
-            lines.append(
-                f"| {run['count']:,} | {run['ids']:,} | {run['seconds']:,.0f} | "
-                f"{run['rate']:.1f} | {run['claim_checks']} | {run['in_dlq']} of "
-                f"{run['invalid']} | {'yes' if run['nothing_lost'] else 'NO'} | "
-                f"{rss.get('vhs local up', 0):,.0f} MB | {rss.get('moto server', 0):,.0f} MB |"
-            )
-        lines += [
-            "",
-            f"Rate at {big['count']:,} against {small['count']:,}: **{ratio:.2f}x** "
-            f"(goal {GOAL}x: {'met' if ratio >= GOAL else 'not met'}). "
-            f"`vhs send` waited on the queue for {big['queue_wait_seconds']:,.0f} s of "
-            f"{big['send_seconds']:,.0f} s: the pipeline set the pace.",
-            "",
-            "Rate over time (each tenth of the messages, as `vhs send` had them accepted):",
-            "",
-            "| slice | " + " | ".join(name for name, _ in slices(big)) + " |",
-            "| --- |" + " ---: |" * 10,
-            "| messages/s | " + " | ".join(f"{r:.1f}" for _, r in slices(big)) + " |",
-            "",
-        ]
-    before, after = result.get("before"), result.get("after")
-    if before and after:
-        lines += [
-            f"Before and after, {after['count']:,} messages: before is the stack as it was "
-            "(moto's SQS scanning every message per call, the watch queue subscribed, "
-            f"`vhs send` without flow control), stopped after {before['seconds']:,.0f} s.",
-            "",
-            "| | seconds | processed | messages/s | backlog left | peak RSS: moto server |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |",
-            f"| before | {before['seconds']:,.0f} | {before['processed']:,} | "
-            f"{before['rate']:.1f} | {before['backlog']:,} | "
-            f"{before['peak_rss_mb'].get('moto server', 0):,.0f} MB |",
-            f"| after | {after['seconds']:,.0f} | {after['count']:,} | {after['rate']:.1f} | 0 | "
-            f"{after['peak_rss_mb'].get('moto server', 0):,.0f} MB |",
-            "",
-        ]
-    scale = result.get("scaling")
-    if scale:
-        lines += [
-            "Scaling of the other long-running local commands (seconds, one run each; gc and "
-            "verify over 100 / 1,000 / 10,000 records, a tenth with bodies in S3 and a tenth "
-            "with an orphan object beside them; `dlq list` "
-            "over as many letters; `vhs send` of 1 / 10 / 100 MB to a queue with no consumer, "
-            "`--max-queued 0`). Linear growth is 10x per step; each figure includes starting "
-            "the CLI (about 0.5 s).",
-            "",
-            "| command | 1x | 10x | 100x | 100x / 10x |",
-            "| --- | ---: | ---: | ---: | ---: |",
-        ]
-        for name, times in scale.items():
-            lines.append(
-                f"| `vhs {name}` | {times[0]:.1f} | {times[1]:.1f} | {times[2]:.1f} | "
-                f"{times[2] / times[1]:.1f} |"
-            )
-        lines.append("")
-    return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--baseline", type=int, default=1_000)
-    parser.add_argument("--before", type=float, metavar="SECONDS", help="also run the 'before'")
-    parser.add_argument("--scaling-only", action="store_true")
-    parser.add_argument("--no-scaling", action="store_true")
-    parser.add_argument("--write", metavar="PATH")
-    parser.add_argument("--json-out", metavar="PATH", help="also write the raw results here")
-    args = parser.parse_args(argv)
-    import platform
-
-    result: dict[str, Any] = {
-        "when": time.strftime("%Y-%m-%d"),
-        "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
-    }
+def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
+    count = options.messages or (2_000 if args.quick else 100_000)
+    baseline = options.baseline or (200 if args.quick else 1_000)
+    before = options.before if options.before is not None else (None if args.quick else 600)
+    result: dict[str, Any] = {}
+    sections = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        if not args.scaling_only:
-            result["small"] = pipeline_run(args.baseline, work)
-            print(json.dumps(result["small"]), file=sys.stderr, flush=True)
-            result["big"] = pipeline_run(args.messages, work)
-            print(json.dumps(result["big"]), file=sys.stderr, flush=True)
-            if args.before:
-                result["after"] = result["big"]
-                result["before"] = pipeline_run(
-                    args.messages, work, as_is=True, cap_seconds=args.before
-                )
-                print(json.dumps(result["before"]), file=sys.stderr, flush=True)
-        if not args.no_scaling:
-            result["scaling"] = scaling(work)
-            print(json.dumps(result["scaling"]), file=sys.stderr, flush=True)
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2))
-    text = markdown(result)
-    print(text)
-    if args.write:
-        sections.write_section(args.write, SECTION, text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        if not options.scaling_only:
+            progress(f"{baseline:,} then {count:,} messages through vhs local up")
+            small, big = pipeline_run(baseline, work), pipeline_run(count, work)
+            result |= {"small": small, "big": big}
+            rows = [[f"{r['count']:,}", f"{r['ids']:,}", f"{r['seconds']:,.0f}", f"{r['rate']:.1f}",
+                     r["claim_checks"], f"{r['in_dlq']} of {r['invalid']}",
+                     "yes" if r["nothing_lost"] else "NO",
+                     f"{r['peak_rss_mb'].get('vhs local up', 0):,.0f} MB",
+                     f"{r['peak_rss_mb'].get('moto server', 0):,.0f} MB"]
+                    for r in (small, big)]  # fmt: skip
+            ratio = big["rate"] / small["rate"]
+            parts = slices(big)
+            sections["volume"] = "\n\n".join([
+                f"Run {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores.",
+                table(["messages", "ids", "seconds", "messages/s", "claim checks", "in the DLQ",
+                       "nothing lost", "peak RSS: vhs local up", "peak RSS: moto server"], rows, 1),
+                f"Rate at {big['count']:,} against {small['count']:,}: **{ratio:.2f}x** (goal "
+                f"{GOAL}x: {'met' if ratio >= GOAL else 'not met'}). `vhs send` waited on the "
+                f"queue for {big['queue_wait_seconds']:,.0f} s of {big['send_seconds']:,.0f} s.",
+                table(["slice", *(name for name, _ in parts)],
+                      [["messages/s", *(f"{r:.1f}" for _, r in parts)]], right=1),
+            ])  # fmt: skip
+            if before:
+                progress(f"{count:,} messages through the stack as it was, for {before:.0f} s")
+                old = result["before"] = pipeline_run(count, work, as_is=True, cap_seconds=before)
+                rows = [["before", f"{old['seconds']:,.0f}", f"{old['processed']:,}",
+                         f"{old['rate']:.1f}", f"{old['backlog']:,}",
+                         f"{old['peak_rss_mb'].get('moto server', 0):,.0f} MB"],
+                        ["after", f"{big['seconds']:,.0f}", f"{big['count']:,}",
+                         f"{big['rate']:.1f}", "0",
+                         f"{big['peak_rss_mb'].get('moto server', 0):,.0f} MB"]]  # fmt: skip
+                headers = ["", "seconds", "processed", "messages/s", "backlog left",
+                           "peak RSS: moto server"]  # fmt: skip
+                sections["volume.before"] = table(headers, rows, right=1)
+        if not options.no_scaling:
+            progress("scaling of gc, verify, dlq list and send")
+            factors = (1, 2, 3) if args.quick else (1, 10, 100)
+            scale = result["scaling"] = scaling(work, factors)
+            rows = [[f"`vhs {name}`", *(f"{t:.1f}" for t in times), f"{times[2] / times[1]:.1f}"]
+                    for name, times in scale.items()]  # fmt: skip
+            headers = ["command", *(f"{f}x" for f in factors), f"{factors[2]}x / {factors[1]}x"]
+            sections["volume.scaling"] = table(headers, rows, right=1)
+    return Report(sections, result)

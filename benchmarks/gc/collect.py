@@ -1,157 +1,182 @@
-"""`make bench`: the garbage collector's throughput and peak memory at 10k and 100k objects,
-and a hot id with 5,600 orphans.
-
-    .venv/bin/python benchmarks/gc.py                              print the tables
-    .venv/bin/python benchmarks/gc.py --write docs/benchmarks.md   ... and update its GC section
-    .venv/bin/python benchmarks/gc.py --quick                      smoke run (2k and 10k objects)
-    .venv/bin/python benchmarks/gc.py --hot-only                   the hot id alone
-    .venv/bin/python benchmarks/gc.py --json                       results as JSON on stdout
-
-The claim under test (docs/gc.md): the collector works a listing page at a time, so its memory
-is bounded by a page, not by the bucket. Each size gets a table and bucket of its own on one
-moto server, filled with referenced bodies and orphans of three kinds (a crashed create, a
-crashed update, a version beyond retention). The collector then runs in a child process of
-its own, configured from the environment as the Lambda is, so the peak RSS measured is the
-collector's alone: not moto's, not the population's.
-
-The hot id (issue 11): one record id with thousands of orphans, more than one condemnation
-may name, collected by successive passes, each a collector process whose clock is past the
-previous condemnation's expiry, as scheduled runs would be: the seconds, the requests by
-operation, the passes, and the item's largest size while condemned against DynamoDB's 400 KB.
-
-The pieces, in the order a run uses them:
-
-* gc_process.py: the moto server (in this process) and the collector's child process;
-* gc_dataset.py: the data set of referenced bodies and orphans, and populating a store;
-* gc_measure.py: one size measured and checked, and the fixed cost of a collector process;
-* gc_hot.py: the hot id, populated, collected pass by pass and checked;
-* gc_report.py: the tables, the prose computed from them, the Markdown section and JSON.
-"""
+"""The garbage collector's throughput and peak memory at 10k and 100k objects, and a hot id
+with 5,600 orphans collected in one pass (method: docs/benchmarks.md)."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import sys
-from collections.abc import Sequence
-from datetime import UTC, datetime
-from importlib import metadata
-from pathlib import Path
+import gc
+import random
+from collections import Counter
 from typing import Any
 
-# Run as a script: make the repository (for `benchmarks`) and lambdas/ (for `vhs`) importable.
-ROOT = Path(__file__).resolve().parent.parent
-for _path in (ROOT, ROOT / "lambdas"):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
+from vhs import resources
+from vhs.item import ITEM_LIMIT, condemnation_of, item_size
+from vhs.keys import shard_of
+from vhs.local.stack import client
+from vhs.maintenance.gc import RESERVE_MS
+from vhs.store import VersionedHybridStore
 
-from rich.console import Console  # noqa: E402
+from ..common import Progress, Report, run_line
+from . import report
+from .child import CLOCK_AHEAD, REGION, InProcessServer, collect
+from .dataset import ORPHAN_SHARE, SEED, Dataset, Record, bodies, build, populate, seed_objects
 
-from benchmarks import gc_report, sections  # noqa: E402
-from benchmarks.gc_dataset import API_OBJECTS, ORPHAN_SHARE, mean_body_size  # noqa: E402
-from benchmarks.gc_hot import HOT_ORPHANS, measure_hot_id  # noqa: E402
-from benchmarks.gc_measure import measure_baseline, measure_size  # noqa: E402
-from benchmarks.gc_process import InProcessServer  # noqa: E402
-from benchmarks.report import Progress, stdout_console  # noqa: E402
-
-FULL_SIZES = (10_000, 100_000)
-QUICK_SIZES = (2_000, 10_000)
-QUICK_HOT_ORPHANS = 1_500
+SIZES = {False: (10_000, 100_000), True: (2_000, 10_000)}  # by --quick
+HOT_ORPHANS = {False: 5_600, True: 1_500}
+HOT_ID = "b9999999-hot"
+MARGIN = 60.0  # how far past a condemnation's expiry the next pass's clock is
+SPARE_PASSES = 3
+BUDGET_SECONDS = resources.GC.function_timeout_seconds - RESERVE_MS / 1000  # one invocation
 
 
-def run_metadata(
-    args: argparse.Namespace, seconds: float, sizes: Sequence[int], hot: int
-) -> dict[str, Any]:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sizes", help="object counts, comma-separated")
+    parser.add_argument("--orphans", type=float, default=ORPHAN_SHARE, help="orphans' share")
+    parser.add_argument("--hot", type=int, metavar="N", help="orphans of the hot id (0: none)")
+    parser.add_argument("--hot-only", action="store_true", help="the hot id alone")
+
+
+def new_store(server: InProcessServer, name: str) -> tuple[Any, Any]:
+    dynamodb, s3 = client("dynamodb", server.endpoint), client("s3", server.endpoint)
+    resources.create_store_resources(dynamodb, s3, table_name=name, bucket_name=name, region=REGION)
+    # inline_threshold 0: every body goes to S3, so there is something to collect.
+    kw = {"s3_client": s3, "dynamodb_client": dynamodb, "inline_threshold": 0}
+    return VersionedHybridStore(name, name, **kw), dynamodb
+
+
+def drop(name: str, dynamodb: Any) -> None:
+    InProcessServer.drop_bucket(name)
+    dynamodb.delete_table(TableName=name)
+
+
+def measure_size(server: InProcessServer, objects: int, share: float, progress: Progress) -> dict:
+    """A store of `objects`: a dry run under tracemalloc, then the collection, untraced."""
+    dataset = build(objects, share)
+    name = f"vhs-gc-{objects}"
+    store, dynamodb = new_store(server, name)
+    seconds = populate(dataset, store, dynamodb)
+    gc.collect()
+    gc.freeze()  # moto's objects live in this process: keep the cycle collector off them
+    progress(f"{objects:,} objects: populated in {seconds:.1f}s; a dry run under tracemalloc")
+    dry = collect(server.endpoint, name, "dry-run", trace=True)
+    problems = [f"dry run: {p}" for p in check_report(dataset, dry["report"], dry_run=True)]
+    real = collect(server.endpoint, name, "collect")
+    progress(f"{objects:,} objects: collected in {real['seconds']:.1f}s")
+    problems += check_report(dataset, real["report"], dry_run=False)
+    problems += check_after(dataset, store)
+    gc.unfreeze()
+    drop(name, dynamodb)
+    return {"objects": objects, "orphans": dataset.orphans, "kinds": dataset.kinds, "dry": dry,
+            "real": real, "problems": problems}  # fmt: skip
+
+
+def check_report(dataset: Dataset, found: dict[str, Any], *, dry_run: bool) -> list[str]:
+    expected = {
+        "listed": dataset.objects,
+        "referenced": dataset.referenced,
+        "orphaned": dataset.orphans,
+        "deleted": 0 if dry_run else dataset.orphans,
+        "bytes_reclaimed": dataset.orphan_bytes,
+        "skipped": 0,
+        "young": 0,
+        "unrecognised": 0,
+    }
+    return [f"{k}: {found[k]}, expected {v}" for k, v in expected.items() if found[k] != v]
+
+
+def check_after(dataset: Dataset, store: Any) -> list[str]:
+    """The objects left are exactly the referenced ones, and a sample of retained versions
+    reads back."""
+    problems = []
+    left = set(InProcessServer.s3_backend().get_bucket(store.bucket_name).keys.keys())
+    keep = dataset.referenced_keys(store.body_key)
+    if left != keep:
+        problems.append(f"{len(left - keep)} objects left, {len(keep - left)} missing")
+    sample = random.Random(SEED).sample(dataset.records, min(100, len(dataset.records)))
+    for record in sample + [r for r in dataset.records if r.via_api][:20]:
+        for version in range(record.expired + 1, len(record.bodies) + 1):
+            if store.get(record.id, version).body != record.bodies[version - 1].data:
+                problems.append(f"{record.id} version {version} reads back wrong")
+    return problems
+
+
+def measure_baseline(server: InProcessServer) -> dict[str, Any]:
+    """The fixed cost of a collector process: idle, and over an empty bucket."""
+    new_store(server, "vhs-gc-empty")
     return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "mode": "quick" if args.quick else "full",
-        "duration": f"{seconds:.0f} s",
-        "sizes": list(sizes),
-        "hot_orphans": hot,
-        "orphan_share": args.orphans,
-        "api_objects": API_OBJECTS,
-        "body_size": int(round(mean_body_size(args.orphans), -1)),
-        "environment": (
-            f"Python {platform.python_version()}, botocore {metadata.version('botocore')}, "
-            f"moto {metadata.version('moto')}, {platform.system()} {platform.machine()}"
-        ),
-        "cpus": os.cpu_count(),
+        "idle": collect(server.endpoint, "vhs-gc-empty", "idle"),
+        "empty": collect(server.endpoint, "vhs-gc-empty", "collect"),
+        "empty_dry": collect(server.endpoint, "vhs-gc-empty", "dry-run", trace=True),
     }
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", metavar="PATH", help="update the GC section of PATH")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 2k and 10k objects")
-    parser.add_argument("--json", action="store_true", help="print results as JSON")
-    parser.add_argument(
-        "--sizes", help="object counts, comma-separated (default: 10000,100000; quick: 2000,10000)"
-    )
-    parser.add_argument(
-        "--orphans", type=float, default=ORPHAN_SHARE, help="share of objects that are orphans"
-    )
-    parser.add_argument(
-        "--hot",
-        type=int,
-        metavar="N",
-        help=f"orphans of the hot id (default: {HOT_ORPHANS}; quick: {QUICK_HOT_ORPHANS}; 0: none)",
-    )
-    parser.add_argument(
-        "--hot-only", action="store_true", help="measure the hot id alone, not the sizes"
-    )
-    args = parser.parse_args(argv)
-    if args.write and (args.hot_only or args.hot == 0):
-        parser.error("--write needs the sizes and the hot id: leave out --hot-only and --hot 0")
-    return args
+def measure_hot_id(server: InProcessServer, orphans: int, progress: Progress) -> dict[str, Any]:
+    """One id's current version and `orphans` bodies of it that no version references,
+    collected pass after pass (each a process whose clock is past the previous
+    condemnation's expiry, as the next scheduled run's would be) until none is left."""
+    store, dynamodb = new_store(server, "vhs-gc-hot")
+    current, *crashed = bodies(HOT_ID, range(1, orphans + 2))
+    record = Record(HOT_ID, [], crashed=crashed)
+    store.put(HOT_ID, current.data, updated_at=record.stamp(1), content_type=current.content_type)
+    seed_objects([record], store)
+    keep = {store.body_key(HOT_ID, current.sha256)}
+    bucket = InProcessServer.s3_backend().get_bucket("vhs-gc-hot")
+
+    def item() -> dict[str, Any]:
+        key = {"id": {"S": HOT_ID}}
+        return dynamodb.get_item(TableName="vhs-gc-hot", Key=key, ConsistentRead=True)["Item"]
+
+    hot: dict[str, Any] = {"orphans": orphans, "item_before": item_size(item()), "passes": []}
+    ahead, problems = CLOCK_AHEAD, []
+    for number in range(1, SPARE_PASSES + 2):
+        done = collect(server.endpoint, "vhs-gc-hot", "collect", shards=[shard_of(HOT_ID)],
+                       clock_ahead=ahead)  # fmt: skip
+        standing = condemnation_of(raw := item())
+        left = set(bucket.keys.keys()) - keep
+        condemned = len(standing.bodies) if standing else 0
+        done |= {"item_bytes": item_size(raw), "condemned": condemned, "left": len(left)}
+        hot["passes"].append(done)
+        progress(f"hot id: pass {number} deleted {done['report']['deleted']:,}, {len(left):,} left")
+        if done["report"]["failed"] or done["report"]["failed_shards"]:
+            problems.append(f"hot id: pass {number} failed: {done['report']}")
+        if not left:
+            break
+        ahead += done["expiry"] + MARGIN
+    passes = hot["passes"]
+    hot["requests"] = sum((Counter(p["requests"]) for p in passes), Counter())
+    hot["seconds"] = sum(p["seconds"] for p in passes)
+    hot["deleted"] = sum(p["report"]["deleted"] for p in passes)
+    hot["largest_item"] = max((p["item_bytes"] for p in passes if p["condemned"]), default=0)
+    if len(passes) != 1 or passes[0]["left"]:
+        problems.append(f"hot id: {len(passes)} passes, not one, collected it")
+    if passes[0]["seconds"] > BUDGET_SECONDS:
+        problems.append(f"hot id: one pass took {passes[0]['seconds']:.0f} s, over the budget")
+    if hot["deleted"] != orphans or hot["largest_item"] >= ITEM_LIMIT:
+        problems.append(f"hot id: deleted {hot['deleted']}, item {hot['largest_item']:,} bytes")
+    if store.get(HOT_ID).body != current.data:
+        problems.append("hot id: its current version reads back wrong")
+    hot["problems"] = problems
+    drop("vhs-gc-hot", dynamodb)
+    return hot
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.sizes:
-        sizes = tuple(int(s) for s in args.sizes.split(","))
-    else:
-        sizes = QUICK_SIZES if args.quick else FULL_SIZES
-    if args.hot_only:
-        sizes = ()
-    hot_orphans = args.hot if args.hot is not None else HOT_ORPHANS
-    if args.quick and args.hot is None:
-        hot_orphans = QUICK_HOT_ORPHANS
-    progress = Progress(Console(stderr=True))
-    baseline: dict[str, Any] = {}
-    hot = None
+def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
+    sizes = [int(s) for s in options.sizes.split(",")] if options.sizes else SIZES[args.quick]
+    sizes = [] if options.hot_only else sizes
+    orphans = HOT_ORPHANS[args.quick] if options.hot is None else options.hot
+    results, baseline, hot = [], {}, None
     with InProcessServer() as server:
-        progress(f"moto server on {server.endpoint} (in this process)")
         if sizes:
             baseline = measure_baseline(server)
-            progress(
-                f"baseline: idle {baseline['idle']['peak_rss_mb']:.1f} MB, "
-                f"empty bucket {baseline['empty']['peak_rss_mb']:.1f} MB"
-            )
-        results = [measure_size(server, n, args.orphans, progress) for n in sizes]
-        if hot_orphans:
-            hot = measure_hot_id(server, hot_orphans, progress)
-    meta = run_metadata(args, progress.elapsed, sizes, hot_orphans)
-    if args.json:
-        print(json.dumps(gc_report.as_json(results, baseline, meta, hot), indent=2))
-    else:
-        gc_report.print_report(stdout_console(width=160), results, baseline, hot)
-    if args.write:
-        assert hot is not None and results
-        markdown = gc_report.markdown(results, baseline, meta, hot)
-        sections.write_section(args.write, gc_report.SECTION, markdown)
-        progress(f"wrote the {gc_report.SECTION} section of {args.write}")
-    failed = gc_report.problems(results, hot)
-    for problem in failed:
-        progress(f"[bold red]check failed[/]: {problem}")
-    progress("done")
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Skip tearing down moto's in-memory state object by object: 15 s at 100k objects.
-    os._exit(code)
+        results = [measure_size(server, n, options.orphans, progress) for n in sizes]
+        if orphans:
+            hot = measure_hot_id(server, orphans, progress)
+    problems = [p for r in results for p in r["problems"]] + (hot["problems"] if hot else [])
+    mode = "quick" if args.quick else "full"
+    sections = {}
+    if results:
+        sections["gc"] = report.sizes(results, baseline, run_line(mode, progress.elapsed))
+    if hot:
+        sections["gc.hot"] = report.hot_id(hot, BUDGET_SECONDS)
+    data = {"sizes": results, "baseline": baseline, "hot": hot}
+    return Report(sections, data, problems=problems)

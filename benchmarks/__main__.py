@@ -1,0 +1,81 @@
+"""`python -m benchmarks NAME [--quick] [--json] [--write PATH] [options]`: run one benchmark
+(`all`: every one that `make bench` runs, each in a process of its own)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+from benchmarks.common import ROOT, Progress, write_sections
+
+BENCHMARKS = {
+    "store": "benchmarks.store",
+    "pipeline": "benchmarks.pipeline",
+    "gc": "benchmarks.gc.collect",
+    "ingest-budget": "benchmarks.ingest_budget",
+    "hot-keys": "benchmarks.hot_keys",
+    "read-api": "benchmarks.read_api",
+    "reindex": "benchmarks.reindex",
+    "bulk-import": "benchmarks.bulk_import",
+    "import-reading": "benchmarks.import_reading",
+    "parts": "benchmarks.parts",
+    "volume": "benchmarks.volume",
+    "atomicity": "benchmarks.atomicity",
+}
+ALL = [name for name in BENCHMARKS if name != "atomicity"]  # atomicity: figures for a report
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return getattr(value, "__dict__", str(value))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:  # a measured child process: benchmarks.common.run_child
+        module = importlib.import_module(argv[1])
+        print(json.dumps(module.child(*argv[2:])))
+        return 0
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("name", choices=[*BENCHMARKS, "all"])
+    parser.add_argument("--write", metavar="PATH", help="rewrite its sections of PATH")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: small and short")
+    args, rest = parser.parse_known_args(argv)
+    if args.name == "all":
+        flags = [*(["--write", args.write] if args.write else []), *rest]
+        flags += ["--quick"] * args.quick + ["--json"] * args.json
+        command = [sys.executable, "-m", "benchmarks"]
+        failed = [n for n in ALL if subprocess.run([*command, n, *flags], cwd=ROOT).returncode]
+        print(f"failed: {', '.join(failed)}" if failed else "all done", file=sys.stderr)
+        return 1 if failed else 0
+    module = importlib.import_module(BENCHMARKS[args.name])
+    options = argparse.ArgumentParser(prog=f"python -m benchmarks {args.name}")
+    getattr(module, "add_arguments", lambda _: None)(options)
+    progress = Progress()
+    report = module.run(args, options.parse_args(rest), progress)
+    if args.json:
+        print(json.dumps(report.data, default=_plain, indent=2))
+    else:
+        print("\n\n".join(report.sections.values()))
+    if args.write:
+        write_sections(args.write, report.sections)
+        progress(f"wrote {', '.join(report.sections)} in {args.write}")
+    for problem in report.problems:
+        progress(f"check failed: {problem}")
+    return 0 if report.ok and not report.problems else 1
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip tearing down moto's in-memory state object by object (15 s at 100k objects).
+    os._exit(code)
