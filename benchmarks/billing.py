@@ -1,18 +1,8 @@
-"""Bills for blocks of work: AWS requests by operation, and DynamoDB capacity by item size.
-
-Requests are counted by `vhs.local.metering.RequestMeter`. DynamoDB capacity depends on item sizes,
-which requests alone do not tell (and moto does not report ConsumedCapacity), so
-`CapacityMeter` works out the size of the item before and after every DynamoDB request and
-applies AWS's rules (pricing.py):
-
-* the size before comes from the last size it saw for that key, or else from a read with a
-  separate, un-metered client;
-* the size after comes from the request itself when it says (a PutItem's item, an
-  UpdateItem's ALL_NEW attributes, a DeleteItem's nothing), or else from such a read.
-
-The un-metered reads and the bookkeeping cost time, so wall times are measured with billing
-off (handlers then only forget the sizes of keys that are written).
-"""
+"""Bills for blocks of work: requests by operation (vhs.local.metering.RequestMeter), and
+DynamoDB capacity from the size of each item before and after each request (`CapacityMeter`):
+moto reports no ConsumedCapacity. A size comes from the request or response when it says (a
+PutItem's item, an UpdateItem's ALL_NEW), from the last size seen for the key, or from a read
+with a separate, un-metered client."""
 
 from __future__ import annotations
 
@@ -59,8 +49,6 @@ class CapacityMeter:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def attach(self, client: Any) -> None:
-        # before-parameter-build fires once per API call with the caller's parameters;
-        # after-call fires once with the parsed response, errors included.
         client.meta.events.register("before-parameter-build.dynamodb", self._before)
         client.meta.events.register("after-call.dynamodb", self._after)
 

@@ -4,23 +4,23 @@ attributes, requests counted and billed per operation."""
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pynamodb_mate.api as pm
-from pynamodb_mate.patterns.large_attribute.api import LargeAttributeMixin, split_s3_uri
 
 from vhs.local.stack import MotoServer, client
 
 from .billing import Biller
 from .common import Progress, Report, now, table
 from .measure import combine
-from .peers.pynamodb_mate_peer import local_meta
+from .peers import PynamodbMateStore
 from .pricing import Bill
 from .systems import VhsSystem
+from .workload import canonical
 
 UPDATES = 5
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -50,65 +50,36 @@ def ocr(id: str, revision: int) -> bytes:
     return " ".join(random.Random(f"ocr/{id}/{revision}").choices(WORDS, k=4000)).encode()[:20_000]
 
 
-class VhsParts:
-    name = "VHS"
+@dataclass
+class Caller:
+    """One system as the benchmark calls it: put(id, record, parts, at, first), read(id)."""
 
-    def __init__(self, endpoint: str, probe: Any) -> None:
-        s3, dynamodb = client("s3", endpoint), client("dynamodb", endpoint)
-        system = VhsSystem(s3, dynamodb, probe, table="parts-vhs", bucket="parts-vhs")
-        self.store, self.biller = system.store, system.biller
+    name: str
+    biller: Biller
+    put: Callable[[str, Any, dict[str, bytes], datetime, bool], Any]
+    read: Callable[[str], Any]
 
-    def put(self, id: str, record: Any, parts: dict[str, bytes], at: datetime, first: bool) -> None:
-        self.store.put(id, record, updated_at=at, parts=parts)
 
-    def read(self, id: str) -> int:
-        record = self.store.get(id)
+def callers(endpoint: str, probe: Any) -> list[Caller]:
+    """VHS with its defaults; pynamodb_mate with the JSON an ordinary attribute and the scan and
+    the OCR text large attributes, the clean-up flags of its documentation."""
+    s3, dynamodb = client("s3", endpoint), client("dynamodb", endpoint)
+    vhs = VhsSystem(s3, dynamodb, probe, table="parts-vhs", bucket="parts-vhs")
+    peer = PynamodbMateStore(client("s3", endpoint), endpoint, probe, table="parts-pm",
+                             bucket="parts-pm", large=("scan", "ocr"),
+                             record=pm.UnicodeAttribute())  # fmt: skip
+
+    def read(id: str) -> int:
+        record = vhs.store.get(id)
         return len(record.body) + sum(len(record.part(name)) for name in record.parts)
 
-
-class PynamodbMateParts:
-    """The JSON an ordinary attribute, the scan and the OCR text large attributes (S3 URIs),
-    with the clean-up flags of its documentation; no history, no ordering."""
-
-    name = "pynamodb_mate"
-
-    def __init__(self, endpoint: str, probe: Any) -> None:
-        meta = local_meta("parts-pm", endpoint)
-
-        class ScannedDocument(pm.Model, LargeAttributeMixin):
-            Meta = meta
-            pk = pm.UnicodeAttribute(hash_key=True)
-            update_at = pm.UTCDateTimeAttribute()
-            record = pm.UnicodeAttribute()
-            scan = pm.UnicodeAttribute(null=True)
-            ocr = pm.UnicodeAttribute(null=True)
-
-        self.s3, self.model = client("s3", endpoint), ScannedDocument
-        self.model.create_table(wait=True)
-        self.s3.create_bucket(Bucket="parts-pm")
-        self.biller = Biller(probe, [self.s3], [self.model._get_connection().connection.client])
-
-    def put(self, id: str, record: Any, parts: dict[str, bytes], at: datetime, first: bool) -> None:
-        text = json.dumps(record, sort_keys=True, separators=(",", ":"))
-        common = {"s3_client": self.s3, "pk": id, "sk": None, "kvs": parts, "bucket": "parts-pm",
-                  "prefix": "bench/", "update_at": at}  # fmt: skip
-        if first:
-            self.model.create_large_attribute_item(
-                **common, attributes={"update_at": at, "record": text}, clean_up_when_failed=True
-            )
-        else:
-            self.model.update_large_attribute_item(
-                **common,
-                update_actions=[self.model.update_at.set(at), self.model.record.set(text)],
-                clean_up_when_succeeded=True,
-                clean_up_when_failed=True,
-            )
-
-    def read(self, id: str) -> int:
-        document = self.model.get(id)
-        sizes = [len(self.s3.get_object(Bucket=b, Key=k)["Body"].read())
-                 for b, k in (split_s3_uri(document.scan), split_s3_uri(document.ocr))]  # fmt: skip
-        return len(document.record) + sum(sizes)
+    return [
+        Caller("VHS", vhs.biller, lambda id, record, parts, at, first: vhs.store.put(
+            id, record, updated_at=at, parts=parts), read),
+        Caller(peer.name, peer.biller, lambda id, record, parts, at, first: peer.put(
+            id, record, at, exists=not first, parts=parts, record=canonical(record).decode()),
+            peer.get),
+    ]  # fmt: skip
 
 
 def measure(systems: list[Any], ids: int) -> dict[str, dict[str, Bill]]:
@@ -156,8 +127,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
     ids = options.ids or (3 if args.quick else 20)
     with MotoServer() as server:
         probe = client("dynamodb", server.endpoint)
-        systems = [VhsParts(server.endpoint, probe), PynamodbMateParts(server.endpoint, probe)]
-        results = measure(systems, ids)
+        results = measure(callers(server.endpoint, probe), ids)
     names = list(results)
     rows = [[o, *(c for s in names for c in (requests(results[s][o]),
                                               f"{results[s][o].per_million():.2f}"))]

@@ -30,7 +30,7 @@ from vhs.operator.producer import Producer
 from . import workload
 from .common import Progress, Report, run_line, table
 from .latency import DELAYS, InjectedLatency
-from .systems import put_if
+from .systems import plain_table, put_if
 
 SEED = 2018
 REGION = "us-east-1"
@@ -185,7 +185,7 @@ class RawPipelineFloor:
             client("dynamodb", endpoint),
             name,
         )
-        self.dynamodb.create_table(**resources.TABLE.create_table_kwargs(name))
+        self.dynamodb.create_table(**plain_table(name, stream=False))
         self.queue_url = self.sqs.create_queue(QueueName=name)["QueueUrl"]
 
     def put(self, message: dict[str, Any]) -> None:

@@ -215,7 +215,7 @@ def storage(found: StorageResult, mix: MixCost, systems: Sequence[str]) -> str:
     for system in systems:
         after, before = found.after[system], found.before.get(system)
         dynamodb, s3 = after.gb_month(n)
-        reclaimed = f"{(before.object_bytes - after.object_bytes) / n:,.0f} B" if before else "-"
+        reclaimed = f"{before.object_bytes / n:,.0f} B" if before else "-"
         per_put = mix.total(system, all_puts(mix)).per_million()
         rows.append([system, after.items, f"{after.item_bytes / n:,.0f} B",
                      f"{after.objects / n:.2f}",
@@ -224,7 +224,7 @@ def storage(found: StorageResult, mix: MixCost, systems: Sequence[str]) -> str:
                      *(ratio(found.dollars(system) / found.dollars(p))
                        for p in peers)])  # fmt: skip
     headers = ["System", "items", "DynamoDB bytes per record", "S3 objects per record",
-               "S3 bytes per record", "S3 bytes per record the collector removed",
+               "S3 bytes per record", "S3 bytes per record before the collector",
                "GB-month per record (DynamoDB + S3)", "$ per million records per month",
                "a month's storage in steady-state puts", *(f"÷ {p}" for p in peers)]  # fmt: skip
     return table(headers, rows)

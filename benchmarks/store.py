@@ -14,10 +14,7 @@ from vhs.local.stack import MotoServer, client
 
 from . import measure, report, scenarios, workload
 from .common import Progress, Report, environment, now
-from .peers.pynamodb_mate_peer import PynamodbMateStore
-from .peers.raw_floor import RawFloor
-from .peers.raw_vhs_requests import RawVhsRequests
-from .peers.wellcome2018 import Wellcome2018Store
+from .peers import PynamodbMateStore, RawFloor, RawVhsRequests, Wellcome2018Store
 from .report import DELTA_OFF, FLOOR, PEERS, RAW_VHS, VHS
 from .systems import VhsSystem
 
