@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         progress(f"wrote {', '.join(report.sections)} in {args.write}")
     for problem in report.problems:
         progress(f"check failed: {problem}")
-    return 0 if report.ok and not report.problems else 1
+    return 1 if report.problems else 0
 
 
 if __name__ == "__main__":

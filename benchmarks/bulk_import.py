@@ -17,8 +17,17 @@ from vhs.local.stack import LocalStack, MotoServer, client
 from vhs.store import VersionedHybridStore
 
 from .common import Progress, Report, run_line, table
-from .latency import DELAYS, InjectedLatency
-from .pipeline import MAX_WAITING, VHS, WARM_UP, Meter, Throughput, messages, run_vhs
+from .pipeline import (
+    DELAYS,
+    MAX_WAITING,
+    VHS,
+    WARM_UP,
+    InjectedLatency,
+    Meter,
+    Throughput,
+    messages,
+    run_vhs,
+)
 from .pricing import PRICES, item_size, read_units, write_units
 
 IMPORT = "vhs import"

@@ -1,9 +1,6 @@
 """What every benchmark shares: progress lines, Markdown tables, the run's environment, child
-processes, and the marked sections of docs/benchmarks.md that a benchmark rewrites.
-
-A benchmark owns the figures between `<!-- NAME:start -->` and `<!-- NAME:end -->`; the prose
-around them is written by hand and never touched.
-"""
+processes, and the figures it writes between `<!-- NAME:start -->` and `<!-- NAME:end -->` in
+docs/benchmarks.md (the prose around them is written by hand and never touched)."""
 
 from __future__ import annotations
 
@@ -26,12 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @dataclass
 class Report:
-    """What a benchmark found: its figures by section name, its raw results (for `--json`),
-    and whether its checks passed."""
+    """A benchmark's figures by section name, its raw results (`--json`), its failed checks."""
 
     sections: dict[str, str]
     data: Any
-    ok: bool = True
     problems: list[str] = field(default_factory=list)
 
 
@@ -60,7 +55,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: int = 0)
 
 
 def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def environment() -> str:
@@ -109,8 +104,7 @@ def replace_section(text: str, name: str, body: str) -> str:
 
 
 def write_sections(path: str | Path, sections: dict[str, str]) -> None:
-    path = Path(path)
-    text = path.read_text() if path.exists() else ""
+    text = Path(path).read_text() if Path(path).exists() else ""
     for name, body in sections.items():
         text = replace_section(text, name, body)
-    path.write_text(text)
+    Path(path).write_text(text)

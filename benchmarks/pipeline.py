@@ -1,10 +1,11 @@
 """The ingest pipeline: records per second through the local pipeline against raw floors,
-without and with per-request latency, and the ingest handler's cold-start import time (method:
-docs/benchmarks.md)."""
+without and with per-request latency injected on the client side (`InjectedLatency`), and the
+ingest handler's cold-start import time (method: docs/benchmarks.md)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,6 @@ from vhs.operator.producer import Producer
 
 from . import workload
 from .common import Progress, Report, run_line, table
-from .latency import DELAYS, InjectedLatency
 from .systems import plain_table, put_if
 
 SEED = 2018
@@ -50,6 +50,60 @@ WRITES_VHS = "writes only: VHS store.put"
 WRITES_RAW = "writes only: raw PutItem"
 ORDER = (VHS, VHS_FLAT, FLOOR, FLOOR_SERIAL, WRITES_VHS, WRITES_RAW)
 SETTINGS = {False: (1000, 7, 3), True: (200, 3, 1)}  # by --quick: records, import runs, rounds
+
+
+# Milliseconds per request, by botocore service id: published figures, sources in
+# docs/benchmarks.md ("The ingest pipeline").
+DELAYS = {"sqs": 20.0, "dynamodb": 5.0, "s3": 20.0}
+
+
+class InjectedLatency:
+    """Sleeps DELAYS[service] before each request of that service while `on`, and counts every
+    request by service, on or off. Reaches the clients created after `install()`."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._original: Any = None
+
+    def _before_send(self, event_name: str = "", **_: Any) -> None:
+        service = event_name.split(".")[1] if event_name.count(".") >= 2 else ""
+        with self._lock:
+            self.counts[service] += 1
+        if self.on and DELAYS.get(service):
+            time.sleep(DELAYS[service] / 1000)
+
+    def __enter__(self) -> InjectedLatency:
+        import botocore.session
+
+        original = self._original = botocore.session.Session.create_client
+        hook = self._before_send
+
+        def create_client(session: Any, *args: Any, **kwargs: Any) -> Any:
+            made = original(session, *args, **kwargs)
+            made.meta.events.register("before-send", hook)
+            return made
+
+        botocore.session.Session.create_client = create_client  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import botocore.session
+
+        botocore.session.Session.create_client = self._original  # type: ignore[method-assign]
+
+    @contextlib.contextmanager
+    def enabled(self, on: bool = True) -> Iterator[None]:
+        saved, self.on = self.on, on
+        try:
+            yield
+        finally:
+            self.on = saved
+
+    def snapshot(self) -> Counter[str]:
+        with self._lock:
+            return Counter(self.counts)
 
 
 @dataclass
@@ -303,7 +357,10 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
         return t[on, name].per_second / t[on, floor].per_second
 
     def spread(on: bool, name: str, floor: str = FLOOR) -> str:
-        each = [a.per_second / b.per_second for a, b in zip(runs[on, name], runs[on, floor])]  # noqa: B905
+        each = [
+            a.per_second / b.per_second
+            for a, b in zip(runs[on, name], runs[on, floor], strict=True)
+        ]
         rounds = f" (rounds: {', '.join(f'{r:.2f}' for r in each)})" if len(each) > 1 else ""
         return f"{ratio(on, name, floor):.2f}x{rounds}"
 

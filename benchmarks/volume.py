@@ -15,11 +15,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from vhs import settings
-from vhs.local.stack import environment, free_port
+from vhs.local.stack import client, environment, free_port
 from vhs.operator.dlq import queue_depth
 from vhs.store import VersionedHybridStore
 
@@ -77,172 +78,102 @@ def dataset(count: int, path: Path, seed: int = SEED) -> dict[str, Any]:
 
 
 class LocalUp:
-    """`vhs local up --json` in a child process: its environment, and its processes' peak RSS."""
+    """`vhs local up --json` in a child process: its environment, its processes' peak RSS."""
 
     def __init__(self, *args: str) -> None:
-        self.log = tempfile.NamedTemporaryFile(suffix=".log", delete=False)  # noqa: SIM115
+        self.args = args
+
+    def __enter__(self) -> LocalUp:
+        self.log = tempfile.NamedTemporaryFile(suffix=".log", delete=False)
         command = [*VHS, "local", "up", "--json", "--port", str(free_port())]
-        command += ["--function-log", self.log.name, *args]
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, text=True, env=dict(os.environ)
-        )
-        text = []
+        command += ["--function-log", self.log.name, *self.args]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         assert self.process.stdout
-        for line in self.process.stdout:
-            if line.strip() == "ready":
-                break
-            text.append(line)
+        text = itertools.takewhile(lambda line: line.strip() != "ready", self.process.stdout)
         self.env = {**os.environ, **json.loads("".join(text))}
+        endpoint, region = self.env["AWS_ENDPOINT_URL"], self.env["AWS_DEFAULT_REGION"]
+        self.sqs = client("sqs", endpoint, region)
+        return self
 
     def peak_rss_mb(self) -> dict[str, float]:
-        pids = {"vhs local up": self.process.pid}
-        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
-        for child in children.read_text().split():
+        pid = self.process.pid
+        pids = {"vhs local up": pid}
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
             pids["moto server"] = int(child)
         return {name: peak_rss_mb(pid) for name, pid in pids.items()}
 
-    def stop(self) -> None:
+    def held(self, name: str) -> int:
+        """The messages the queue `name` (a vhs.settings name) holds."""
+        depth = queue_depth(self.sqs, self.env[name])
+        return depth.visible + depth.in_flight + depth.delayed
+
+    def __exit__(self, *exc: object) -> None:
         self.process.terminate()
         self.process.wait(timeout=60)
         os.unlink(self.log.name)
 
 
-def sqs_client(env: dict[str, str]) -> Any:
-    import boto3
-
-    return boto3.client(
-        "sqs",
-        endpoint_url=env["AWS_ENDPOINT_URL"],
-        region_name=env["AWS_DEFAULT_REGION"],
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",  # moto's fake credentials
-    )
+PROGRESS = re.compile(r"progress: ([\d,]+) of [\d,]+ lines at (\d+)s")
 
 
-def held(sqs: Any, url: str) -> int:
-    depth = queue_depth(sqs, url)
-    return depth.visible + depth.in_flight + depth.delayed
-
-
-def drained(sqs: Any, url: str, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    empty = 0
-    while time.monotonic() < deadline:
-        empty = empty + 1 if held(sqs, url) == 0 else 0
-        if empty == 2:
-            return True
-        time.sleep(0.5)
-    return False
-
-
-_PROGRESS = re.compile(r"progress: ([\d,]+) of [\d,]+ lines at (\d+)s")
-
-
-def pipeline_run(
-    count: int,
-    work: Path,
-    *,
-    as_is: bool = False,
-    cap_seconds: float | None = None,
-    check: bool = True,
-) -> dict[str, Any]:
+def pipeline_run(count: int, work: Path, as_is: bool = False, cap: float | None = None) -> dict:
     """`count` messages through a fresh `vhs local up` with `vhs send`. `as_is`: the stack as
-    it was before (moto's SQS scanning, the watch queue subscribed, no flow control),
-    stopped after `cap_seconds`."""
-    data_file = work / f"messages-{count}.jsonl"
-    expected = dataset(count, data_file)
-    stack = LocalUp(*(("--moto-sqs-as-is", "--watch-queue") if as_is else ()))
-    try:
-        sqs = sqs_client(stack.env)
-        send = [*VHS, "--json", "send", str(data_file), "--no-validate"]
-        if as_is:
-            send += ["--max-queued", "0"]
+    it was before (moto's SQS scanning, the watch queue subscribed, no flow control), stopped
+    after `cap` seconds."""
+    expected = dataset(count, work / f"messages-{count}.jsonl")
+    with LocalUp(*(("--moto-sqs-as-is", "--watch-queue") if as_is else ())) as stack:
+        send = [*VHS, "--json", "send", str(work / f"messages-{count}.jsonl"), "--no-validate"]
+        send += ["--max-queued", "0"] if as_is else []
         started = time.monotonic()
-        sender = subprocess.Popen(
-            send, env=stack.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        sender = subprocess.Popen(send, env=stack.env, text=True, **pipes)
         try:
-            out, err = sender.communicate(timeout=cap_seconds)
+            out, err = sender.communicate(timeout=cap)
         except subprocess.TimeoutExpired:
             sender.terminate()  # Ctrl-C's path: it stops between batches with its summary
             out, err = sender.communicate(timeout=120)
         summary = json.loads(out)
-        progress = [(int(s), int(n.replace(",", ""))) for n, s in _PROGRESS.findall(err)]
-        if cap_seconds is not None and summary["interrupted"]:
-            left = held(sqs, stack.env[settings.QUEUE_URL])
-            elapsed = time.monotonic() - started
-            return {
-                "count": count,
-                "capped": True,
-                "seconds": elapsed,
-                "sent": summary["sent"],
-                "backlog": left,
-                "processed": summary["sent"] - left,
-                "rate": (summary["sent"] - left) / elapsed,
-                "progress": progress,
-                "peak_rss_mb": stack.peak_rss_mb(),
-            }
-        ok = drained(sqs, stack.env[settings.QUEUE_URL], timeout=3600)
+        points = [(int(s), int(n.replace(",", ""))) for n, s in PROGRESS.findall(err)]
+        found = {"count": count, "sent": summary["sent"], "peak_rss_mb": stack.peak_rss_mb(),
+                 "progress": points}  # fmt: skip
+        if cap is not None and summary["interrupted"]:
+            left, seconds = stack.held(settings.QUEUE_URL), time.monotonic() - started
+            processed = summary["sent"] - left
+            return found | {"seconds": seconds, "backlog": left, "processed": processed,
+                            "rate": processed / seconds}  # fmt: skip
+        empty = 0
+        while empty < 2:  # empty twice in a row: drained
+            empty = 0 if stack.held(settings.QUEUE_URL) else empty + 1
+            time.sleep(0.5)
         seconds = time.monotonic() - started
-        result = {
-            "count": count,
-            "capped": False,
-            "drained": ok,
-            "seconds": seconds,
-            "send_seconds": summary["seconds"],
-            "sent": summary["sent"],
-            "claim_checks": summary["claim_checks"],
-            "not_sent": len(summary["not_sent"]),
-            "queue_wait_seconds": summary["queue_wait_seconds"],
-            "rate": count / seconds,
-            "progress": progress,
-            "peak_rss_mb": stack.peak_rss_mb(),
-            "invalid": expected["invalid"],
-            "ids": len(expected["latest"]),
-            "bytes": expected["bytes"],
-        }
-        if check:
-            result.update(nothing_lost(stack.env, expected))
-        return result
-    finally:
-        stack.stop()
-
-
-def nothing_lost(env: dict[str, str], expected: dict[str, Any]) -> dict[str, Any]:
-    """Every valid id at its latest version, and exactly the invalid messages in the DLQ."""
-    wrong = []
-    with environment(env):
-        store = VersionedHybridStore.from_env()
-        for record_id, at in expected["latest"].items():
-            record = store.get(record_id)
-            if int(record.updated_at.timestamp()) != at:
-                wrong.append(record_id)
-    sqs = sqs_client(env)
-    in_dlq = held(sqs, env[settings.DLQ_URL])
-    return {
-        "latest_wrong": len(wrong),
-        "in_dlq": in_dlq,
-        "nothing_lost": not wrong and in_dlq == expected["invalid"],
-    }
+        with environment(stack.env):  # every valid id at its latest version
+            store = VersionedHybridStore.from_env()
+            wrong = [i for i, at in expected["latest"].items()
+                     if int(store.get(i).updated_at.timestamp()) != at]  # fmt: skip
+        in_dlq = stack.held(settings.DLQ_URL)
+        return found | {
+            "seconds": seconds, "rate": count / seconds, "send_seconds": summary["seconds"],
+            "claim_checks": summary["claim_checks"], "not_sent": len(summary["not_sent"]),
+            "queue_wait_seconds": summary["queue_wait_seconds"], "invalid": expected["invalid"],
+            "ids": len(expected["latest"]), "in_dlq": in_dlq, "latest_wrong": len(wrong),
+            "nothing_lost": not wrong and in_dlq == expected["invalid"],
+        }  # fmt: skip
 
 
 def slices(result: dict[str, Any], parts: int = 10) -> list[tuple[str, float]]:
     """The rate through each tenth of the messages, from `vhs send`'s progress lines."""
     points = [(0, 0), *result["progress"], (result["send_seconds"], result["count"])]
-    out = []
-    for k in range(1, parts + 1):
-        lo, hi = result["count"] * (k - 1) / parts, result["count"] * k / parts
-        t_lo = _time_at(points, lo)
-        t_hi = _time_at(points, hi)
-        out.append((f"{(k - 1) * 100 // parts}-{k * 100 // parts} %", (hi - lo) / (t_hi - t_lo)))
-    return out
 
+    def time_at(done: float) -> float:
+        for (t0, n0), (t1, n1) in itertools.pairwise(points):
+            if n1 >= done:
+                return t0 + (t1 - t0) * ((done - n0) / (n1 - n0) if n1 > n0 else 0)
+        return points[-1][0]
 
-def _time_at(points: list[tuple[float, float]], done: float) -> float:
-    for (t0, n0), (t1, n1) in itertools.pairwise(points):
-        if n1 >= done:
-            return t0 + (t1 - t0) * ((done - n0) / (n1 - n0) if n1 > n0 else 0)
-    return points[-1][0]
+    count = result["count"]
+    return [(f"{(k - 1) * 100 // parts}-{k * 100 // parts} %",
+             count / parts / (time_at(count * k / parts) - time_at(count * (k - 1) / parts)))
+            for k in range(1, parts + 1)]  # fmt: skip
 
 
 def timed(env: dict[str, str], *args: str) -> float:
@@ -253,60 +184,40 @@ def timed(env: dict[str, str], *args: str) -> float:
     return time.monotonic() - started
 
 
-def scaling(work: Path, factors: Sequence[int] = (1, 10, 100)) -> dict[str, list[float]]:
-    """Seconds for gc and verify over 100/1,000/10,000 records (a tenth with bodies in S3, a
-    tenth with an orphan object), dlq list over as many letters,
-    and send (no consumer, no flow control) of 1/10/100 MB files."""
-    from concurrent.futures import ThreadPoolExecutor
-
+def scaling(work: Path, factors: Sequence[int]) -> dict[str, list[float]]:
+    """Seconds for gc and verify over 100 x factor records (a tenth with bodies in S3, a tenth
+    with an orphan object beside them), dlq list over as many letters, and send (no consumer,
+    no flow control) of factor MB."""
     out: dict[str, list[float]] = {"gc": [], "verify": [], "dlq list": [], "send": []}
     for factor in factors:
-        stack = LocalUp("--no-pipeline")
-        try:
-            with environment(stack.env):
-                store = VersionedHybridStore.from_env()
+        with LocalUp("--no-pipeline") as stack, environment(stack.env):
+            store = VersionedHybridStore.from_env()
 
-                def put(n: int, store: Any = store) -> None:
-                    # A tenth of the records have bodies in S3 (random text does not compress
-                    # under the inline threshold), and a tenth of the ids an orphan beside
-                    # them, as a writer that crashed after its upload leaves one: the
-                    # collector lists, judges and (dry run) reports every one.
-                    big = n % 10 == 0
-                    text = random.Random(n).randbytes(25_000).hex() if big else "y" * 200
-                    record_id = f"s-{n:06d}"
-                    store.put(record_id, {"n": n, "text": text}, updated_at=stamp(T0))
-                    if n % 10 == 5:
-                        orphan = random.Random(-n).randbytes(20_000)
-                        key = store.body_key(record_id, hashlib.sha256(orphan).hexdigest())
-                        store.bodies.s3.put_object(Bucket=store.bucket_name, Key=key, Body=orphan)
+            def put(n: int, store: Any = store) -> None:
+                big = n % 10 == 0  # random text does not compress under the inline threshold
+                text = random.Random(n).randbytes(25_000).hex() if big else "y" * 200
+                store.put(f"s-{n:06d}", {"n": n, "text": text}, updated_at=stamp(T0))
+                if n % 10 == 5:  # as a writer that crashed after its upload leaves one
+                    orphan = random.Random(-n).randbytes(20_000)
+                    key = store.body_key(f"s-{n:06d}", hashlib.sha256(orphan).hexdigest())
+                    store.bodies.s3.put_object(Bucket=store.bucket_name, Key=key, Body=orphan)
 
-                with ThreadPoolExecutor(8) as pool:
-                    list(pool.map(put, range(100 * factor)))
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(put, range(100 * factor)))
             out["gc"].append(timed(stack.env, "gc", "--dry-run", "--grace", "0s"))
             out["verify"].append(timed(stack.env, "verify"))
-        finally:
-            stack.stop()
-        stack = LocalUp()
-        try:
-            sqs = sqs_client(stack.env)
-            dlq = stack.env[settings.DLQ_URL]
+        with LocalUp() as stack:
             for start in range(0, 100 * factor, 10):
-                sqs.send_message_batch(
-                    QueueUrl=dlq,
-                    Entries=[
-                        {"Id": str(n), "MessageBody": json.dumps({"id": f"d{start + n}"})}
-                        for n in range(10)
-                    ],
-                )
+                letters = [{"Id": str(n), "MessageBody": json.dumps({"id": f"d{start + n}"})}
+                           for n in range(10)]  # fmt: skip
+                stack.sqs.send_message_batch(QueueUrl=stack.env[settings.DLQ_URL], Entries=letters)
             out["dlq list"].append(timed(stack.env, "dlq", "list"))
-            plain = sqs.create_queue(QueueName=f"send-{factor}")["QueueUrl"]
+            plain = stack.sqs.create_queue(QueueName=f"send-{factor}")["QueueUrl"]
             lines = work / f"send-{factor}.jsonl"
             line = json.dumps({"id": "x", "updated_at": stamp(T0), "record": "z" * 1000})
             lines.write_text((line + "\n") * (factor * 1024 * 1024 // (len(line) + 1)))
             env = {**stack.env, settings.QUEUE_URL: plain}
             out["send"].append(timed(env, "send", str(lines), "--max-queued", "0"))
-        finally:
-            stack.stop()
     return out
 
 
@@ -342,7 +253,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
             ])  # fmt: skip
             if before:
                 progress(f"{count:,} messages through the stack as it was, for {before:.0f} s")
-                old = result["before"] = pipeline_run(count, work, as_is=True, cap_seconds=before)
+                old = result["before"] = pipeline_run(count, work, as_is=True, cap=before)
                 rows = [["before", f"{old['seconds']:,.0f}", f"{old['processed']:,}",
                          f"{old['rate']:.1f}", f"{old['backlog']:,}",
                          f"{old['peak_rss_mb'].get('moto server', 0):,.0f} MB"],

@@ -1,14 +1,7 @@
-"""A deterministic, catalogue-like workload: library records in a MARC-ish JSON shape.
-
-Bodies are built from a word vocabulary with Zipf-like word frequencies and a seeded random
-generator, so they compress the way real catalogue text does (repetitive field names, common
-words, less compressible identifiers and dates). Random bytes would not: they defeat
-compression and would misprice every inline body.
-
-The size mix (`size_mix`) is the catalogue shape from the issue: 90% of bodies at most 4 KB,
-9% at most 100 KB, 1% of 1 to 5 MB. Sizes are those of the canonical JSON (sorted keys, no
-spaces), the form every system in the benchmark stores.
-"""
+"""A deterministic, catalogue-like workload: library records in a MARC-ish JSON shape, built
+from a vocabulary with Zipf-like word frequencies and a seeded generator, so that they compress
+as catalogue text does (random bytes would misprice every inline body); and the catalogue size
+mix (`size_mix`: 90% of at most 4 KB, 9% at most 100 KB, 1% of 1 to 5 MB of canonical JSON)."""
 
 from __future__ import annotations
 
