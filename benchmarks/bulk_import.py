@@ -22,7 +22,6 @@ from .pipeline import (
     MAX_WAITING,
     VHS,
     WARM_UP,
-    InjectedLatency,
     Meter,
     Throughput,
     messages,
@@ -119,25 +118,21 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
     count = options.records or (500 if args.quick else 5000)
     records, warm = messages(count), messages(WARM_UP, offset=1)
     throughput: dict[tuple[bool, str], Throughput] = {}
-    with (
-        InjectedLatency() as latency,
-        tempfile.TemporaryDirectory() as scratch,
-        MotoServer() as server,
-    ):
+    with Meter() as meter, tempfile.TemporaryDirectory() as scratch, MotoServer() as server:
+        meter.pid = server.process.pid if server.process else None
         files = []
         for name, lines in (("warm", warm), ("catalogue", records)):
             files.append((Path(scratch) / f"{name}.jsonl", len(lines)))
             files[-1][0].write_text("".join(json.dumps(r) + "\n" for r in lines))
-        meter = Meter(server.process.pid if server.process else None, latency)
         for on in (False, True):
-            tag = "l" if on else "n"
-            with latency.enabled(on):
-                progress(f"latency {on}: vhs import, then vhs send + the local pipeline")
-                (throughput[on, IMPORT],) = run_import(server.endpoint, files, meter, tag)
-                log = Path(scratch) / f"ingest-{tag}.log"
-                (throughput[on, QUEUE],) = run_vhs(server.endpoint, [warm, records], log, meter,
-                                                   name=VHS, tag=f"imp-{tag}",
-                                                   window=MAX_WAITING[on])  # fmt: skip
+            tag, meter.latency = "l" if on else "n", on
+            progress(f"latency {on}: vhs import, then vhs send + the local pipeline")
+            (throughput[on, IMPORT],) = run_import(server.endpoint, files, meter, tag)
+            log = Path(scratch) / f"ingest-{tag}.log"
+            (throughput[on, QUEUE],) = run_vhs(server.endpoint, [warm, records], log, meter,
+                                               name=VHS, tag=f"imp-{tag}",
+                                               window=MAX_WAITING[on])  # fmt: skip
+            meter.latency = False
             if not on:
                 units = capacity(server.endpoint, f"imp-{tag}")
     speed = []

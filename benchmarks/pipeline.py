@@ -5,7 +5,6 @@ ingest handler's cold-start import time (method: docs/benchmarks.md)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -16,11 +15,13 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import botocore.session
 
 from vhs import VersionedHybridStore, resources, settings
 from vhs.ingest.batch import CONCURRENCY
@@ -57,55 +58,6 @@ SETTINGS = {False: (1000, 7, 3), True: (200, 3, 1)}  # by --quick: records, impo
 DELAYS = {"sqs": 20.0, "dynamodb": 5.0, "s3": 20.0}
 
 
-class InjectedLatency:
-    """Sleeps DELAYS[service] before each request of that service while `on`, and counts every
-    request by service, on or off. Reaches the clients created after `install()`."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        self._original: Any = None
-
-    def _before_send(self, event_name: str = "", **_: Any) -> None:
-        service = event_name.split(".")[1] if event_name.count(".") >= 2 else ""
-        with self._lock:
-            self.counts[service] += 1
-        if self.on and DELAYS.get(service):
-            time.sleep(DELAYS[service] / 1000)
-
-    def __enter__(self) -> InjectedLatency:
-        import botocore.session
-
-        original = self._original = botocore.session.Session.create_client
-        hook = self._before_send
-
-        def create_client(session: Any, *args: Any, **kwargs: Any) -> Any:
-            made = original(session, *args, **kwargs)
-            made.meta.events.register("before-send", hook)
-            return made
-
-        botocore.session.Session.create_client = create_client  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        import botocore.session
-
-        botocore.session.Session.create_client = self._original  # type: ignore[method-assign]
-
-    @contextlib.contextmanager
-    def enabled(self, on: bool = True) -> Iterator[None]:
-        saved, self.on = self.on, on
-        try:
-            yield
-        finally:
-            self.on = saved
-
-    def snapshot(self) -> Counter[str]:
-        with self._lock:
-            return Counter(self.counts)
-
-
 @dataclass
 class Throughput:
     name: str
@@ -128,10 +80,37 @@ class Throughput:
 
 
 class Meter:
-    """Wall time, CPU of the moto server (/proc) and of this process, requests by service."""
+    """Wall time, CPU of the moto server (/proc, `pid`) and of this process, and every request
+    by service; while `latency` is on, it sleeps DELAYS[service] before each request is sent
+    (a `before-send` hook on every botocore client created inside the `with`, the handler's
+    included; the sleep releases the GIL, so concurrent requests wait concurrently)."""
 
-    def __init__(self, server_pid: int | None, latency: InjectedLatency) -> None:
-        self.pid, self.latency = server_pid, latency
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.latency = False
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def _before_send(self, event_name: str = "", **_: Any) -> None:
+        service = event_name.split(".")[1] if event_name.count(".") >= 2 else ""
+        with self._lock:
+            self.counts[service] += 1
+        if self.latency and DELAYS.get(service):
+            time.sleep(DELAYS[service] / 1000)
+
+    def __enter__(self) -> Meter:
+        original = self._original = botocore.session.Session.create_client
+
+        def create_client(session: Any, *args: Any, **kwargs: Any) -> Any:
+            made = original(session, *args, **kwargs)
+            made.meta.events.register("before-send", self._before_send)
+            return made
+
+        botocore.session.Session.create_client = create_client  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        botocore.session.Session.create_client = self._original  # type: ignore[method-assign]
 
     def _server(self) -> float | None:
         try:
@@ -141,15 +120,15 @@ class Meter:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def start(self) -> tuple[float, float | None, float, Counter[str]]:
-        return time.perf_counter(), self._server(), time.process_time(), self.latency.snapshot()
+        with self._lock:
+            return time.perf_counter(), self._server(), time.process_time(), Counter(self.counts)
 
     def stop(self, name: str, records: int, started: tuple[Any, ...]) -> Throughput:
         wall, server, cpu, requests = started
-        now = self._server()
+        now, seconds, mine = self._server(), time.perf_counter() - wall, time.process_time() - cpu
         moto = None if server is None or now is None else now - server
-        seconds = time.perf_counter() - wall
-        mine = time.process_time() - cpu
-        return Throughput(name, records, seconds, moto, mine, self.latency.snapshot() - requests)
+        with self._lock:
+            return Throughput(name, records, seconds, moto, mine, self.counts - requests)
 
     def timed(self, name: str, batches: list, each: Callable, size: Callable = len) -> list:
         """`each(batch)` per batch, timed; the first batch is the warm-up."""
@@ -320,26 +299,21 @@ def measure(records_count: int, rounds: int, progress: Progress) -> dict[tuple[b
     records, warm = messages(records_count), messages(WARM_UP, offset=1)
     batches = [warm, records]
     runs: dict[tuple[bool, str], list[Throughput]] = {}
-    with InjectedLatency() as latency, tempfile.TemporaryDirectory() as scratch:
+    with Meter() as meter, tempfile.TemporaryDirectory() as scratch:
         for round_ in range(rounds):
             with MotoServer() as server:
-                meter = Meter(server.process.pid if server.process else None, latency)
+                meter.pid = server.process.pid if server.process else None
                 for on in (False, True):
                     tag = f"{round_}-{'l' if on else 'n'}"
                     progress(f"round {round_ + 1}/{rounds}, latency {on}")
                     log = Path(scratch) / f"ingest-{tag}.log"
                     run = {"log": log, "meter": meter, "window": MAX_WAITING[on]}
-                    with latency.enabled(on):
-                        got = run_vhs(server.endpoint, batches, name=VHS, tag=f"{tag}-d", **run)
-                        got += run_vhs(
-                            server.endpoint,
-                            batches,
-                            name=VHS_FLAT,
-                            tag=f"{tag}-f",
-                            delta_history=False,
-                            **run,
-                        )
-                        got += run_floors(server.endpoint, batches, meter, tag, on)
+                    meter.latency = on
+                    got = run_vhs(server.endpoint, batches, name=VHS, tag=f"{tag}-d", **run)
+                    got += run_vhs(server.endpoint, batches, name=VHS_FLAT, tag=f"{tag}-f",
+                                   delta_history=False, **run)  # fmt: skip
+                    got += run_floors(server.endpoint, batches, meter, tag, on)
+                    meter.latency = False
                     for t in got:
                         runs.setdefault((on, t.name), []).append(t)
     return runs
