@@ -109,12 +109,8 @@ def measure(systems: list[Any], ids: int) -> dict[str, dict[str, Bill]]:
                     )
                 billed(system, operation, lambda: system.put(id, record, parts, when, False))  # noqa: B023
             billed(system, "read JSON + both parts", lambda: system.read(id))  # noqa: B023
-    means = {}
-    for name, by_operation in bills.items():
-        means[name] = {o: combine(bs) for o, bs in by_operation.items()}
-        for bill in means[name].values():
-            bill.operations = ids
-    return means
+    return {name: {o: combine(bs) for o, bs in by_operation.items()}
+            for name, by_operation in bills.items()}  # fmt: skip
 
 
 def requests(bill: Bill) -> str:
