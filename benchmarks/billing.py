@@ -17,7 +17,6 @@ from vhs.local.metering import RequestMeter
 from . import pricing
 
 _CONTROL_PLANE = frozenset({"DescribeTable", "CreateTable", "ListTables", "DeleteTable"})
-_CacheKey = tuple[str, tuple[tuple[str, str, str], ...]]
 
 
 @dataclass
@@ -25,14 +24,8 @@ class _Pending:
     operation: str
     params: dict[str, Any]
     table: str
-    key: dict[str, Any]
+    key: tuple[str, str]  # the table, and the item's key as text
     before: int
-
-
-def _cache_key(table: str, key: dict[str, Any]) -> _CacheKey:
-    return table, tuple(
-        sorted((n, t, str(v)) for n, value in key.items() for t, v in value.items())
-    )
 
 
 @dataclass
@@ -44,7 +37,7 @@ class CapacityMeter:
     read_units: float = 0.0
     active: bool = False
     _schemas: dict[str, list[str]] = field(default_factory=dict)
-    _sizes: dict[_CacheKey, int] = field(default_factory=dict)
+    _sizes: dict[tuple[str, str], int] = field(default_factory=dict)
     _pending: dict[int, _Pending] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -52,37 +45,31 @@ class CapacityMeter:
         client.meta.events.register("before-parameter-build.dynamodb", self._before)
         client.meta.events.register("after-call.dynamodb", self._after)
 
-    def reset(self) -> None:
-        self.write_units = 0.0
-        self.read_units = 0.0
-
-    def _key(self, operation: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        table = params["TableName"]
-        if table not in self._schemas:
-            schema = self.probe.describe_table(TableName=table)["Table"]["KeySchema"]
-            self._schemas[table] = [k["AttributeName"] for k in schema]
-        source = params["Item"] if operation == "PutItem" else params["Key"]
-        return table, {name: source[name] for name in self._schemas[table]}
-
-    def _size(self, table: str, key: dict[str, Any]) -> int:
-        cached = self._sizes.get(_cache_key(table, key))
-        if cached is not None:
-            return cached
-        item = self.probe.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-        return pricing.item_size(item)
+    def _size(self, pending: _Pending, *, cached: bool = True) -> int:
+        if cached and pending.key in self._sizes:
+            return self._sizes[pending.key]
+        key = {name: pending.params["Item" if pending.operation == "PutItem" else "Key"][name]
+               for name in self._schemas[pending.table]}  # fmt: skip
+        item = self.probe.get_item(TableName=pending.table, Key=key, ConsistentRead=True)
+        return pricing.item_size(item.get("Item"))
 
     def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        operation = model.name
+        operation, table = model.name, params.get("TableName", "")
         if operation in _CONTROL_PLANE:
             return
         if operation not in pricing.DYNAMODB_WRITES | pricing.DYNAMODB_READS:
             raise NotImplementedError(f"no capacity rule for DynamoDB {operation}")
-        table, key = self._key(operation, params)
+        if table not in self._schemas:
+            schema = self.probe.describe_table(TableName=table)["Table"]["KeySchema"]
+            self._schemas[table] = [k["AttributeName"] for k in schema]
+        source = params["Item"] if operation == "PutItem" else params["Key"]
+        key = (table, repr(sorted((n, str(source[n])) for n in self._schemas[table])))
+        pending = _Pending(operation, params, table, key, 0)
         if not self.active:
             if operation in pricing.DYNAMODB_WRITES:  # unbilled write: forget the size
-                self._sizes.pop(_cache_key(table, key), None)
+                self._sizes.pop(key, None)
             return
-        pending = _Pending(operation, params, table, key, self._size(table, key))
+        pending.before = self._size(pending)
         with self._lock:
             self._pending[threading.get_ident()] = pending
 
@@ -92,19 +79,17 @@ class CapacityMeter:
         if pending is None or not self.active:
             return
         if pending.operation in pricing.DYNAMODB_READS:
-            units = pricing.read_units(
-                pending.before, consistent=bool(pending.params.get("ConsistentRead"))
-            )
-            self._remember(pending, pending.before)
-            with self._lock:
-                self.read_units += units
-            return
-        succeeded = http_response.status_code < 300
-        after = self._after_size(pending, parsed) if succeeded else pending.before
-        units = pricing.write_units(pending.before, after, succeeded=succeeded)
-        self._remember(pending, after)
+            consistent = bool(pending.params.get("ConsistentRead"))
+            reads, writes = pricing.read_units(pending.before, consistent=consistent), 0
+            size = pending.before
+        else:
+            succeeded = http_response.status_code < 300
+            size = self._after_size(pending, parsed) if succeeded else pending.before
+            reads, writes = 0.0, pricing.write_units(pending.before, size, succeeded=succeeded)
+        self._sizes[pending.key] = size
         with self._lock:
-            self.write_units += units
+            self.read_units += reads
+            self.write_units += writes
 
     def _after_size(self, pending: _Pending, parsed: dict[str, Any]) -> int:
         if pending.operation == "DeleteItem":
@@ -113,11 +98,7 @@ class CapacityMeter:
             return pricing.item_size(pending.params["Item"])
         if pending.params.get("ReturnValues") == "ALL_NEW" and "Attributes" in parsed:
             return pricing.item_size(parsed["Attributes"])
-        self._sizes.pop(_cache_key(pending.table, pending.key), None)
-        return self._size(pending.table, pending.key)
-
-    def _remember(self, pending: _Pending, size: int) -> None:
-        self._sizes[_cache_key(pending.table, pending.key)] = size
+        return self._size(pending, cached=False)
 
 
 class Biller:
@@ -133,7 +114,7 @@ class Biller:
     def bill(self, operations: int = 1) -> Iterator[pricing.Bill]:
         """Bill the block. The yielded Bill is filled in when the block ends."""
         bill = pricing.Bill(requests={}, operations=operations)
-        self.capacity.reset()
+        self.capacity.write_units = self.capacity.read_units = 0.0
         self.capacity.active = True
         try:
             with self.requests.measure() as counts:

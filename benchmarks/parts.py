@@ -17,9 +17,8 @@ from vhs.local.stack import MotoServer, client
 from .billing import Biller
 from .common import Progress, Report, now, table
 from .measure import combine
-from .peers import PynamodbMateStore
 from .pricing import Bill
-from .systems import VhsSystem
+from .systems import PynamodbMateStore, VhsSystem
 from .workload import canonical
 
 UPDATES = 5

@@ -170,34 +170,18 @@ def feed(source: SqsEventSource, send: Callable, records: list[dict], window: in
         raise RuntimeError(f"the handler failed messages: {source.stats}")
 
 
-def run_vhs(
-    endpoint: str,
-    batches: list[list[dict]],
-    log: Path,
-    meter: Meter,
-    *,
-    name: str,
-    tag: str,
-    window: int,
-    delta_history: bool = True,
-) -> list[Throughput]:
+def run_vhs(endpoint: str, batches: list[list[dict]], log: Path, meter: Meter, *, name: str,
+            tag: str, window: int, delta_history: bool = True) -> list[Throughput]:  # fmt: skip
     """The producer feeding the local pipeline (the real ingest handler), batching window 0:
     the deployed 5 s would only delay a finite run's last, partial batch."""
-    stack = LocalStack(
-        endpoint,
-        table_name=f"pipe-vhs-{tag}",
-        bucket_name=f"pipe-vhs-bodies-{tag}",
-        staging_bucket=f"pipe-vhs-staging-{tag}",
-        queue_name=f"pipe-vhs-{tag}",
-        extra_env={} if delta_history else {settings.DELTA_HISTORY: "false"},
-    ).provision()
-    producer = Producer(
-        stack.queue_url,
-        sqs_client=client("sqs", endpoint),
-        s3_client=client("s3", endpoint),
-        staging_bucket=stack.staging_bucket,
-        validate=False,  # the handler validates
-    )
+    env = {} if delta_history else {settings.DELTA_HISTORY: "false"}
+    stack = LocalStack(endpoint, table_name=f"pipe-vhs-{tag}", bucket_name=f"pipe-vhs-bodies-{tag}",
+                       staging_bucket=f"pipe-vhs-staging-{tag}", queue_name=f"pipe-vhs-{tag}",
+                       extra_env=env).provision()  # fmt: skip
+    # validate=False: the handler validates.
+    producer = Producer(stack.queue_url, sqs_client=client("sqs", endpoint), validate=False,
+                        s3_client=client("s3", endpoint),
+                        staging_bucket=stack.staging_bucket)  # fmt: skip
 
     def send(chunk: list[dict[str, Any]]) -> None:
         sent = producer.send(chunk)
@@ -213,11 +197,8 @@ class RawPipelineFloor:
     """The fewest calls that take records from a queue into a table."""
 
     def __init__(self, endpoint: str, name: str) -> None:
-        self.sqs, self.dynamodb, self.table = (
-            client("sqs", endpoint),
-            client("dynamodb", endpoint),
-            name,
-        )
+        self.sqs, self.dynamodb = client("sqs", endpoint), client("dynamodb", endpoint)
+        self.table = name
         self.dynamodb.create_table(**plain_table(name, stream=False))
         self.queue_url = self.sqs.create_queue(QueueName=name)["QueueUrl"]
 
@@ -243,9 +224,8 @@ class RawPipelineFloor:
                 ).get("Messages", [])
             for message in got:
                 self.put(json.loads(message["Body"]))
-            handles = [
-                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(got)
-            ]
+            handles = [{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]}
+                       for n, m in enumerate(got)]  # fmt: skip
             self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=handles)
 
     def handler(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -260,13 +240,8 @@ def run_floors(endpoint: str, batches: list, meter: Meter, tag: str, on: bool) -
     """The floor at the handler's concurrency through the same event-source emulator, the
     floor one call at a time, and (without latency) the writes alone, raw and VHS's."""
     floor = RawPipelineFloor(endpoint, f"pipe-raw-{tag}")
-    source = SqsEventSource(
-        client("sqs", endpoint),
-        floor.queue_url,
-        floor.handler,
-        batching_window_seconds=0,
-        function_name="raw-floor",
-    )
+    source = SqsEventSource(client("sqs", endpoint), floor.queue_url, floor.handler,
+                            batching_window_seconds=0, function_name="raw-floor")  # fmt: skip
     with source:
         found = meter.timed(FLOOR, batches, lambda r: feed(source, floor.send, r, MAX_WAITING[on]))
     serial = RawPipelineFloor(endpoint, f"pipe-raw-serial-{tag}")

@@ -6,13 +6,15 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import workload
-from .systems import System
+
+if TYPE_CHECKING:
+    from .systems import System
 
 Action = Callable[[], Any]
-Prepare = Callable[[System, str, "Samples"], Action]
+Prepare = Callable[["System", str, "Samples"], Action]
 STEADY_STATE_PRIOR_VERSIONS = 6  # enough for VHS's default retention to be full
 STEADY_STATE_UPDATES = 4  # billed updates, averaged, so trims show at their real rate
 STEADY_ROW_PREFIX = "small put (update, versions"

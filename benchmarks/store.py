@@ -14,9 +14,8 @@ from vhs.local.stack import MotoServer, client
 
 from . import measure, report, scenarios, workload
 from .common import Progress, Report, environment, now
-from .peers import PynamodbMateStore, RawFloor, RawVhsRequests, Wellcome2018Store
 from .report import DELTA_OFF, FLOOR, PEERS, RAW_VHS, VHS
-from .systems import VhsSystem
+from .systems import PynamodbMateStore, RawFloor, RawVhsRequests, VhsSystem, Wellcome2018Store
 
 SEED = 2018
 

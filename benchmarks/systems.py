@@ -1,20 +1,33 @@
-"""The interface every benchmarked system offers, and the VHS adapter. `put` says what the
+"""Every system the benchmarks measure, each with a table and bucket of its own (described in
+docs/benchmarks.md): VHS, pynamodb_mate's LargeAttributeMixin as its documentation shows it, a
+baseline written from Wellcome Collection's 2018 VersionedHybridStore, the raw request floor,
+and VHS's own requests replayed with bare boto3 calls (a diagnostic). `put` says what the
 system did ("stored", "unchanged", "stale"...); `exists` tells a peer with separate create and
 update calls which to use, for free, where a real caller would need a read."""
 
 from __future__ import annotations
 
+import copy
+import json
 import time
+import zlib
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+import pynamodb_mate.api as pm
+from botocore import xform_name
 from botocore.exceptions import ClientError
+from pynamodb_mate.patterns.large_attribute.api import LargeAttributeMixin, split_s3_uri
 
 from vhs import VersionedHybridStore, resources
-from vhs.local.stack import DEFAULT_REGION
+from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
 from vhs.maintenance.gc import GarbageCollector
 
 from .billing import Biller
+from .workload import canonical
+
+if TYPE_CHECKING:
+    from .scenarios import Operation, Samples
 
 GC_AHEAD = 24 * 3600  # past the collector's lease and marker expiry (minutes)
 
@@ -102,3 +115,186 @@ class VhsSystem:
             report = GarbageCollector(store, grace=timedelta(0), clock=clock).run(sorted(shards))
             if not report.ok:
                 raise RuntimeError(f"{self.name}: the garbage collector failed: {report}")
+
+
+def pynamodb_model(table: str, endpoint: str, large: tuple[str, ...], **plain: Any) -> Any:
+    """A pynamodb Model with LargeAttributeMixin on the local `endpoint`: a hash key, an
+    `update_at` time, `large` attributes (their S3 URIs) and `plain` ones."""
+    meta = type("Meta", (), {
+        "table_name": table, "region": DEFAULT_REGION, "host": endpoint,
+        "billing_mode": pm.constants.PAY_PER_REQUEST_BILLING_MODE,
+        # Not in the docs' example: every table in the run has a stream, as VHS's does.
+        "stream_view_type": "NEW_AND_OLD_IMAGES",
+        "aws_access_key_id": LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    })  # fmt: skip
+    attributes = {name: pm.UnicodeAttribute(null=True) for name in large} | plain
+    return type(pm.Model)("Document", (pm.Model, LargeAttributeMixin), {
+        "Meta": meta, "pk": pm.UnicodeAttribute(hash_key=True),
+        "update_at": pm.UTCDateTimeAttribute(), **attributes,
+    })  # fmt: skip
+
+
+class PynamodbMateStore:
+    """Create: HEAD, PUT if new, PutItem; update: HEAD, PUT if new, GetItem, UpdateItem,
+    DeleteObjects of the old body; read: an eventually consistent GetItem and a GET. No
+    ordering: a stale put is applied like any update. `large`: its large attributes."""
+
+    name = "pynamodb_mate"
+
+    def __init__(self, s3: Any, endpoint: str, probe: Any, *, table: str, bucket: str,
+                 large: tuple[str, ...] = ("body",), **plain: Any) -> None:  # fmt: skip
+        self.s3, self.table, self.bucket, self.large = s3, table, bucket, large
+        self.model = pynamodb_model(table, endpoint, large, **plain)
+        self.model.create_table(wait=True)
+        s3.create_bucket(Bucket=bucket)
+        # pynamodb makes its own botocore client: meter that one.
+        self.biller = Biller(probe, [s3], [self.model._get_connection().connection.client])
+
+    def put(self, id: str, record: Any, updated_at: datetime, /, *, exists: bool,
+            parts: dict[str, bytes] | None = None, **attributes: Any) -> str:  # fmt: skip
+        common = {"s3_client": self.s3, "pk": id, "sk": None, "bucket": self.bucket,
+                  "kvs": parts or {"body": canonical(record)}, "prefix": "bench/",
+                  "update_at": updated_at}  # fmt: skip
+        if not exists:
+            self.model.create_large_attribute_item(
+                **common, attributes={"update_at": updated_at, **attributes},
+                clean_up_when_failed=True,
+            )  # fmt: skip
+        else:
+            actions = [getattr(self.model, k).set(v) for k, v in attributes.items()]
+            self.model.update_large_attribute_item(
+                **common, update_actions=[self.model.update_at.set(updated_at), *actions],
+                clean_up_when_succeeded=True, clean_up_when_failed=True,
+            )  # fmt: skip
+        return "stored"
+
+    def get(self, id: str) -> bytes:
+        document = self.model.get(id)
+        bodies = [split_s3_uri(getattr(document, name)) for name in self.large]
+        return b"".join(self.s3.get_object(Bucket=b, Key=k)["Body"].read() for b, k in bodies)
+
+    def delete(self, id: str, deleted_at: datetime) -> None:
+        self.model.delete_large_attribute_item(
+            s3_client=self.s3, pk=id, sk=None, attributes=["body"], clean_up_when_succeeded=True
+        )
+
+
+class Wellcome2018Store(OwnTableAndBucket):
+    """GetItem the row; if there is one, GET the old body and compare (same bytes: done); PUT
+    the body to `{shard}/{id}/{hash}` (CRC-32 standing in for MurmurHash3); PutItem with
+    `attribute_not_exists(id) OR version < :v` (the caller's `updated_at`, in microseconds).
+    Reads: eventually consistent GetItem + GET. A delete (not in the original): one DeleteItem."""
+
+    name = "Wellcome 2018"
+
+    def table_definition(self, table: str) -> dict[str, Any]:
+        return plain_table(table, stream=True)  # the 2018 tables fed a pipeline by stream
+
+    def _row(self, id: str) -> dict[str, Any] | None:
+        return self.dynamodb.get_item(TableName=self.table, Key={"id": {"S": id}}).get("Item")
+
+    def put(self, id: str, record: Any, updated_at: datetime, *, exists: bool) -> str:
+        body, row = canonical(record), self._row(id)
+        if row is not None and self._body(row) == body:
+            return "unchanged"
+        key = f"{id[-2:][::-1]}/{id}/{zlib.crc32(body):08x}"
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=body)
+        version = {"N": str(int(updated_at.timestamp() * 1_000_000))}
+        item = {"id": {"S": id}, "version": version, "s3key": {"S": key}}
+        condition = "attribute_not_exists(id) OR version < :v"
+        if not put_if(self.dynamodb, self.table, item, condition, {":v": version}):
+            return "stale (orphan body left in S3)"
+        return "stored"
+
+    def _body(self, row: dict[str, Any]) -> bytes:
+        return self.s3.get_object(Bucket=self.bucket, Key=row["s3key"]["S"])["Body"].read()
+
+    def get(self, id: str) -> bytes:
+        return self._body(self._row(id) or {})
+
+    def delete(self, id: str, deleted_at: datetime) -> None:
+        self.dynamodb.delete_item(TableName=self.table, Key={"id": {"S": id}})
+
+
+class RawFloor(OwnTableAndBucket):
+    """The fewest boto3 calls: a small put 1 PutItem with the body inline, a large one 1
+    PutObject + 1 PutItem, every put with the ordering condition; a read 1 GetItem (+1
+    GetObject); a delete 1 DeleteItem. Not a store: the yardstick."""
+
+    name = "raw floor"
+    INLINE_LIMIT = 350 * 1024  # below DynamoDB's 400 KB item limit with room to spare
+
+    def table_definition(self, table: str) -> dict[str, Any]:
+        return resources.TABLE.create_table_kwargs(table)  # VHS's table shape, stream included
+
+    def put(self, id: str, record: Any, updated_at: datetime, *, exists: bool) -> str:
+        body = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
+        stamp = updated_at.isoformat()
+        item: dict[str, Any] = {"id": {"S": id}, "t": {"S": stamp}}
+        if len(body) <= self.INLINE_LIMIT:
+            item["b"] = {"B": body}
+        else:  # one key per version: a refused put never overwrites the current body
+            self.s3.put_object(Bucket=self.bucket, Key=f"{id}/{stamp}", Body=body)
+            item["k"] = {"S": f"{id}/{stamp}"}
+        condition = "attribute_not_exists(id) OR t < :t"
+        stored = put_if(self.dynamodb, self.table, item, condition, {":t": {"S": stamp}})
+        return "stored" if stored else "refused"
+
+    def get(self, id: str) -> bytes:
+        key = {"id": {"S": id}}
+        item = self.dynamodb.get_item(TableName=self.table, Key=key, ConsistentRead=True)["Item"]
+        if "b" in item:
+            return bytes(item["b"]["B"])
+        return self.s3.get_object(Bucket=self.bucket, Key=item["k"]["S"])["Body"].read()
+
+    def delete(self, id: str, deleted_at: datetime) -> None:
+        self.dynamodb.delete_item(TableName=self.table, Key={"id": {"S": id}})
+
+
+class RawVhsRequests:
+    """Each round runs the operation through a VHS store of its own (untimed), records every
+    request it sends with its parameters, and replays them on its own table and bucket: the
+    set-up's untimed, the operation's timed. VHS ÷ this is VHS's client code; this ÷ the raw
+    floor is VHS's request shapes on this server."""
+
+    name = "raw, VHS's requests"
+
+    def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, scratch: tuple[Any, Any],
+                 table: str) -> None:  # fmt: skip
+        self.clients = {"s3": s3, "dynamodb": dynamodb}
+        self.table = self.bucket = table
+        resources.create_store_resources(dynamodb, s3, table_name=table, bucket_name=table,
+                                         region=DEFAULT_REGION)  # fmt: skip
+        self.source = VhsSystem(*scratch, probe, table=f"{table}-src", bucket=f"{table}-src")
+        self.recorded: list[tuple[str, str, dict[str, Any]]] | None = None
+        for client in scratch:
+            client.meta.events.register("provide-client-params", self._record)
+
+    def _record(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        if self.recorded is not None:
+            service = model.service_model.service_name
+            self.recorded.append((service, model.name, copy.deepcopy(params)))
+
+    def prepare_operation(self, operation: Operation, id: str, samples: Samples) -> Any:
+        self.recorded = []
+        action = operation.prepare(self.source, id, samples)
+        self._replay(self.recorded)
+        self.recorded = []
+        action()
+        requests, self.recorded = self.recorded, None
+        return lambda: self._replay(requests)
+
+    def _replay(self, requests: list[tuple[str, str, dict[str, Any]]]) -> None:
+        for service, operation, params in requests:
+            params = dict(params)
+            params |= {"TableName": self.table} if "TableName" in params else {}
+            params |= {"Bucket": self.bucket} if "Bucket" in params else {}
+            try:
+                response = getattr(self.clients[service], xform_name(operation))(**params)
+            except ClientError as error:  # a refused write is part of a duplicate or stale put
+                if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise
+                continue
+            if "Body" in response:
+                response["Body"].read()
