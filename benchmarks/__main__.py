@@ -43,12 +43,21 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(argv[1])
         print(json.dumps(module.child(*argv[2:])))
         return 0
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("name", choices=[*BENCHMARKS, "all"])
-    parser.add_argument("--write", metavar="PATH", help="rewrite its sections of PATH")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: small and short")
-    args, rest = parser.parse_known_args(argv)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--write", metavar="PATH", help="rewrite its figures in PATH")
+    common.add_argument("--json", action="store_true", help="print the results as JSON")
+    common.add_argument("--quick", action="store_true", help="a smoke run: small and short")
+    top = argparse.ArgumentParser("python -m benchmarks", description=__doc__, add_help=False,
+                                  parents=[common])  # fmt: skip
+    top.add_argument("name", nargs="?", choices=[*BENCHMARKS, "all"])
+    top.add_argument("-h", "--help", action="store_true", help="this help, or NAME's")
+    args, rest = top.parse_known_args(argv)
+    module = importlib.import_module(BENCHMARKS[args.name]) if args.name in BENCHMARKS else None
+    options = argparse.ArgumentParser(f"python -m benchmarks {args.name}", parents=[common])
+    getattr(module, "add_arguments", lambda _: None)(options)
+    if args.help or not args.name:
+        (options if module else top).print_help()
+        return 0 if args.help else 2
     if args.name == "all":
         flags = [*(["--write", args.write] if args.write else []), *rest]
         flags += ["--quick"] * args.quick + ["--json"] * args.json
@@ -56,9 +65,6 @@ def main(argv: list[str] | None = None) -> int:
         failed = [n for n in ALL if subprocess.run([*command, n, *flags], cwd=ROOT).returncode]
         print(f"failed: {', '.join(failed)}" if failed else "all done", file=sys.stderr)
         return 1 if failed else 0
-    module = importlib.import_module(BENCHMARKS[args.name])
-    options = argparse.ArgumentParser(prog=f"python -m benchmarks {args.name}")
-    getattr(module, "add_arguments", lambda _: None)(options)
     progress = Progress()
     report = module.run(args, options.parse_args(rest), progress)
     if args.json:

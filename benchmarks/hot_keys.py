@@ -61,6 +61,7 @@ def measure(bodies: list[dict[str, Any]], batch: int, coalesced: bool) -> dict[s
         load_handler("ingest")
         handler = sys.modules["handlers.ingest"]
         handler.reset()
+        handler.logger.setLevel("ERROR")  # imported before the environment above was set
         worker = handler.ingestor()
         probe = boto3.client("dynamodb", region_name=REGION)
         biller = Biller(probe, [worker.s3], [worker.store.index.dynamodb])
