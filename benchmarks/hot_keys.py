@@ -19,8 +19,8 @@ from vhs import resources, settings
 from vhs.ingest.batch import ingest_batch
 from vhs.local.invoke import load_handler
 
-from .billing import Biller
 from .common import Progress, Report, now, table
+from .pricing import Biller
 
 REGION = "us-east-1"
 GOAL_WRITES_PER_ID = 1.1

@@ -14,10 +14,9 @@ import pynamodb_mate.api as pm
 
 from vhs.local.stack import MotoServer, client
 
-from .billing import Biller
 from .common import Progress, Report, now, table
 from .measure import combine
-from .pricing import Bill
+from .pricing import Bill, Biller
 from .systems import PynamodbMateStore, VhsSystem
 from .workload import canonical
 

@@ -23,7 +23,7 @@ from vhs import VersionedHybridStore, resources
 from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
 from vhs.maintenance.gc import GarbageCollector
 
-from .billing import Biller
+from .pricing import Biller
 from .workload import canonical
 
 if TYPE_CHECKING:
