@@ -10,9 +10,8 @@ from vhs import Retention
 
 from . import pricing, workload
 from .common import table
-from .measure import MixCost, OperationCost, Storage, WallTime
+from .measure import STEADY_ROW_PREFIX, MixCost, OperationCost, Storage, WallTime, meets_floor
 from .pricing import Bill
-from .scenarios import STEADY_ROW_PREFIX, meets_floor
 
 VHS = "VHS"
 PEERS = ("pynamodb_mate", "Wellcome 2018")

@@ -12,7 +12,7 @@ from typing import Any
 
 from vhs.local.stack import MotoServer, client
 
-from . import measure, report, scenarios, workload
+from . import measure, report, workload
 from .common import Progress, Report, environment, now
 from .report import DELTA_OFF, FLOOR, PEERS, RAW_VHS, VHS
 from .systems import PynamodbMateStore, RawFloor, RawVhsRequests, VhsSystem, Wellcome2018Store
@@ -75,7 +75,7 @@ def measure_storage(systems: Sequence[Any], endpoint: str, records: int, puts: i
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
     settings = SETTINGS[args.quick]
-    samples = scenarios.Samples.build(SEED)
+    samples = measure.Samples.build(SEED)
     bodies = workload.size_mix(settings.mix_records, SEED)
     with MotoServer() as server:
         systems = build_systems(server.endpoint)
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
         progress("cost per operation")
         costs = measure.cost_per_operation(main, samples)
 
-        def rounds(operation: scenarios.Operation) -> tuple[int, int]:
+        def rounds(operation: measure.Operation) -> tuple[int, int]:
             return settings.large_rounds if "large" in operation.name else settings.small_rounds
 
         walls = measure.wall_times(timed, samples, FLOOR, rounds, progress)
@@ -111,8 +111,8 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
         "store-storage": report.storage(stored, mix, names[1]),
         "store-wall": report.wall(walls, names[2]),
         "store-settings": f"This run: {len(bodies)} records, each put {settings.mix_puts} times; "
-        f"table 1's steady-state row bills {scenarios.STEADY_STATE_UPDATES} updates of an id "
-        f"with {scenarios.STEADY_STATE_PRIOR_VERSIONS} versions; wall time: {small_rounds} "
+        f"table 1's steady-state row bills {measure.STEADY_STATE_UPDATES} updates of an id "
+        f"with {measure.STEADY_STATE_PRIOR_VERSIONS} versions; wall time: {small_rounds} "
         f"measured rounds after {warm} warm-up rounds for small bodies, {large_rounds} after "
         f"{large_warm} for large ones. {environment()}.",
         "store-workload": report.workload_table(mix) + f"\n\nTable 1 uses a "

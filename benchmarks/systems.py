@@ -27,7 +27,7 @@ from .pricing import Biller
 from .workload import canonical
 
 if TYPE_CHECKING:
-    from .scenarios import Operation, Samples
+    from .measure import Operation, Samples
 
 GC_AHEAD = 24 * 3600  # past the collector's lease and marker expiry (minutes)
 

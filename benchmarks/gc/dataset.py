@@ -57,9 +57,9 @@ class Dataset:
 
     @property
     def orphan_bytes(self) -> int:
-        everyone = [*self.records, *self.crashed_creates]
-        return sum(b.size for r in self.records for b in r.bodies[: r.expired]) + sum(
-            b.size for r in everyone for b in r.crashed
+        expired = sum(b.size for r in self.records for b in r.bodies[: r.expired])
+        return expired + sum(
+            b.size for r in [*self.records, *self.crashed_creates] for b in r.crashed
         )
 
     def referenced_keys(self, key: Any) -> set[str]:
@@ -69,21 +69,12 @@ class Dataset:
 def bodies(rid: str, versions: range, seed: int = SEED) -> list[Body]:
     """Small catalogue records of `rid` (about 250 bytes of JSON), encoded for the store."""
     w = workload._Writer(random.Random(f"{seed}/{rid}"))
-    return [
-        encode_record(
-            {
-                "id": rid,
-                "version": v,
-                "title": w.sentence(6, 12),
-                "creator": w.name(),
-                "date": w.dates(),
-                "note": w.sentence(12, 24),
-            },
-            None,
-            max_size=2**20,
-        )
-        for v in versions
-    ]
+
+    def record(v: int) -> dict[str, Any]:
+        return {"id": rid, "version": v, "title": w.sentence(6, 12), "creator": w.name(),
+                "date": w.dates(), "note": w.sentence(12, 24)}  # fmt: skip
+
+    return [encode_record(record(v), None, max_size=2**20) for v in versions]
 
 
 def build(objects: int, orphan_share: float) -> Dataset:
