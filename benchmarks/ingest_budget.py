@@ -104,9 +104,11 @@ def child(kind: str) -> dict[str, Any]:
 def batch(kind: str) -> dict[str, Any]:
     """Ten messages of `kind` on the local stack, received as the event source receives them,
     then handled in a child process with the deployed function's memory."""
+    from vhs import settings
     from vhs.ingest.budget import JSON_PAYLOAD_EXPANSION, SPOOL_IN_MEMORY, Budgets
     from vhs.local.sqs_source import lambda_record
     from vhs.local.stack import client, local_stack
+    from vhs.resources import STAGING_PREFIX
 
     memory_mb, budget = 1024, Budgets.of_this_function().memory.total
     # The largest body spooled in memory; and one spooled to /tmp and uploaded in parts.
@@ -118,7 +120,7 @@ def batch(kind: str) -> dict[str, Any]:
             client("sqs", stack.endpoint, stack.region),
         )
         for n in range(10):
-            key, attributes = f"bench/{kind}-{n}", {}
+            key, attributes = f"{STAGING_PREFIX}bench/{kind}-{n}", {}
             if kind == "claim checks":  # the largest payload admitted, in the costliest shape
                 record = (
                     "["
@@ -151,7 +153,10 @@ def batch(kind: str) -> dict[str, Any]:
                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb),
                "POWERTOOLS_TRACE_DISABLED": "true"}  # fmt: skip
         result = run_child(__name__, kind, stdin=json.dumps(records), env=env, timeout=900)
-    return {**result, "function_memory_mb": memory_mb}
+        dlq = sqs.get_queue_attributes(QueueUrl=env[settings.DLQ_URL],
+                                       AttributeNames=["ApproximateNumberOfMessages"])  # fmt: skip
+    letters = int(dlq["Attributes"]["ApproximateNumberOfMessages"])
+    return {**result, "function_memory_mb": memory_mb, "dead_lettered": letters}
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
@@ -167,14 +172,16 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
     rows = [[name, f"{size / 2**20:.1f} MiB", f"{factor:.1f}x"] for name, size, factor in shapes]
     rows.append(["the budget plans for", "", f"{JSON_PAYLOAD_EXPANSION}x"])
     memory = [[b["kind"], f"{b['peak_rss_mb']:,.0f}", b["function_memory_mb"],
-               f"{b['memory_budget_mb']:,.0f}", b["failures"], f"{b['seconds']:.1f}"]
+               f"{b['memory_budget_mb']:,.0f}", b["failures"], b["dead_lettered"],
+               f"{b['seconds']:.1f}"]
               for b in batches]  # fmt: skip
     text = "\n\n".join([
         table(["JSON payload", "size", "peak memory per byte"], rows, right=1),
         table(["a batch of ten", "peak RSS (MB)", "function (MB)", "memory budget (MB)",
-               "batch item failures", "seconds"], memory, right=1),
+               "batch item failures", "dead-lettered", "seconds"], memory, right=1),
     ])  # fmt: skip
     problems = [f"JSON expansion {worst:.1f}x over the budget's"] * (worst > JSON_PAYLOAD_EXPANSION)
     problems += [f"a batch of ten {b['kind']}: {b}" for b in batches
-                 if b["peak_rss_mb"] >= b["function_memory_mb"] or b["failures"]]  # fmt: skip
+                 if b["peak_rss_mb"] >= b["function_memory_mb"] or b["failures"]
+                 or b["dead_lettered"]]  # fmt: skip
     return Report({"ingest-budget": text}, {"expansion": shapes, "batches": batches}, problems)
