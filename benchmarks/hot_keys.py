@@ -13,11 +13,11 @@ from typing import Any
 
 import boto3
 import moto
-from vhs_testing.backends import atomic_inprocess_dynamodb
 
 from vhs import resources, settings
 from vhs.ingest.batch import ingest_batch
 from vhs.local.invoke import load_handler
+from vhs_testing.backends import atomic_inprocess_dynamodb
 
 from .common import Progress, Report, now, table
 from .pricing import Biller
