@@ -14,15 +14,16 @@ from typing import Any
 import boto3
 import moto
 
-from vhs import resources, settings
+from vhs import settings
 from vhs.ingest.batch import ingest_batch
 from vhs.local.invoke import load_handler
+from vhs.local.stack import DEFAULT_REGION
 from vhs_testing.backends import atomic_inprocess_dynamodb
 
 from .common import Progress, Report, now, table
 from .pricing import Biller
+from .systems import new_store
 
-REGION = "us-east-1"
 GOAL_WRITES_PER_ID = 1.1
 
 
@@ -46,15 +47,14 @@ def messages(count: int, ids: int, seed: int = 12) -> list[dict[str, Any]]:
 
 def measure(bodies: list[dict[str, Any]], batch: int, coalesced: bool) -> dict[str, Any]:
     with moto.mock_aws(), atomic_inprocess_dynamodb():
-        s3, sqs = boto3.client("s3", region_name=REGION), boto3.client("sqs", region_name=REGION)
-        dynamodb = boto3.client("dynamodb", region_name=REGION)
-        resources.create_store_resources(dynamodb, s3, table_name="records", bucket_name="bodies",
-                                         region=REGION)  # fmt: skip
+        s3, sqs, dynamodb = (boto3.client(name, region_name=DEFAULT_REGION)
+                             for name in ("s3", "sqs", "dynamodb"))  # fmt: skip
+        new_store(s3, dynamodb, "records")
         os.environ |= {
             settings.TABLE_NAME: "records",
-            settings.BUCKET_NAME: "bodies",
+            settings.BUCKET_NAME: "records",
             settings.DLQ_URL: sqs.create_queue(QueueName="dlq")["QueueUrl"],
-            "AWS_DEFAULT_REGION": REGION,
+            "AWS_DEFAULT_REGION": DEFAULT_REGION,
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_LOG_LEVEL": "ERROR",
         }
@@ -63,7 +63,7 @@ def measure(bodies: list[dict[str, Any]], batch: int, coalesced: bool) -> dict[s
         handler.reset()
         handler.logger.setLevel("ERROR")  # imported before the environment above was set
         worker = handler.ingestor()
-        probe = boto3.client("dynamodb", region_name=REGION)
+        probe = boto3.client("dynamodb", region_name=DEFAULT_REGION)
         biller = Biller(probe, [worker.s3], [worker.store.index.dynamodb])
         distinct = 0
         with biller.bill(operations=len(bodies)) as bill:

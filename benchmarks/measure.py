@@ -113,9 +113,6 @@ class Storage:
         """GB (2^30 bytes) held per record, in DynamoDB and in S3."""
         return self.item_bytes / records / pricing.GB, self.object_bytes / records / pricing.GB
 
-    def dollars_per_million_records(self, records: int) -> float:
-        return pricing.storage_dollars(*self.gb_month(records)) * 1e6
-
 
 def stored(s3: Any, dynamodb: Any, *, table: str, bucket: str) -> Storage:
     """Scan `table` and list `bucket` with un-metered clients: what is actually kept."""
@@ -195,7 +192,7 @@ class Samples:
     large: tuple[dict[str, Any], dict[str, Any]]
 
     @classmethod
-    def build(cls, seed: int = 2018) -> Samples:
+    def build(cls, seed: int = workload.SEED) -> Samples:
         def pair(size: int, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
             first = workload.sample(f"{name}-sample", size, f"{seed}/{name}")
             return first, workload.revise(first, random.Random(f"{seed}/{name}/v2"), T2)
@@ -282,13 +279,13 @@ OPERATIONS: tuple[Operation, ...] = (
 )
 
 
-def meets_floor(requests: dict[str, float], floor: dict[str, int]) -> bool:
-    """Exactly the floor's S3 requests and as many DynamoDB requests (a write by PutItem or
-    UpdateItem; the floor's GetItems exactly). `requests` are means per operation."""
-    dynamodb = {"GetItem", "PutItem", "UpdateItem", "DeleteItem"}
-    s3_used = {op: n for op, n in requests.items() if op not in dynamodb}
-    s3_floor = {op: float(n) for op, n in floor.items() if op not in dynamodb}
-    same = sum(n for op, n in requests.items() if op in dynamodb) == sum(
-        n for op, n in floor.items() if op in dynamodb
-    )
-    return s3_used == s3_floor and same and requests.get("GetItem", 0) == floor.get("GetItem", 0)
+def meets_floor(bill: Bill, floor: dict[str, int]) -> bool:
+    """Per operation, exactly the floor's S3 requests and GetItems, and as many DynamoDB writes
+    (by PutItem or UpdateItem)."""
+
+    def shape(counts: dict[str, Any]) -> tuple[dict[str, float], float, float]:
+        s3 = {op: float(n) for op, n in counts.items() if op not in pricing.DYNAMODB_OPERATIONS}
+        writes = sum(n for op, n in counts.items() if op in pricing.DYNAMODB_WRITES)
+        return s3, writes, counts.get("GetItem", 0)
+
+    return shape({op: bill.per_operation(op) for op in bill.requests}) == shape(floor)

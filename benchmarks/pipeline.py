@@ -23,7 +23,7 @@ from typing import Any
 
 import botocore.session
 
-from vhs import VersionedHybridStore, resources, settings
+from vhs import resources, settings
 from vhs.ingest.batch import CONCURRENCY
 from vhs.local.sqs_source import LocalPipeline, SqsEventSource
 from vhs.local.stack import LocalStack, MotoServer, client
@@ -31,10 +31,8 @@ from vhs.operator.producer import Producer
 
 from . import workload
 from .common import Progress, Report, run_line, table
-from .systems import plain_table, put_if
+from .systems import new_store, plain_table, put_if
 
-SEED = 2018
-REGION = "us-east-1"
 LATENCY_GOAL = 0.9  # with injected latency, at least this x the equal-concurrency floor
 THROUGHPUT_GOAL = 1.0  # no latency, against the one-call-at-a-time floor
 IMPORT_GOAL_MS = 150.0
@@ -143,7 +141,9 @@ class Meter:
 
 def messages(count: int, offset: int = 0) -> list[dict[str, Any]]:
     """`count` contract messages of the catalogue mix without its 1-5 MB class."""
-    bodies = [b for b in workload.size_mix(count * 2, SEED + offset) if b.size_class != "large"]
+    bodies = [
+        b for b in workload.size_mix(count * 2, workload.SEED + offset) if b.size_class != "large"
+    ]
     at = workload.timestamp(1).isoformat().replace("+00:00", "Z")
     return [
         {"id": f"{b.id}-{offset}", "updated_at": at, "record": b.record} for b in bodies[:count]
@@ -250,10 +250,7 @@ def run_floors(endpoint: str, batches: list, meter: Meter, tag: str, on: bool) -
         return found
     direct = RawPipelineFloor(endpoint, f"pipe-raw-writes-{tag}")
     found += meter.timed(WRITES_RAW, batches, lambda r: [direct.put(m) for m in r])
-    s3, dynamodb = client("s3", endpoint), client("dynamodb", endpoint)
-    name = f"pipe-writes-{tag}"
-    resources.create_store_resources(dynamodb, s3, table_name=name, bucket_name=name, region=REGION)
-    store = VersionedHybridStore(name, name, s3_client=s3, dynamodb_client=dynamodb)
+    store = new_store(client("s3", endpoint), client("dynamodb", endpoint), f"pipe-writes-{tag}")
     put = lambda r: [store.put(m["id"], m["record"], updated_at=m["updated_at"]) for m in r]  # noqa: E731
     return found + meter.timed(WRITES_VHS, batches, put)
 

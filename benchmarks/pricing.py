@@ -54,6 +54,7 @@ S3_TIERS = {
 }  # fmt: skip
 DYNAMODB_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem"})
 DYNAMODB_READS = frozenset({"GetItem"})
+DYNAMODB_OPERATIONS = DYNAMODB_WRITES | DYNAMODB_READS
 DYNAMODB_ITEM_OVERHEAD = 100  # bytes AWS adds to every item's size for storage
 GB = 1024**3
 item_size = vhs_item.item_size  # DynamoDB's size rules, in the item codec (one definition)
@@ -92,7 +93,7 @@ class Bill:
         s3 = sum(
             count * s3_price_per_million(op) / 1e6
             for op, count in self.requests.items()
-            if op not in DYNAMODB_WRITES | DYNAMODB_READS
+            if op not in DYNAMODB_OPERATIONS
         )
         dynamodb = self.write_units * PRICES.dynamodb_write_unit_per_million
         dynamodb += self.read_units * PRICES.dynamodb_read_unit_per_million
@@ -175,7 +176,7 @@ class CapacityMeter:
         operation, table = model.name, params.get("TableName", "")
         if operation in _CONTROL_PLANE:
             return
-        if operation not in DYNAMODB_WRITES | DYNAMODB_READS:
+        if operation not in DYNAMODB_OPERATIONS:
             raise NotImplementedError(f"no capacity rule for DynamoDB {operation}")
         if table not in self._schemas:
             schema = self.probe.describe_table(TableName=table)["Table"]["KeySchema"]

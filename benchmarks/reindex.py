@@ -18,13 +18,12 @@ from vhs import resources
 from vhs.changes.feed import ChangePublisher
 from vhs.changes.reindex import Selection, Target
 from vhs.cli.reindex import Checkpoint, run_local
+from vhs.local.stack import DEFAULT_REGION
 from vhs.resources import REINDEX
-from vhs.store import VersionedHybridStore
 
 from .common import Progress, Report, now, table
 from .pricing import PRICES, item_size, read_units
-
-REGION = "us-east-1"
+from .systems import new_store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,11 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def measure(records: int, segments: int, rate: float | None) -> dict[str, Any]:
     with moto.mock_aws():
-        s3, sns = boto3.client("s3", region_name=REGION), boto3.client("sns", region_name=REGION)
-        dynamodb = boto3.client("dynamodb", region_name=REGION)
-        resources.create_store_resources(dynamodb, s3, table_name="records", bucket_name="bodies",
-                                         region=REGION)  # fmt: skip
-        store = VersionedHybridStore("records", "bodies", s3_client=s3, dynamodb_client=dynamodb)
+        s3, sns, dynamodb = (boto3.client(name, region_name=DEFAULT_REGION)
+                             for name in ("s3", "sns", "dynamodb"))  # fmt: skip
+        store = new_store(s3, dynamodb, "records")
         for n in range(records):
             record = {"title": f"Record {n}", "notes": "x" * 300}
             store.put(f"b{n:07d}", record, updated_at="2026-01-01T00:00:00Z")
@@ -57,7 +54,7 @@ def measure(records: int, segments: int, rate: float | None) -> dict[str, Any]:
 
         sns.meta.events.register("provide-client-params.sns.PublishBatch", published)
         dynamodb.meta.events.register("after-call.dynamodb.Scan", scanned)
-        target = Target(dynamodb, "records", ChangePublisher(sns, topic), "bodies")
+        target = Target(dynamodb, "records", ChangePublisher(sns, topic), "records")
         with tempfile.TemporaryDirectory() as folder:
             checkpoint = Checkpoint.new(Path(folder) / "run.json", selection=Selection(),
                                         total_segments=segments, rate=rate or REINDEX.max_rate,

@@ -34,13 +34,12 @@ class StorageResult:
     """What each system holds after the mix, and VHS's systems before their collector ran."""
 
     records: int
-    puts: int
     after: dict[str, Storage]
     before: dict[str, Storage]
 
     def dollars(self, system: str) -> float:
         """$ per month for a million records held as the mix's are."""
-        return self.after[system].dollars_per_million_records(self.records)
+        return pricing.storage_dollars(*self.after[system].gb_month(self.records)) * 1e6
 
 
 def _count(n: float) -> str:
@@ -84,21 +83,15 @@ def bill_cell(bill: Bill) -> str:
     return f"{requests_cell(bill)} · {units_cell(bill)} · {dollars(bill.per_million())}"
 
 
-def _mean(bill: Bill) -> dict[str, float]:
-    return {op: bill.per_operation(op) for op in bill.requests}
-
-
 def operations(costs: Sequence[OperationCost], systems: Sequence[str]) -> str:
-    against = [p for p in (*PEERS, FLOOR) if p in systems]
+    against = (*PEERS, FLOOR)
     headers = ["Operation", *systems, *(f"VHS ÷ {p}" for p in against), "VHS at the floor?"]
     rows, outcomes = [], []
     for cost in costs:
-        vhs, floor = cost.bills[VHS].per_million(), cost.operation.floor
-        at_floor = (
-            "-" if floor is None else "yes" if meets_floor(_mean(cost.bills[VHS]), floor) else "NO"
-        )
+        vhs, floor = cost.bills[VHS], cost.operation.floor
+        at_floor = "-" if floor is None else "yes" if meets_floor(vhs, floor) else "NO"
         rows.append([cost.operation.name, *(bill_cell(cost.bills[s]) for s in systems),
-                     *(ratio(vhs / cost.bills[p].per_million()) for p in against),
+                     *(ratio(vhs.per_million() / cost.bills[p].per_million()) for p in against),
                      at_floor])  # fmt: skip
         if cost.operation.name.startswith(("duplicate", "stale")):
             outcomes.append([cost.operation.name, *(cost.outcomes[s] for s in systems)])
@@ -114,14 +107,12 @@ def dearer(costs: Sequence[OperationCost]) -> str:
     rows, changed = [], []
     for cost in costs:
         name, vhs = cost.operation.name, cost.bills[VHS].per_million()
-        for peer in (p for p in PEERS if p in cost.bills):
+        for peer in PEERS:
             theirs = cost.bills[peer].per_million()
             if vhs > theirs:
                 rows.append([name, dollars(vhs), peer, dollars(theirs), ratio(vhs / theirs)])
-        if DELTA_OFF in cost.bills:
-            off = cost.bills[DELTA_OFF]
-            if abs(off.per_million() - vhs) > 1e-9:
-                changed.append([name, bill_cell(off), bill_cell(cost.bills[VHS])])
+        if abs(cost.bills[DELTA_OFF].per_million() - vhs) > 1e-9:
+            changed.append([name, bill_cell(cost.bills[DELTA_OFF]), bill_cell(cost.bills[VHS])])
     return "\n\n".join([
         table(["Operation", "VHS $/M", "peer", "peer $/M", "VHS ÷ peer"], rows),
         f"Against **{DELTA_OFF}**, the operations whose price delta history changes:",
@@ -154,9 +145,8 @@ def mix_rows(mix: MixCost) -> list[tuple[str, tuple[str, ...], float | None]]:
     return rows
 
 
-def cheaper_peer(mix: MixCost, passes: Sequence[str], systems: Sequence[str]) -> str:
-    peers = [p for p in PEERS if p in systems]
-    return min(peers, key=lambda p: mix.total(p, passes).per_million())
+def cheaper_peer(mix: MixCost, passes: Sequence[str]) -> str:
+    return min(PEERS, key=lambda p: mix.total(p, passes).per_million())
 
 
 def size_text(n: float) -> str:
@@ -164,18 +154,17 @@ def size_text(n: float) -> str:
 
 
 def mix(mix: MixCost, systems: Sequence[str]) -> str:
-    peers = [p for p in PEERS if p in systems]
-    headers = ["Puts", *(f"{s}: $/M puts" for s in systems), *(f"VHS ÷ {p}" for p in peers)]
+    headers = ["Puts", *(f"{s}: $/M puts" for s in systems), *(f"VHS ÷ {p}" for p in PEERS)]
     rows, breakdown = [], []
     for label, passes, goal in mix_rows(mix):
         totals = {s: mix.total(s, passes).per_million() for s in systems}
-        ratios = [totals[VHS] / totals[p] for p in peers]
+        ratios = [totals[VHS] / totals[p] for p in PEERS]
         rows.append([label, *(dollars(totals[s]) for s in systems),
                      *(goal_ratio(r, goal) if goal else ratio(r, 3) for r in ratios),
                      f"≤ {goal}x" if goal else "-",
                      verdict(all(r <= goal for r in ratios)) if goal else "-"])  # fmt: skip
         if goal:
-            peer = cheaper_peer(mix, passes, systems)
+            peer = cheaper_peer(mix, passes)
             target, operations = goal * totals[peer], mix.total(VHS, passes).operations
             share = [dollars(mix.by_class(VHS, c, passes).dollars() / operations * 1e6)
                      for c, _, _ in workload.SIZE_MIX]  # fmt: skip
@@ -209,7 +198,6 @@ def class_table(mix: MixCost, systems: Sequence[str], passes: Sequence[str]) -> 
 
 
 def storage(found: StorageResult, mix: MixCost, systems: Sequence[str]) -> str:
-    peers = [p for p in PEERS if p in systems]
     n, rows = found.records, []
     for system in systems:
         after, before = found.after[system], found.before.get(system)
@@ -221,11 +209,11 @@ def storage(found: StorageResult, mix: MixCost, systems: Sequence[str]) -> str:
                      f"{after.object_bytes / n:,.0f} B", reclaimed, f"{dynamodb:.2e} + {s3:.2e}",
                      dollars(found.dollars(system)), f"{found.dollars(system) / per_put:.2f}",
                      *(ratio(found.dollars(system) / found.dollars(p))
-                       for p in peers)])  # fmt: skip
+                       for p in PEERS)])  # fmt: skip
     headers = ["System", "items", "DynamoDB bytes per record", "S3 objects per record",
                "S3 bytes per record", "S3 bytes per record before the collector",
                "GB-month per record (DynamoDB + S3)", "$ per million records per month",
-               "a month's storage in steady-state puts", *(f"÷ {p}" for p in peers)]  # fmt: skip
+               "a month's storage in steady-state puts", *(f"÷ {p}" for p in PEERS)]  # fmt: skip
     return table(headers, rows)
 
 
@@ -251,34 +239,27 @@ Goal = tuple[str, str, bool | None]  # goal, measured, met (None: reported, with
 
 
 def goals(costs: Sequence[OperationCost], mix: MixCost, walls: Sequence[WallTime],
-          systems: Sequence[str], found: StorageResult) -> list[Goal]:  # fmt: skip
+          found: StorageResult) -> list[Goal]:  # fmt: skip
     out: list[Goal] = []
     for label, passes, goal in mix_rows(mix):
         if goal is not None:
-            peer = cheaper_peer(mix, passes, systems)
+            peer = cheaper_peer(mix, passes)
             r = mix.total(VHS, passes).per_million() / mix.total(peer, passes).per_million()
-            out.append(
-                (
-                    f"Mix ≤ {goal}x the cheaper peer ({peer}): {label}",
-                    goal_ratio(r, goal),
-                    r <= goal,
-                )
-            )
+            out.append((f"Mix ≤ {goal}x the cheaper peer ({peer}): {label}", goal_ratio(r, goal),
+                        r <= goal))  # fmt: skip
     by_name = {c.operation.name: c for c in costs}
     steady = next(c for c in costs if c.operation.name.startswith(STEADY_ROW_PREFIX))
-    if FLOOR in steady.bills:
-        vhs, floor = steady.bills[VHS].per_million(), steady.bills[FLOOR].per_million()
-        r = goal_ratio(vhs / floor, STEADY_FLOOR_GOAL)
-        measured = f"{r} ({dollars(vhs)} against {dollars(floor)})"
-        out.append((f"{steady.operation.name} ≤ {STEADY_FLOOR_GOAL}x the raw floor's $", measured,
-                    vhs / floor <= STEADY_FLOOR_GOAL))  # fmt: skip
-    creates = [("size mix, put 1", *(mix.total(s, ("1",)).per_million() for s in (VHS, DELTA_OFF)))]
-    if DELTA_OFF in by_name["small put (new id)"].bills:
-        bills = by_name["small put (new id)"].bills
-        creates.append(
-            ("small put (new id)", bills[VHS].per_million(), bills[DELTA_OFF].per_million())
-        )
-    for label, now, before in creates if DELTA_OFF in systems else []:
+    vhs, floor = steady.bills[VHS].per_million(), steady.bills[FLOOR].per_million()
+    r = goal_ratio(vhs / floor, STEADY_FLOOR_GOAL)
+    measured = f"{r} ({dollars(vhs)} against {dollars(floor)})"
+    out.append((f"{steady.operation.name} ≤ {STEADY_FLOOR_GOAL}x the raw floor's $", measured,
+                vhs / floor <= STEADY_FLOOR_GOAL))  # fmt: skip
+    small = by_name["small put (new id)"].bills
+    creates = [
+        ("size mix, put 1", *(mix.total(s, ("1",)).per_million() for s in (VHS, DELTA_OFF))),
+        ("small put (new id)", small[VHS].per_million(), small[DELTA_OFF].per_million()),
+    ]
+    for label, now, before in creates:
         out.append((f"Creates ≤ {CREATE_GOAL}x delta history off: {label}",
                     f"{dollars(now)} against {dollars(before)} ({now / before - 1:+.2%})",
                     now <= CREATE_GOAL * before))  # fmt: skip
@@ -286,7 +267,7 @@ def goals(costs: Sequence[OperationCost], mix: MixCost, walls: Sequence[WallTime
         bill = by_name[name].bills[VHS]
         out.append((f"No S3 PUT when the current entry is known: {name}", requests_cell(bill),
                     bill.per_operation("PutObject") == 0))  # fmt: skip
-    peer = min((p for p in PEERS if p in found.after), key=found.dollars)
+    peer = min(PEERS, key=found.dollars)
     dynamodb, s3 = found.after[VHS].gb_month(found.records)
     out.append(("Storage at steady state: GB-month per record (DynamoDB + S3), against the "
                 "cheaper peer",
@@ -297,15 +278,11 @@ def goals(costs: Sequence[OperationCost], mix: MixCost, walls: Sequence[WallTime
         note = f": {cost.operation.floor_note}" if cost.operation.floor_note else ""
         out.append((f"Requests at the floor: {cost.operation.name} (floor {wanted}{note})",
                     requests_cell(cost.bills[VHS]),
-                    meets_floor(_mean(cost.bills[VHS]), cost.operation.floor)))  # fmt: skip
+                    meets_floor(cost.bills[VHS], cost.operation.floor)))  # fmt: skip
     for w in walls:
         out.append((f"Wall time ≤ {WALL_GOAL}x raw floor: {w.operation.name}", ratio(w.ratio(VHS)),
                     w.ratio(VHS) <= WALL_GOAL))  # fmt: skip
     return out
-
-
-def goals_table(found: list[Goal]) -> str:
-    return table(["Goal", "Measured", "Verdict"], [[g, m, verdict(v)] for g, m, v in found])
 
 
 def workload_table(mix: MixCost) -> str:
@@ -313,7 +290,3 @@ def workload_table(mix: MixCost) -> str:
              sum(b.size_class == c for b in mix.bodies)]
             for c, share, (low, high) in workload.SIZE_MIX]  # fmt: skip
     return table(["Class", "Share", "Size", "Records in this run"], rows)
-
-
-def prices_table() -> str:
-    return table(["Item", "Price", "Rule"], pricing.price_rows())

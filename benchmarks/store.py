@@ -12,12 +12,10 @@ from typing import Any
 
 from vhs.local.stack import MotoServer, client
 
-from . import measure, report, workload
-from .common import Progress, Report, environment, now
+from . import measure, pricing, report, workload
+from .common import Progress, Report, environment, now, table
 from .report import DELTA_OFF, FLOOR, PEERS, RAW_VHS, VHS
 from .systems import PynamodbMateStore, RawFloor, RawVhsRequests, VhsSystem, Wellcome2018Store
-
-SEED = 2018
 
 
 @dataclass(frozen=True)
@@ -44,19 +42,17 @@ def build_systems(endpoint: str) -> dict[str, Any]:
         return client("s3", endpoint), client("dynamodb", endpoint)
 
     systems = [
-        VhsSystem(*clients(), probe, table="bench-vhs", bucket="bench-vhs"),
-        PynamodbMateStore(client("s3", endpoint), endpoint, probe, table="bench-pm",
-                          bucket="bench-pm"),
-        Wellcome2018Store(*clients(), probe, table="bench-wellcome", bucket="bench-wellcome"),
-        RawFloor(*clients(), probe, table="bench-raw", bucket="bench-raw"),
-        VhsSystem(*clients(), probe, table="bench-vhs-blind", bucket="bench-vhs-blind",
-                  name=DELTA_OFF, delta_history=False),
+        VhsSystem(*clients(), probe, table="bench-vhs"),
+        PynamodbMateStore(client("s3", endpoint), endpoint, probe, table="bench-pm"),
+        Wellcome2018Store(*clients(), probe, table="bench-wellcome"),
+        RawFloor(*clients(), probe, table="bench-raw"),
+        VhsSystem(*clients(), probe, table="bench-vhs-blind", name=DELTA_OFF, delta_history=False),
         RawVhsRequests(*clients(), probe, scratch=clients(), table="bench-raw-vhs"),
-    ]  # fmt: skip
+    ]
     return {s.name: s for s in systems}
 
 
-def measure_storage(systems: Sequence[Any], endpoint: str, records: int, puts: int,
+def measure_storage(systems: Sequence[Any], endpoint: str, records: int,
                     progress: Any) -> report.StorageResult:  # fmt: skip
     """What each system keeps after the mix; VHS's before and after its garbage collector."""
     s3, dynamodb = client("s3", endpoint), client("dynamodb", endpoint)  # un-metered
@@ -70,13 +66,13 @@ def measure_storage(systems: Sequence[Any], endpoint: str, records: int, puts: i
         progress(f"storage: {system.name}'s garbage collector")
         system.collect_garbage(client("s3", endpoint), client("dynamodb", endpoint))
     after = {s.name: stored(s) for s in systems}
-    return report.StorageResult(records, puts, after, before)
+    return report.StorageResult(records, after, before)
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
     settings = SETTINGS[args.quick]
-    samples = measure.Samples.build(SEED)
-    bodies = workload.size_mix(settings.mix_records, SEED)
+    samples = measure.Samples.build()
+    bodies = workload.size_mix(settings.mix_records)
     with MotoServer() as server:
         systems = build_systems(server.endpoint)
         main = [systems[name] for name in (VHS, DELTA_OFF, *PEERS, FLOOR)]
@@ -85,8 +81,8 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
         timed += [systems[name] for name in (RAW_VHS, *PEERS)] if settings.wall_peers else []
         # The mix first, so that the tables and buckets hold its records only when the
         # storage they take is measured.
-        mix = measure.cost_of_mix(for_mix, bodies, SEED, settings.mix_puts, progress)
-        stored = measure_storage(for_mix, server.endpoint, len(bodies), settings.mix_puts, progress)
+        mix = measure.cost_of_mix(for_mix, bodies, workload.SEED, settings.mix_puts, progress)
+        stored = measure_storage(for_mix, server.endpoint, len(bodies), progress)
         progress("cost per operation")
         costs = measure.cost_per_operation(main, samples)
 
@@ -95,7 +91,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
 
         walls = measure.wall_times(timed, samples, FLOOR, rounds, progress)
     names = [s.name for s in main], [s.name for s in for_mix], [s.name for s in timed]
-    goals = report.goals(costs, mix, walls, names[1], stored)
+    goals = report.goals(costs, mix, walls, stored)
     judged = [g for g in goals if g[2] is not None]
     small, large = (len(workload.canonical(v[0])) for v in (samples.small, samples.large))
     (warm, small_rounds), (large_warm, large_rounds) = settings.small_rounds, settings.large_rounds
@@ -104,7 +100,9 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
         f"pynamodb_mate {metadata.version('pynamodb_mate')}. Goals met: "
         f"**{sum(bool(g[2]) for g in judged)} of {len(judged)}** (and "
         f"{len(goals) - len(judged)} reported with no target).",
-        "store-goals": report.goals_table(goals),
+        "store-goals": table(
+            ["Goal", "Measured", "Verdict"], [[g, m, report.verdict(v)] for g, m, v in goals]
+        ),
         "store-operations": report.operations(costs, names[0]),
         "store-dearer": report.dearer(costs),
         "store-mix": report.mix(mix, names[1]),
@@ -118,7 +116,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
         "store-workload": report.workload_table(mix) + f"\n\nTable 1 uses a "
         f"{report.size_text(small)} record and a {report.size_text(large)} record, each with "
         "a second version.",
-        "store-prices": report.prices_table(),
+        "store-prices": table(["Item", "Price", "Rule"], pricing.price_rows()),
     }
     data = {
         "operations": {c.operation.name: c.bills for c in costs},

@@ -64,14 +64,21 @@ def put_if(dynamodb: Any, table: str, item: dict[str, Any], condition: str, valu
     return True
 
 
+def new_store(s3: Any, dynamodb: Any, name: str, **options: Any) -> VersionedHybridStore:
+    """A table and a bucket called `name`, made as the stack makes them, and a store on them."""
+    resources.create_store_resources(dynamodb, s3, table_name=name, bucket_name=name,
+                                     region=DEFAULT_REGION)  # fmt: skip
+    return VersionedHybridStore(name, name, s3_client=s3, dynamodb_client=dynamodb, **options)
+
+
 class OwnTableAndBucket:
-    """A system of bare boto3 calls: a table (`table_definition`) and a bucket of its own, and
+    """A system of bare boto3 calls: a table (`table_definition`) and a bucket named as it, and
     a biller over its two clients."""
 
-    def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, table: str, bucket: str) -> None:
-        self.s3, self.dynamodb, self.table, self.bucket = s3, dynamodb, table, bucket
+    def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, table: str) -> None:
+        self.s3, self.dynamodb, self.table, self.bucket = s3, dynamodb, table, table
         dynamodb.create_table(**self.table_definition(table))
-        s3.create_bucket(Bucket=bucket)
+        s3.create_bucket(Bucket=table)
         self.biller = Biller(probe, [s3], [dynamodb])
 
     def table_definition(self, table: str) -> dict[str, Any]:
@@ -82,21 +89,21 @@ class VhsSystem:
     """The store under test with its defaults (8 KB inline threshold, 5 retained versions,
     strongly consistent reads, delta history unless `delta_history` is False)."""
 
-    def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, table: str, bucket: str,
-                 name: str = "VHS", delta_history: bool = True) -> None:  # fmt: skip
-        self.name, self.table, self.bucket = name, table, bucket
-        resources.create_store_resources(dynamodb, s3, table_name=table, bucket_name=bucket,
-                                         region=DEFAULT_REGION)  # fmt: skip
+    def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, table: str, name: str = "VHS",
+                 delta_history: bool = True) -> None:  # fmt: skip
+        self.name, self.table, self.bucket = name, table, table
         self.options = {"prefix": "bench", "delta_history": delta_history}
-        self.store = VersionedHybridStore(table, bucket, s3_client=s3, dynamodb_client=dynamodb,
-                                          **self.options)  # fmt: skip
+        self.store = new_store(s3, dynamodb, table, **self.options)
         self.biller = Biller(probe, [s3], [dynamodb])
 
-    def put(self, id: str, record: Any, updated_at: datetime, *, exists: bool) -> str:
-        return str(self.store.put(id, record, updated_at=updated_at).outcome)
+    def put(self, id: str, record: Any, updated_at: datetime, *, exists: bool,
+            parts: dict[str, bytes] | None = None) -> str:  # fmt: skip
+        return str(self.store.put(id, record, updated_at=updated_at, parts=parts).outcome)
 
     def get(self, id: str) -> bytes:
-        return self.store.get(id).body
+        """The record's body, then its parts' (if any)."""
+        record = self.store.get(id)
+        return b"".join([record.body, *(record.part(name) for name in record.parts)])
 
     def delete(self, id: str, deleted_at: datetime) -> None:
         self.store.delete(id, deleted_at=deleted_at)
@@ -138,21 +145,24 @@ def pynamodb_model(table: str, endpoint: str, large: tuple[str, ...], **plain: A
 class PynamodbMateStore:
     """Create: HEAD, PUT if new, PutItem; update: HEAD, PUT if new, GetItem, UpdateItem,
     DeleteObjects of the old body; read: an eventually consistent GetItem and a GET. No
-    ordering: a stale put is applied like any update. `large`: its large attributes."""
+    ordering: a stale put is applied like any update. `large`: its large attributes; with other
+    parts than the body, the JSON is an ordinary attribute, `record`."""
 
     name = "pynamodb_mate"
 
-    def __init__(self, s3: Any, endpoint: str, probe: Any, *, table: str, bucket: str,
-                 large: tuple[str, ...] = ("body",), **plain: Any) -> None:  # fmt: skip
-        self.s3, self.table, self.bucket, self.large = s3, table, bucket, large
+    def __init__(self, s3: Any, endpoint: str, probe: Any, *, table: str,
+                 large: tuple[str, ...] = ("body",)) -> None:  # fmt: skip
+        self.s3, self.table, self.bucket, self.large = s3, table, table, large
+        plain = {} if large == ("body",) else {"record": pm.UnicodeAttribute()}
         self.model = pynamodb_model(table, endpoint, large, **plain)
         self.model.create_table(wait=True)
-        s3.create_bucket(Bucket=bucket)
+        s3.create_bucket(Bucket=table)
         # pynamodb makes its own botocore client: meter that one.
         self.biller = Biller(probe, [s3], [self.model._get_connection().connection.client])
 
-    def put(self, id: str, record: Any, updated_at: datetime, /, *, exists: bool,
-            parts: dict[str, bytes] | None = None, **attributes: Any) -> str:  # fmt: skip
+    def put(self, id: str, record: Any, updated_at: datetime, *, exists: bool,
+            parts: dict[str, bytes] | None = None) -> str:  # fmt: skip
+        attributes = {"record": canonical(record).decode()} if parts else {}
         common = {"s3_client": self.s3, "pk": id, "sk": None, "bucket": self.bucket,
                   "kvs": parts or {"body": canonical(record)}, "prefix": "bench/",
                   "update_at": updated_at}  # fmt: skip
@@ -263,10 +273,9 @@ class RawVhsRequests:
     def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, scratch: tuple[Any, Any],
                  table: str) -> None:  # fmt: skip
         self.clients = {"s3": s3, "dynamodb": dynamodb}
+        new_store(s3, dynamodb, table)  # the replay's table and bucket
         self.table = self.bucket = table
-        resources.create_store_resources(dynamodb, s3, table_name=table, bucket_name=table,
-                                         region=DEFAULT_REGION)  # fmt: skip
-        self.source = VhsSystem(*scratch, probe, table=f"{table}-src", bucket=f"{table}-src")
+        self.source = VhsSystem(*scratch, probe, table=f"{table}-src")
         self.recorded: list[tuple[str, str, dict[str, Any]]] | None = None
         for client in scratch:
             client.meta.events.register("provide-client-params", self._record)

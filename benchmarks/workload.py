@@ -18,6 +18,7 @@ from typing import Any
 KB = 1024
 MB = 1024 * 1024
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
+SEED = 2018  # every benchmark's records, the same from run to run
 
 # Words of the kind catalogue records are made of: subjects, forms, places, roles and the
 # ordinary words of titles and notes.
@@ -77,7 +78,7 @@ def canonical(record: Any) -> bytes:
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-class _Writer:
+class Writer:
     """Builds catalogue text and fields from one seeded generator."""
 
     def __init__(self, rng: random.Random) -> None:
@@ -134,7 +135,7 @@ class _Writer:
         }
 
 
-_FIELD_MAKERS: dict[str, Callable[[_Writer], list[list[str]]]] = {
+_FIELD_MAKERS: dict[str, Callable[[Writer], list[list[str]]]] = {
     "100": lambda w: [["a", w.name() + ","], ["d", w.dates() + "."], ["e", w.rng.choice(_ROLES)]],
     "245": lambda w: [["a", w.sentence(4, 14)], ["c", f"by {w.name()}."]],
     "260": lambda w: [["a", w.words(1).title() + " :"], ["b", w.words(3)], ["c", str(w.year())]],
@@ -159,7 +160,7 @@ def _json_len(value: Any) -> int:
 def make_record(id: str, target: int, rng: random.Random) -> dict[str, Any]:
     """A catalogue record whose canonical JSON is at most `target` bytes and close to it
     (never smaller than the core fields, about 800 bytes)."""
-    w = _Writer(rng)
+    w = Writer(rng)
     record: dict[str, Any] = {
         "id": id,
         "leader": "00000cam a2200000 a 4500",
@@ -191,7 +192,7 @@ def make_record(id: str, target: int, rng: random.Random) -> dict[str, Any]:
 def revise(record: dict[str, Any], rng: random.Random, when: datetime) -> dict[str, Any]:
     """The next version of a record, as a cataloguer's edit makes it: a new modification
     time, one field rewritten and one subject added. The size barely changes."""
-    w = _Writer(rng)
+    w = Writer(rng)
     # A copy of what the edit touches (the fields); the rest is shared, never mutated (a deep
     # copy of an archive's megabytes of components would dominate a 10-put mix).
     new = {**record, "fields": copy.deepcopy(record["fields"])}
@@ -214,7 +215,7 @@ SIZE_MIX: tuple[tuple[str, float, tuple[int, int]], ...] = (
 )
 
 
-def size_mix(count: int, seed: int = 2018) -> list[Body]:
+def size_mix(count: int, seed: int = SEED) -> list[Body]:
     """`count` records with exactly the mix's shares (rounded), in a seeded random order.
     Small and medium sizes are log-uniform in their range, large ones uniform."""
     rng = random.Random(seed)

@@ -12,7 +12,6 @@ from typing import Any
 
 from benchmarks.common import peak_rss_mb, run_child
 
-REGION = "us-east-1"
 CLOCK_AHEAD = 2 * 3600  # the collector's clock: past every grace period
 
 
@@ -65,12 +64,12 @@ def collect(
     """`child` over the store `name` (its table and bucket), with the store's defaults, and
     the CPU this process spent serving moto meanwhile."""
     from vhs import settings
-    from vhs.local.stack import LOCAL_CREDENTIALS
+    from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
 
     dropped = (settings.PREFIX, settings.INLINE_THRESHOLD)
     dropped += (settings.RETAIN_VERSIONS, settings.RETAIN_DAYS)
     env = {k: v for k, v in os.environ.items() if k not in dropped}
-    env |= {**LOCAL_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "AWS_DEFAULT_REGION": REGION}
+    env |= {**LOCAL_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "AWS_DEFAULT_REGION": DEFAULT_REGION}
     env |= settings.StoreSettings(name, name).environment()
     config = {"mode": mode, "trace": trace, "shards": shards, "clock_ahead": clock_ahead}
     before = os.times()

@@ -21,11 +21,12 @@ from vhs.item import (
 from vhs.keys import shard_of
 from vhs.local.stack import client
 from vhs.maintenance.gc import RESERVE_MS
-from vhs.store import VersionedHybridStore
 
+from .. import workload
 from ..common import Progress, Report, run_line, table
-from .child import CLOCK_AHEAD, REGION, InProcessServer, collect
-from .dataset import ORPHAN_SHARE, SEED, Dataset, Record, bodies, build, populate, seed_objects
+from ..systems import new_store
+from .child import CLOCK_AHEAD, InProcessServer, collect
+from .dataset import ORPHAN_SHARE, Dataset, Record, bodies, build, populate, seed_objects
 
 SIZES = {False: (10_000, 100_000), True: (2_000, 10_000)}  # by --quick
 HOT_ORPHANS = {False: 5_600, True: 1_500}
@@ -42,12 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hot-only", action="store_true", help="the hot id alone")
 
 
-def new_store(server: InProcessServer, name: str) -> tuple[Any, Any]:
-    dynamodb, s3 = client("dynamodb", server.endpoint), client("s3", server.endpoint)
-    resources.create_store_resources(dynamodb, s3, table_name=name, bucket_name=name, region=REGION)
+def new_collectable_store(server: InProcessServer, name: str) -> tuple[Any, Any]:
+    dynamodb = client("dynamodb", server.endpoint)
     # inline_threshold 0: every body goes to S3, so there is something to collect.
-    kw = {"s3_client": s3, "dynamodb_client": dynamodb, "inline_threshold": 0}
-    return VersionedHybridStore(name, name, **kw), dynamodb
+    return new_store(client("s3", server.endpoint), dynamodb, name, inline_threshold=0), dynamodb
 
 
 def drop(name: str, dynamodb: Any) -> None:
@@ -59,7 +58,7 @@ def measure_size(server: InProcessServer, objects: int, share: float, progress: 
     """A store of `objects`: a dry run under tracemalloc, then the collection, untraced."""
     dataset = build(objects, share)
     name = f"vhs-gc-{objects}"
-    store, dynamodb = new_store(server, name)
+    store, dynamodb = new_collectable_store(server, name)
     seconds = populate(dataset, store, dynamodb)
     gc.collect()
     gc.freeze()  # moto's objects live in this process: keep the cycle collector off them
@@ -98,7 +97,7 @@ def check_after(dataset: Dataset, store: Any) -> list[str]:
     keep = dataset.referenced_keys(store.body_key)
     if left != keep:
         problems.append(f"{len(left - keep)} objects left, {len(keep - left)} missing")
-    sample = random.Random(SEED).sample(dataset.records, min(100, len(dataset.records)))
+    sample = random.Random(workload.SEED).sample(dataset.records, min(100, len(dataset.records)))
     for record in sample + [r for r in dataset.records if r.via_api][:20]:
         for version in range(record.expired + 1, len(record.bodies) + 1):
             if store.get(record.id, version).body != record.bodies[version - 1].data:
@@ -108,7 +107,7 @@ def check_after(dataset: Dataset, store: Any) -> list[str]:
 
 def measure_baseline(server: InProcessServer) -> dict[str, Any]:
     """The fixed cost of a collector process: idle, and over an empty bucket."""
-    new_store(server, "vhs-gc-empty")
+    new_collectable_store(server, "vhs-gc-empty")
     return {
         "idle": collect(server.endpoint, "vhs-gc-empty", "idle"),
         "empty": collect(server.endpoint, "vhs-gc-empty", "collect"),
@@ -120,7 +119,7 @@ def measure_hot_id(server: InProcessServer, orphans: int, progress: Progress) ->
     """One id's current version and `orphans` bodies of it that no version references,
     collected pass after pass (each a process whose clock is past the previous
     condemnation's expiry, as the next scheduled run's would be) until none is left."""
-    store, dynamodb = new_store(server, "vhs-gc-hot")
+    store, dynamodb = new_collectable_store(server, "vhs-gc-hot")
     current, *crashed = bodies(HOT_ID, range(1, orphans + 2))
     record = Record(HOT_ID, [], crashed=crashed)
     store.put(HOT_ID, current.data, updated_at=record.stamp(1), content_type=current.content_type)

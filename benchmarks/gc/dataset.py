@@ -20,7 +20,6 @@ from vhs.ordering import parse_timestamp
 from .. import workload
 from .child import InProcessServer
 
-SEED = 2018
 ORPHAN_SHARE = 0.05
 API_OBJECTS = 250  # objects per store written through the store's API; the rest seeded
 # The current version and 6 earlier ones: one more than the default retention keeps.
@@ -66,9 +65,9 @@ class Dataset:
         return {key(r.id, body.sha256) for r in self.records for body in r.bodies[r.expired :]}
 
 
-def bodies(rid: str, versions: range, seed: int = SEED) -> list[Body]:
+def bodies(rid: str, versions: range, seed: int = workload.SEED) -> list[Body]:
     """Small catalogue records of `rid` (about 250 bytes of JSON), encoded for the store."""
-    w = workload._Writer(random.Random(f"{seed}/{rid}"))
+    w = workload.Writer(random.Random(f"{seed}/{rid}"))
 
     def record(v: int) -> dict[str, Any]:
         return {"id": rid, "version": v, "title": w.sentence(6, 12), "creator": w.name(),
