@@ -54,7 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = top.parse_known_args(argv)
     module = importlib.import_module(BENCHMARKS[args.name]) if args.name in BENCHMARKS else None
     options = argparse.ArgumentParser(f"python -m benchmarks {args.name}", parents=[common])
-    getattr(module, "add_arguments", lambda _: None)(options)
+    # A benchmark's OPTIONS: {flag: (type, default, default with --quick, help)}.
+    for flag, (kind, full, quick, text) in getattr(module, "OPTIONS", {}).items():
+        if kind is bool:
+            options.add_argument(flag, action="store_true", help=text)
+        else:
+            text += f" (default {full}; quick: {quick})"
+            options.add_argument(flag, type=kind, default=quick if args.quick else full, help=text)
     if args.help or not args.name:
         (options if module else top).print_help()
         return 0 if args.help else 2

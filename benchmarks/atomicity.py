@@ -21,16 +21,15 @@ COLUMNS = {"trials": "trials", "writes": "writes raced", "extra_creates": "extra
            "disordered_histories": "disordered histories",
            "wrong_final_states": "wrong final states",
            "anomalous_trials": "trials with an anomaly"}  # fmt: skip
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--trials", type=int, help="default 50 (quick: 5)")
-    parser.add_argument("--writers", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0)
+OPTIONS = {
+    "--trials": (int, 50, 5, "trials"),
+    "--writers": (int, 8, 8, "concurrent writers"),
+    "--seed": (int, 0, 0, "the races' seed"),
+}
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    trials = options.trials or (5 if args.quick else 50)
+    trials = options.trials
     found, rows = {}, []
     with (environment(fake_credentials()), MotoServer(atomic_dynamodb=False) as plain,
           MotoServer() as atomic, DynaliteServer() as dynalite):  # fmt: skip

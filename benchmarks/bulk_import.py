@@ -38,10 +38,7 @@ EXPORT_FILES = 10
 EXECUTION_TRANSITIONS = 8  # start, Plan, the Map state, the end, and their retries' margin
 CHILD_TRANSITIONS = 2  # a chunk's child (STANDARD): its Task and its end
 COMPONENTS = ("dynamodb", "s3 bodies", "lambda", "sqs", "s3 source GETs", "step functions")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--records", type=int, help="default 5,000 (quick: 500)")
+OPTIONS = {"--records": (int, 5000, 500, "records")}
 
 
 def run_import(endpoint: str, files: list[tuple[Path, int]], meter: Meter, tag: str) -> list:
@@ -115,7 +112,7 @@ def dollars_per_million(throughput: dict, units: dict[str, float]) -> dict[str, 
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    count = options.records or (500 if args.quick else 5000)
+    count = options.records
     records, warm = messages(count), messages(WARM_UP, offset=1)
     throughput: dict[tuple[bool, str], Throughput] = {}
     with Meter() as meter, tempfile.TemporaryDirectory() as scratch, MotoServer() as server:

@@ -25,11 +25,7 @@ from .pricing import Biller
 from .systems import new_store
 
 GOAL_WRITES_PER_ID = 1.1
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--messages", type=int, help="default 10,000 (quick: 1,000)")
-    parser.add_argument("--ids", type=int, default=100)
+OPTIONS = {"--messages": (int, 10_000, 1_000, "messages"), "--ids": (int, 100, 100, "ids")}
 
 
 def messages(count: int, ids: int, seed: int = 12) -> list[dict[str, Any]]:
@@ -85,7 +81,7 @@ def measure(bodies: list[dict[str, Any]], batch: int, coalesced: bool) -> dict[s
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    count = options.messages or (1_000 if args.quick else 10_000)
+    count = options.messages
     bodies = messages(count, options.ids)
     rows = []
     for batch in (10, 100):

@@ -20,6 +20,11 @@ POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
 KINDS = ("claim checks", "record_location bodies", "record_location bodies in parts")
 
 
+def repeat(item: str, size: int) -> str:
+    """A JSON list of `item` about `size` bytes long."""
+    return "[" + ",".join([item] * (size // (len(item) + 1))) + "]"
+
+
 def shapes(target: int) -> dict[str, str]:
     """JSON documents of about `target` bytes, by shape."""
     import random
@@ -36,18 +41,15 @@ def shapes(target: int) -> dict[str, str]:
             "identifiers": {"isbn": str(rng.randrange(10**12, 10**13)), "b": f"b{n}"},
         }
 
-    def repeat(item: str) -> str:
-        return "[" + ",".join([item] * (target // (len(item) + 1))) + "]"
-
     records = [catalogue(n) for n in range(target // 330)]
     return {
         "catalogue records": json.dumps(records),
         "one long text": json.dumps({"text": "x" * target}),
-        "integers": repeat("0"),
-        "floats": repeat("1.5"),
-        "empty objects": repeat("{}"),
-        "one-key objects": repeat('{"a":1}'),
-        "nested one-element lists": repeat("[[[1]]]"),
+        "integers": repeat("0", target),
+        "floats": repeat("1.5", target),
+        "empty objects": repeat("{}", target),
+        "one-key objects": repeat('{"a":1}', target),
+        "nested one-element lists": repeat("[[[1]]]", target),
     }
 
 
@@ -115,18 +117,11 @@ def batch(kind: str) -> dict[str, Any]:
     body_size = SPOOL_IN_MEMORY if kind == "record_location bodies" else 3 * SPOOL_IN_MEMORY // 2
     stamp = '"updated_at":"2026-01-01T00:00:00Z"'
     with local_stack() as stack:
-        s3, sqs = (
-            client("s3", stack.endpoint, stack.region),
-            client("sqs", stack.endpoint, stack.region),
-        )
+        s3, sqs = (client(name, stack.endpoint, stack.region) for name in ("s3", "sqs"))
         for n in range(10):
             key, attributes = f"{STAGING_PREFIX}bench/{kind}-{n}", {}
             if kind == "claim checks":  # the largest payload admitted, in the costliest shape
-                record = (
-                    "["
-                    + ",".join(["[[[1]]]"] * ((budget // JSON_PAYLOAD_EXPANSION - 1024) // 8))
-                    + "]"
-                )
+                record = repeat("[[[1]]]", budget // JSON_PAYLOAD_EXPANSION - 1024)
                 payload = f'{{"id":"budget-{n}",{stamp},"record":{record}}}'.encode()
                 pointer = {"s3BucketName": stack.staging_bucket, "s3Key": key}
                 body = json.dumps([POINTER_CLASS, pointer])

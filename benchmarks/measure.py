@@ -194,7 +194,7 @@ class Samples:
     @classmethod
     def build(cls, seed: int = workload.SEED) -> Samples:
         def pair(size: int, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-            first = workload.sample(f"{name}-sample", size, f"{seed}/{name}")
+            first = workload.make_record(f"{name}-sample", size, random.Random(f"{seed}/{name}"))
             return first, workload.revise(first, random.Random(f"{seed}/{name}/v2"), T2)
 
         return cls(small=pair(2 * workload.KB, "small"), large=pair(workload.MB, "large"))

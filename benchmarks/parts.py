@@ -27,10 +27,7 @@ WORDS = [
     for n in range(3000)
 ]
 OPERATIONS = ("create", "update JSON only", "update one part (OCR)", "read JSON + both parts")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ids", type=int, help="records (default 20, quick 3)")
+OPTIONS = {"--ids": (int, 20, 3, "records")}
 
 
 def catalogue_record(id: str, edit: int) -> dict[str, Any]:
@@ -76,7 +73,7 @@ def measure(systems: list[Any], ids: int) -> dict[str, dict[str, Bill]]:
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    ids = options.ids or (3 if args.quick else 20)
+    ids = options.ids
     with MotoServer() as server:
         # VHS with its defaults; pynamodb_mate with the scan and the OCR text as large
         # attributes (the JSON an ordinary one), with the clean-up flags of its documentation.

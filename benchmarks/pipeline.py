@@ -48,7 +48,8 @@ FLOOR_SERIAL = "raw floor, one call at a time"
 WRITES_VHS = "writes only: VHS store.put"
 WRITES_RAW = "writes only: raw PutItem"
 ORDER = (VHS, VHS_FLAT, FLOOR, FLOOR_SERIAL, WRITES_VHS, WRITES_RAW)
-SETTINGS = {False: (1000, 7, 3), True: (200, 3, 1)}  # by --quick: records, import runs, rounds
+SETTINGS = {False: (1000, 7), True: (200, 3)}  # by --quick: records, import runs
+OPTIONS = {"--rounds": (int, 3, 1, "rounds, each row the median run")}
 
 
 # Milliseconds per request, by botocore service id: published figures, sources in
@@ -117,26 +118,21 @@ class Meter:
             return None
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    def start(self) -> tuple[float, float | None, float, Counter[str]]:
-        with self._lock:
-            return time.perf_counter(), self._server(), time.process_time(), Counter(self.counts)
-
-    def stop(self, name: str, records: int, started: tuple[Any, ...]) -> Throughput:
-        wall, server, cpu, requests = started
-        now, seconds, mine = self._server(), time.perf_counter() - wall, time.process_time() - cpu
-        moto = None if server is None or now is None else now - server
-        with self._lock:
-            return Throughput(name, records, seconds, moto, mine, self.counts - requests)
-
     def timed(self, name: str, batches: list, each: Callable, size: Callable = len) -> list:
-        """`each(batch)` per batch, timed; the first batch is the warm-up."""
+        """`each(batch)` per batch, measured; the first batch is the warm-up."""
         results = []
-        for n, batch in enumerate(batches):
-            started = self.start()
+        for batch in batches:
+            with self._lock:
+                requests, server = Counter(self.counts), self._server()
+            wall, cpu = time.perf_counter(), time.process_time()
             each(batch)
-            if n:
-                results.append(self.stop(name, size(batch), started))
-        return results
+            seconds, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            now = self._server()
+            moto = None if server is None or now is None else now - server
+            with self._lock:
+                requests = self.counts - requests
+            results.append(Throughput(name, size(batch), seconds, moto, cpu, requests))
+        return results[1:]
 
 
 def messages(count: int, offset: int = 0) -> list[dict[str, Any]]:
@@ -292,8 +288,8 @@ def measure(records_count: int, rounds: int, progress: Progress) -> dict[tuple[b
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    records, import_runs, rounds = SETTINGS[args.quick]
-    runs = measure(records, options.rounds or rounds, progress)
+    records, import_runs = SETTINGS[args.quick]
+    runs = measure(records, options.rounds, progress)
     progress(f"cold-start import time, {import_runs} fresh interpreters")
     imports = import_times(import_runs)
     # The run of median wall time (of an even number, the faster middle one).
@@ -361,7 +357,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
     goal_rows = [[*g[:3], "met" if g[3] else "not met"] for g in goals]
     sections = {
         "pipeline": run_line("quick" if args.quick else "full", progress.elapsed)
-        + f" {records} records, median of {options.rounds or rounds} rounds; the ingest "
+        + f" {records} records, median of {options.rounds} rounds; the ingest "
         f"handler stores {min(CONCURRENCY, BATCH)} messages of a batch at a time.\n\n"
         + table(headers, rows, right=2),
         "pipeline.model": table(["quantity", "value"], model, right=1),
@@ -374,7 +370,3 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
     }
     data = {"runs": {f"{k[1]}, latency {k[0]}": v for k, v in runs.items()}, "imports_ms": imports}
     return Report(sections, data)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rounds", type=int, help="rounds (each row is the median run)")

@@ -30,28 +30,21 @@ AWS_GETITEM_MS = 5.0
 AWS_S3_GET_MS = 25.0
 VCPU_MB = 1769  # Lambda gives one full vCPU at 1,769 MB, proportionally less below
 MEMORIES_MB = (256, 512, 1024)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--reads", type=int, help="reads of each kind (default 400, quick 50)")
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    at = {q: round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
-          for q in (0.50, 0.95, 0.99)}  # fmt: skip
-    per_second = round(len(samples) / sum(samples), 1)
-    return {"p50_ms": at[0.50], "p95_ms": at[0.95], "p99_ms": at[0.99], "per_second": per_second}
+OPTIONS = {"--reads": (int, 400, 50, "reads of each kind")}
 
 
 def timed(count: int, call: Callable[[], Any]) -> dict[str, float]:
+    """Requests per second and latency percentiles of `count` calls."""
     call()  # warm: connections, caches, the handler's cold start
     samples = []
     for _ in range(count):
         start = time.perf_counter()
         call()
         samples.append(time.perf_counter() - start)
-    return percentiles(samples)
+    ordered = sorted(samples)
+    found = {f"p{q}_ms": round(ordered[min(count - 1, q * count // 100)] * 1000, 2)
+             for q in (50, 95, 99)}  # fmt: skip
+    return found | {"per_second": round(count / sum(samples), 1)}
 
 
 class Client:
@@ -82,11 +75,8 @@ def measure(reads: int) -> dict[str, Any]:
         store.put("small", SMALL, updated_at=T)
         store.put("large", LARGE, updated_at=T, content_type="application/octet-stream")
         etag = f'"{store.locate("small").content_hash}"'
-        consumer, dynamodb, handler = (
-            Client(api.url, stack.region),
-            client("dynamodb", stack.endpoint),
-            api.handler,
-        )
+        consumer, dynamodb = Client(api.url, stack.region), client("dynamodb", stack.endpoint)
+        handler = api.handler
         assert handler is not None, "the read API did not start"
 
         def in_process(target: str, headers: dict[str, str] | None) -> Callable[[], Any]:
@@ -142,7 +132,7 @@ def costs(rows: dict[str, Any]) -> list[list[str]]:
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    reads = options.reads or (50 if args.quick else 400)
+    reads = options.reads
     rows = measure(reads)
 
     def cells(p: dict[str, float] | None) -> list[Any]:

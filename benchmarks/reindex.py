@@ -25,10 +25,7 @@ from .common import Progress, Report, now, table
 from .pricing import PRICES, item_size, read_units
 from .systems import new_store
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--records", type=int, help="default 3,000 (quick: 300)")
-    parser.add_argument("--segments", type=int, default=4)
+OPTIONS = {"--records": (int, 3000, 300, "records"), "--segments": (int, 4, 4, "segments")}
 
 
 def measure(records: int, segments: int, rate: float | None) -> dict[str, Any]:
@@ -95,7 +92,7 @@ def aws_cost_per_million(measured: dict[str, Any]) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    records = options.records or (300 if args.quick else 3000)
+    records = options.records
     # The bound holds: 2 segments at 100 records/s each, under what the worker can do.
     plan = [(records, options.segments, None), (records, 1, None), (min(records, 1000), 2, 100.0)]
     rows = []

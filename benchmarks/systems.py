@@ -1,9 +1,6 @@
-"""Every system the benchmarks measure, each with a table and bucket of its own (described in
-docs/benchmarks.md): VHS, pynamodb_mate's LargeAttributeMixin as its documentation shows it, a
-baseline written from Wellcome Collection's 2018 VersionedHybridStore, the raw request floor,
-and VHS's own requests replayed with bare boto3 calls (a diagnostic). `put` says what the
-system did ("stored", "unchanged", "stale"...); `exists` tells a peer with separate create and
-update calls which to use, for free, where a real caller would need a read."""
+"""Every system the benchmarks measure, each with a table and bucket of its own, as
+docs/benchmarks.md describes them. `put` says what the system did ("stored", "unchanged",
+"stale"...); `exists` tells a peer with separate create and update calls which to use."""
 
 from __future__ import annotations
 
@@ -84,10 +81,12 @@ class OwnTableAndBucket:
     def table_definition(self, table: str) -> dict[str, Any]:
         raise NotImplementedError
 
+    def delete(self, id: str, deleted_at: datetime) -> None:
+        self.dynamodb.delete_item(TableName=self.table, Key={"id": {"S": id}})
+
 
 class VhsSystem:
-    """The store under test with its defaults (8 KB inline threshold, 5 retained versions,
-    strongly consistent reads, delta history unless `delta_history` is False)."""
+    """The store under test with its defaults (delta history unless `delta_history` is False)."""
 
     def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, table: str, name: str = "VHS",
                  delta_history: bool = True) -> None:  # fmt: skip
@@ -143,10 +142,8 @@ def pynamodb_model(table: str, endpoint: str, large: tuple[str, ...], **plain: A
 
 
 class PynamodbMateStore:
-    """Create: HEAD, PUT if new, PutItem; update: HEAD, PUT if new, GetItem, UpdateItem,
-    DeleteObjects of the old body; read: an eventually consistent GetItem and a GET. No
-    ordering: a stale put is applied like any update. `large`: its large attributes; with other
-    parts than the body, the JSON is an ordinary attribute, `record`."""
+    """`large`: its large attributes; with other parts than the body, the JSON is an ordinary
+    attribute, `record`."""
 
     name = "pynamodb_mate"
 
@@ -191,10 +188,7 @@ class PynamodbMateStore:
 
 
 class Wellcome2018Store(OwnTableAndBucket):
-    """GetItem the row; if there is one, GET the old body and compare (same bytes: done); PUT
-    the body to `{shard}/{id}/{hash}` (CRC-32 standing in for MurmurHash3); PutItem with
-    `attribute_not_exists(id) OR version < :v` (the caller's `updated_at`, in microseconds).
-    Reads: eventually consistent GetItem + GET. A delete (not in the original): one DeleteItem."""
+    """CRC-32 stands in for the original's MurmurHash3; the version is `updated_at` in µs."""
 
     name = "Wellcome 2018"
 
@@ -223,15 +217,8 @@ class Wellcome2018Store(OwnTableAndBucket):
     def get(self, id: str) -> bytes:
         return self._body(self._row(id) or {})
 
-    def delete(self, id: str, deleted_at: datetime) -> None:
-        self.dynamodb.delete_item(TableName=self.table, Key={"id": {"S": id}})
-
 
 class RawFloor(OwnTableAndBucket):
-    """The fewest boto3 calls: a small put 1 PutItem with the body inline, a large one 1
-    PutObject + 1 PutItem, every put with the ordering condition; a read 1 GetItem (+1
-    GetObject); a delete 1 DeleteItem. Not a store: the yardstick."""
-
     name = "raw floor"
     INLINE_LIMIT = 350 * 1024  # below DynamoDB's 400 KB item limit with room to spare
 
@@ -258,15 +245,10 @@ class RawFloor(OwnTableAndBucket):
             return bytes(item["b"]["B"])
         return self.s3.get_object(Bucket=self.bucket, Key=item["k"]["S"])["Body"].read()
 
-    def delete(self, id: str, deleted_at: datetime) -> None:
-        self.dynamodb.delete_item(TableName=self.table, Key={"id": {"S": id}})
-
 
 class RawVhsRequests:
-    """Each round runs the operation through a VHS store of its own (untimed), records every
-    request it sends with its parameters, and replays them on its own table and bucket: the
-    set-up's untimed, the operation's timed. VHS ÷ this is VHS's client code; this ÷ the raw
-    floor is VHS's request shapes on this server."""
+    """Each round runs the operation through a VHS store of its own, untimed, recording every
+    request it sends; the timed action replays them on this system's own table and bucket."""
 
     name = "raw, VHS's requests"
 

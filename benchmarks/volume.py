@@ -30,15 +30,13 @@ VHS = [sys.executable, "-m", "vhs.cli"]
 SEED = 17
 GOAL = 0.8  # the 100,000-message rate is at least 0.8x the 1,000-message rate
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--messages", type=int, help="default 100,000 (quick: 2,000)")
-    parser.add_argument("--baseline", type=int, help="default 1,000 (quick: 200)")
-    help = "also run the stack as it was, for so long (default 600; quick: no)"
-    parser.add_argument("--before", type=float, metavar="SECONDS", help=help)
-    parser.add_argument("--scaling-only", action="store_true")
-    parser.add_argument("--no-scaling", action="store_true")
+OPTIONS = {
+    "--messages": (int, 100_000, 2_000, "messages"),
+    "--baseline": (int, 1_000, 200, "messages of the run to compare with"),
+    "--before": (float, 600, None, "seconds to run the stack as it was, too"),
+    "--scaling-only": (bool, False, False, "only the long-running commands' scaling"),
+    "--no-scaling": (bool, False, False, "no scaling"),
+}
 
 
 def stamp(seconds: int) -> str:
@@ -222,9 +220,7 @@ def scaling(work: Path, factors: Sequence[int]) -> dict[str, list[float]]:
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    count = options.messages or (2_000 if args.quick else 100_000)
-    baseline = options.baseline or (200 if args.quick else 1_000)
-    before = options.before if options.before is not None else (None if args.quick else 600)
+    count, baseline, before = options.messages, options.baseline, options.before
     result: dict[str, Any] = {}
     sections = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -153,10 +153,6 @@ _CORE_TAGS = ("100", "245", "260", "300", "520")
 _FILL_TAGS = ("500", "650", "700", "500", "650")
 
 
-def _json_len(value: Any) -> int:
-    return len(canonical(value))
-
-
 def make_record(id: str, target: int, rng: random.Random) -> dict[str, Any]:
     """A catalogue record whose canonical JSON is at most `target` bytes and close to it
     (never smaller than the core fields, about 800 bytes)."""
@@ -169,7 +165,7 @@ def make_record(id: str, target: int, rng: random.Random) -> dict[str, Any]:
         "items": [w.item()],
         "modified": EPOCH.isoformat(),
     }
-    size = _json_len(record)
+    size = len(canonical(record))
     # Small and medium records grow by fields and items; large ones (archives) by components.
     grow: Iterator[tuple[str, Any]]
     if target > 512 * KB:
@@ -181,7 +177,7 @@ def make_record(id: str, target: int, rng: random.Random) -> dict[str, Any]:
             for n in itertools.count()
         )
     for key, element in grow:
-        added = _json_len(element) + 1
+        added = len(canonical(element)) + 1
         if size + added > target:
             break
         record[key].append(element)
@@ -232,13 +228,8 @@ def size_mix(count: int, seed: int = SEED) -> list[Body]:
     for n, (size_class, target) in enumerate(plan):
         id = f"b{seed % 1000:03d}{n:06d}"
         record = make_record(id, target, random.Random(f"{seed}/{n}"))
-        bodies.append(Body(id, record, _json_len(record), size_class))
+        bodies.append(Body(id, record, len(canonical(record)), size_class))
     return bodies
-
-
-def sample(id: str, target: int, seed: str) -> dict[str, Any]:
-    """One record of about `target` bytes, reproducible from `seed`."""
-    return make_record(id, target, random.Random(seed))
 
 
 def timestamp(day: int, second: int = 0) -> datetime:

@@ -119,9 +119,11 @@ class InProcessServer:
         return s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
 
     @classmethod
-    def drop_bucket(cls, name: str) -> None:
-        """Drop a bucket, disposing of its objects as moto's reset does (else it warns)."""
+    def drop_store(cls, name: str, dynamodb: Any) -> None:
+        """Drop the table and the bucket `name`, disposing of its objects as moto's reset does
+        (else it warns)."""
         bucket = cls.s3_backend().buckets.pop(name)
         for key in bucket.keys.values():
             key.dispose()
         bucket.keys.clear()
+        dynamodb.delete_table(TableName=name)

@@ -28,30 +28,22 @@ from ..systems import new_store
 from .child import CLOCK_AHEAD, InProcessServer, collect
 from .dataset import ORPHAN_SHARE, Dataset, Record, bodies, build, populate, seed_objects
 
-SIZES = {False: (10_000, 100_000), True: (2_000, 10_000)}  # by --quick
-HOT_ORPHANS = {False: 5_600, True: 1_500}
+OPTIONS = {
+    "--sizes": (str, "10000,100000", "2000,10000", "object counts, comma-separated"),
+    "--orphans": (float, ORPHAN_SHARE, ORPHAN_SHARE, "orphans' share"),
+    "--hot": (int, 5_600, 1_500, "orphans of the hot id (0: none)"),
+    "--hot-only": (bool, False, False, "the hot id alone"),
+}
 HOT_ID = "b9999999-hot"
 MARGIN = 60.0  # how far past a condemnation's expiry the next pass's clock is
 SPARE_PASSES = 3
 BUDGET_SECONDS = resources.GC.function_timeout_seconds - RESERVE_MS / 1000  # one invocation
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sizes", help="object counts, comma-separated")
-    parser.add_argument("--orphans", type=float, default=ORPHAN_SHARE, help="orphans' share")
-    parser.add_argument("--hot", type=int, metavar="N", help="orphans of the hot id (0: none)")
-    parser.add_argument("--hot-only", action="store_true", help="the hot id alone")
-
-
 def new_collectable_store(server: InProcessServer, name: str) -> tuple[Any, Any]:
     dynamodb = client("dynamodb", server.endpoint)
     # inline_threshold 0: every body goes to S3, so there is something to collect.
     return new_store(client("s3", server.endpoint), dynamodb, name, inline_threshold=0), dynamodb
-
-
-def drop(name: str, dynamodb: Any) -> None:
-    InProcessServer.drop_bucket(name)
-    dynamodb.delete_table(TableName=name)
 
 
 def measure_size(server: InProcessServer, objects: int, share: float, progress: Progress) -> dict:
@@ -70,7 +62,7 @@ def measure_size(server: InProcessServer, objects: int, share: float, progress: 
     problems += check_report(dataset, real["report"], dry_run=False)
     problems += check_after(dataset, store)
     gc.unfreeze()
-    drop(name, dynamodb)
+    InProcessServer.drop_store(name, dynamodb)
     return {"objects": objects, "orphans": dataset.orphans, "kinds": dataset.kinds, "dry": dry,
             "real": real, "problems": problems}  # fmt: skip
 
@@ -161,7 +153,7 @@ def measure_hot_id(server: InProcessServer, orphans: int, progress: Progress) ->
     if store.get(HOT_ID).body != current.data:
         problems.append("hot id: its current version reads back wrong")
     hot["problems"] = problems
-    drop("vhs-gc-hot", dynamodb)
+    InProcessServer.drop_store("vhs-gc-hot", dynamodb)
     return hot
 
 
@@ -248,9 +240,8 @@ def hot_figures(hot: dict[str, Any], budget: float) -> str:
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    sizes = [int(s) for s in options.sizes.split(",")] if options.sizes else SIZES[args.quick]
-    sizes = [] if options.hot_only else sizes
-    orphans = HOT_ORPHANS[args.quick] if options.hot is None else options.hot
+    sizes = [] if options.hot_only else [int(s) for s in options.sizes.split(",")]
+    orphans = options.hot
     results, baseline, hot = [], {}, None
     with InProcessServer() as server:
         if sizes:

@@ -9,11 +9,11 @@ import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from vhs.codec import Body, encode_record
 from vhs.item import CURRENT, HISTORY, ID, VERSION, entry_to_dynamo
+from vhs.keys import body_metadata
 from vhs.model import Entry
 from vhs.ordering import parse_timestamp
 
@@ -35,8 +35,7 @@ class Record:
     via_api: bool = False
 
     def stamp(self, version: int) -> str:
-        at = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(minutes=version)
-        return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return workload.timestamp(0, 60 * version).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -146,7 +145,6 @@ def seed_objects(records: list[Record], store: Any) -> None:
     backend = InProcessServer.s3_backend()
     bucket = backend.get_bucket(store.bucket_name)
     for record in records:
-        encoded_id = base64.urlsafe_b64encode(record.id.encode()).decode()
         uploads = list(enumerate(record.bodies, start=1))
         uploads += [(len(record.bodies) + 1, b) for b in record.crashed]
         for version, body in uploads:
@@ -156,13 +154,9 @@ def seed_objects(records: list[Record], store: Any) -> None:
                 body.data,
                 checksum_value=base64.b64encode(bytes.fromhex(body.sha256)).decode(),
             )
-            key.set_metadata(
-                {
-                    "Content-Type": body.content_type,
-                    "x-amz-meta-vhs-id": encoded_id,
-                    "x-amz-meta-vhs-updated-at": record.stamp(version),
-                }
-            )
+            metadata = body_metadata(record.id, record.stamp(version))
+            metadata = {f"x-amz-meta-{name}": value for name, value in metadata.items()}
+            key.set_metadata({"Content-Type": body.content_type, **metadata})
             key.set_acl(bucket.acl)
 
 
