@@ -65,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         (options if module else top).print_help()
         return 0 if args.help else 2
     if args.name == "all":
-        flags = [*(["--write", args.write] if args.write else []), *rest]
-        flags += ["--quick"] * args.quick + ["--json"] * args.json
+        flags = [arg for arg in argv if arg != "all"]
         command = [sys.executable, "-m", "benchmarks"]
         failed = [n for n in ALL if subprocess.run([*command, n, *flags], cwd=ROOT).returncode]
         print(f"failed: {', '.join(failed)}" if failed else "all done", file=sys.stderr)

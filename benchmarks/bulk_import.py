@@ -13,21 +13,12 @@ from vhs import resources
 from vhs.cli.importer import open_run
 from vhs.ingest.bulk import CsvMapping
 from vhs.ingest.ingestor import Ingestor
-from vhs.local.stack import LocalStack, MotoServer, client
-from vhs.store import VersionedHybridStore
+from vhs.local.stack import MotoServer, client
 
 from .common import Progress, Report, run_line, table
-from .pipeline import (
-    DELAYS,
-    MAX_WAITING,
-    VHS,
-    WARM_UP,
-    Meter,
-    Throughput,
-    messages,
-    run_vhs,
-)
+from .pipeline import DELAYS, MAX_WAITING, VHS, WARM_UP, Meter, Throughput, messages, run_vhs
 from .pricing import PRICES, item_size, read_units, write_units
+from .systems import new_store
 
 IMPORT = "vhs import"
 QUEUE = "vhs send + pipeline"
@@ -43,11 +34,7 @@ OPTIONS = {"--records": (int, 5000, 500, "records")}
 
 def run_import(endpoint: str, files: list[tuple[Path, int]], meter: Meter, tag: str) -> list:
     """`vhs import` of each file (the first is the warm-up) into a fresh local store."""
-    stack = LocalStack(endpoint, table_name=f"imp-{tag}", bucket_name=f"imp-bodies-{tag}",
-                       pipeline=False).provision()  # fmt: skip
-    store = VersionedHybridStore(stack.table_name, stack.bucket_name,
-                                 s3_client=client("s3", endpoint),
-                                 dynamodb_client=client("dynamodb", endpoint))  # fmt: skip
+    store = new_store(client("s3", endpoint), client("dynamodb", endpoint), f"imp-{tag}")
     ingestor = Ingestor(store, sqs_client=None, dlq_url="", staging=None)
 
     def one(file: Path) -> None:

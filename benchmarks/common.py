@@ -54,6 +54,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: int = 0)
     return "\n".join([line(headers), line(align), *(line(r) for r in rows)])
 
 
+def goals_table(goals: Sequence[Sequence[Any]]) -> str:
+    rows = [[*goal[:3], "met" if goal[3] else "not met"] for goal in goals]
+    return table(["goal", "target", "measured", ""], rows)
+
+
 def now() -> str:
     return f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
 
@@ -93,18 +98,15 @@ def peak_rss_mb(pid: int | str = "self") -> float:
     return int(re.search(r"VmHWM:\s+(\d+)", status)[1]) / 1024  # type: ignore[index]
 
 
-def replace_section(text: str, name: str, body: str) -> str:
-    """`text` with the figures of section `name` replaced (appended if it has none)."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    new = f"{start}\n{body.strip(chr(10))}\n{end}"
-    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.DOTALL)
-    if pattern.search(text):
-        return pattern.sub(lambda _: new, text, count=1)
-    return (text.rstrip("\n") + "\n\n" if text else "") + new + "\n"
-
-
 def write_sections(path: str | Path, sections: dict[str, str]) -> None:
+    """Replace the figures of each section in `path` (appended where it has none)."""
     text = Path(path).read_text() if Path(path).exists() else ""
     for name, body in sections.items():
-        text = replace_section(text, name, body)
+        start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+        new = f"{start}\n{body.strip(chr(10))}\n{end}"
+        pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.DOTALL)
+        if pattern.search(text):
+            text = pattern.sub(lambda _, new=new: new, text, count=1)
+        else:
+            text = (text.rstrip("\n") + "\n\n" if text else "") + new + "\n"
     Path(path).write_text(text)

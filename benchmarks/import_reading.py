@@ -29,7 +29,6 @@ def csv_block(start: int) -> bytes:
 
 
 def fill(path: Path, head: bytes, block: Any, size: int) -> None:
-    """`head`, then blocks of whole lines up to `size` bytes."""
     with path.open("wb") as out:
         out.write(head)
         written, start = len(head), 0

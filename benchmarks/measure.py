@@ -29,7 +29,6 @@ T1, T2, T3 = workload.timestamp(1), workload.timestamp(2), workload.timestamp(3)
 
 
 def combine(bills: Sequence[Bill]) -> Bill:
-    """One bill for many: requests, units and operations added up."""
     requests = sum((Counter(b.requests) for b in bills), Counter())
     units = sum(b.write_units for b in bills), sum(b.read_units for b in bills)
     return Bill(dict(requests), *units, operations=sum(b.operations for b in bills))

@@ -30,7 +30,7 @@ from vhs.local.stack import LocalStack, MotoServer, client
 from vhs.operator.producer import Producer
 
 from . import workload
-from .common import Progress, Report, run_line, table
+from .common import Progress, Report, goals_table, run_line, table
 from .systems import new_store, plain_table, put_if
 
 LATENCY_GOAL = 0.9  # with injected latency, at least this x the equal-concurrency floor
@@ -74,7 +74,6 @@ class Throughput:
         return self.requests[service] / self.records
 
     def cpu_ms(self, cpu: float | None, per: int = 1) -> float:
-        """CPU milliseconds per `per` records."""
         return float("nan") if cpu is None else cpu / self.records * per * 1000
 
 
@@ -299,10 +298,8 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
         return t[on, name].per_second / t[on, floor].per_second
 
     def spread(on: bool, name: str, floor: str = FLOOR) -> str:
-        each = [
-            a.per_second / b.per_second
-            for a, b in zip(runs[on, name], runs[on, floor], strict=True)
-        ]
+        pairs = zip(runs[on, name], runs[on, floor], strict=True)
+        each = [a.per_second / b.per_second for a, b in pairs]
         rounds = f" (rounds: {', '.join(f'{r:.2f}' for r in each)})" if len(each) > 1 else ""
         return f"{ratio(on, name, floor):.2f}x{rounds}"
 
@@ -334,6 +331,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
         ["... with delta history off", f"{floor / flat:.2f}x"],
         ["(d + s) / (2d + s) ≥ 0.9 needs d ≤ s / 8", f"{s / 8:.1f} ms"],
     ]
+    per_batch = ["with latency", "ms per batch", "moto CPU ms per batch", "client CPU ms per batch"]
     measured = [
         [name, f"{BATCH * 1000 / t[True, name].per_second:.0f}",
          f"{t[True, name].cpu_ms(t[True, name].server_cpu, BATCH):.0f}",
@@ -354,19 +352,14 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
          f"{median_import:.0f} ms ({', '.join(f'{ms:.0f}' for ms in imports)})",
          median_import <= IMPORT_GOAL_MS],
     ]  # fmt: skip
-    goal_rows = [[*g[:3], "met" if g[3] else "not met"] for g in goals]
     sections = {
         "pipeline": run_line("quick" if args.quick else "full", progress.elapsed)
         + f" {records} records, median of {options.rounds} rounds; the ingest "
         f"handler stores {min(CONCURRENCY, BATCH)} messages of a batch at a time.\n\n"
         + table(headers, rows, right=2),
         "pipeline.model": table(["quantity", "value"], model, right=1),
-        "pipeline.measured": table(
-            ["with latency", "ms per batch", "moto CPU ms per batch", "client CPU ms per batch"],
-            measured,
-            right=1,
-        ),
-        "pipeline.goals": table(["goal", "target", "measured", ""], goal_rows),
+        "pipeline.measured": table(per_batch, measured, right=1),
+        "pipeline.goals": goals_table(goals),
     }
     data = {"runs": {f"{k[1]}, latency {k[0]}": v for k, v in runs.items()}, "imports_ms": imports}
     return Report(sections, data)

@@ -100,21 +100,13 @@ class Bill:
         return s3 + dynamodb / 1e6
 
     def per_million(self) -> float:
-        """Dollars per million of the logical operations this bill covers."""
         return self.dollars() / self.operations * 1e6
 
     def per_operation(self, name: str) -> float:
         return self.requests.get(name, 0) / self.operations
 
 
-def storage_dollars(dynamodb_gb: float, s3_gb: float) -> float:
-    """Dollars per month for holding `dynamodb_gb` in DynamoDB and `s3_gb` in S3."""
-    p = PRICES
-    return dynamodb_gb * p.dynamodb_storage_per_gb_month + s3_gb * p.s3_storage_per_gb_month
-
-
 def price_rows() -> list[tuple[str, str, str]]:
-    """The price table as (item, price, rule) rows for the report."""
     p = PRICES
     return [
         ("S3 PUT, COPY, POST, LIST (incl. multipart parts)",

@@ -34,7 +34,6 @@ OPTIONS = {"--reads": (int, 400, 50, "reads of each kind")}
 
 
 def timed(count: int, call: Callable[[], Any]) -> dict[str, float]:
-    """Requests per second and latency percentiles of `count` calls."""
     call()  # warm: connections, caches, the handler's cold start
     samples = []
     for _ in range(count):

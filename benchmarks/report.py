@@ -39,7 +39,9 @@ class StorageResult:
 
     def dollars(self, system: str) -> float:
         """$ per month for a million records held as the mix's are."""
-        return pricing.storage_dollars(*self.after[system].gb_month(self.records)) * 1e6
+        dynamodb, s3 = self.after[system].gb_month(self.records)
+        p = pricing.PRICES
+        return (dynamodb * p.dynamodb_storage_per_gb_month + s3 * p.s3_storage_per_gb_month) * 1e6
 
 
 def _count(n: float) -> str:

@@ -100,7 +100,6 @@ class VhsSystem:
         return str(self.store.put(id, record, updated_at=updated_at, parts=parts).outcome)
 
     def get(self, id: str) -> bytes:
-        """The record's body, then its parts' (if any)."""
         record = self.store.get(id)
         return b"".join([record.body, *(record.part(name) for name in record.parts)])
 

@@ -30,6 +30,8 @@ VHS = [sys.executable, "-m", "vhs.cli"]
 SEED = 17
 GOAL = 0.8  # the 100,000-message rate is at least 0.8x the 1,000-message rate
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+# Record sizes: (cumulative share, bytes from, to): 0.2 % of 300-400 KB, 3 % of 20-100 KB.
+PAYLOADS = ((0.002, 300_000, 400_000), (0.032, 20_000, 100_000), (1.0, 600, 1_400))
 OPTIONS = {
     "--messages": (int, 100_000, 2_000, "messages"),
     "--baseline": (int, 1_000, 200, "messages of the run to compare with"),
@@ -43,13 +45,12 @@ def stamp(seconds: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def dataset(count: int, path: Path, seed: int = SEED) -> dict[str, Any]:
+def dataset(count: int, path: Path) -> dict[str, Any]:
     """Write `count` messages to `path`; what a complete run must then hold."""
-    rng = random.Random(seed)
+    rng = random.Random(SEED)
     lines: list[str] = []
     latest: dict[str, int] = {}  # id -> the updated_at (seconds) of its latest version
-    invalid = 0
-    n_id = 0
+    invalid = n_id = 0
     while len(lines) < count:
         if rng.random() < 0.05:  # one in 20 draws, against about 5 versions per id: 1 %
             body = {"id": f"bad-{len(lines)}", "updated_at": "2026-01-01T00:00:00", "record": {}}
@@ -59,13 +60,8 @@ def dataset(count: int, path: Path, seed: int = SEED) -> dict[str, Any]:
         record_id = f"rec-{n_id:06d}"
         n_id += 1
         for version in range(min(rng.randint(3, 7), count - len(lines))):
-            size = rng.random()
-            if size < 0.002:
-                payload = rng.randint(300_000, 400_000)
-            elif size < 0.032:
-                payload = rng.randint(20_000, 100_000)
-            else:
-                payload = rng.randint(600, 1_400)
+            draw = rng.random()
+            payload = next(rng.randint(low, high) for share, low, high in PAYLOADS if draw < share)
             at = T0 + version * 60
             record = {"title": f"{record_id} v{version}", "text": "x" * payload}
             lines.append(json.dumps({"id": record_id, "updated_at": stamp(at), "record": record}))

@@ -65,8 +65,6 @@ _SUBJECT_FORMS = ["History", "Early works", "Sources", "Biography", "Pictorial w
 
 @dataclass(frozen=True)
 class Body:
-    """One record of the workload: its id, its JSON value and the canonical size."""
-
     id: str
     record: dict[str, Any]
     size: int

@@ -214,7 +214,7 @@ def sizes_figures(results: list[dict[str, Any]], baseline: dict[str, Any], run: 
     ])  # fmt: skip
 
 
-def hot_figures(hot: dict[str, Any], budget: float) -> str:
+def hot_figures(hot: dict[str, Any]) -> str:
     names = operations(hot["requests"])
     rows = [
         [str(n), f"{p['report']['orphaned']:,}", f"{p['report']['deleted']:,}", f"{p['left']:,}",
@@ -228,9 +228,9 @@ def hot_figures(hot: dict[str, Any], budget: float) -> str:
                  f"largest {largest:,} ({largest / ITEM_LIMIT:.1%} of 400 KB)", ""])  # fmt: skip
     headers = ["Pass", "Orphans found", "Deleted", "Orphans left", "Seconds", *names,
                "Item after the pass (bytes)", "Bodies condemned"]  # fmt: skip
-    expiry = hot["passes"][0]["expiry"] + 60
+    expiry = hot["passes"][0]["expiry"] + MARGIN
     return "\n\n".join([
-        f"{hot['orphans']:,} orphans of one id; the GC Lambda's budget {budget:.0f} s an "
+        f"{hot['orphans']:,} orphans of one id; the GC Lambda's budget {BUDGET_SECONDS:.0f} s an "
         f"invocation; item uncondemned {hot['item_before']:,} bytes; a condemnation names "
         f"{MAX_CONDEMNED:,} more bodies at a time (`vhs.item.MAX_CONDEMNED`) and holds at most "
         f"{MAX_CONDEMNED_HELD:,} (`vhs.item.CONDEMNATION_BYTES` = {CONDEMNATION_BYTES:,} "
@@ -255,6 +255,6 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
     if results:
         sections["gc"] = sizes_figures(results, baseline, run_line(mode, progress.elapsed))
     if hot:
-        sections["gc.hot"] = hot_figures(hot, BUDGET_SECONDS)
+        sections["gc.hot"] = hot_figures(hot)
     data = {"sizes": results, "baseline": baseline, "hot": hot}
     return Report(sections, data, problems=problems)
