@@ -11,18 +11,14 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import boto3
-import moto
-
 from vhs import settings
 from vhs.ingest.batch import ingest_batch
 from vhs.local.invoke import load_handler
 from vhs.local.stack import DEFAULT_REGION
-from vhs_testing.backends import atomic_inprocess_dynamodb
+from vhs_testing.backends import open_backend
 
 from .common import Progress, Report, goals_table, now, table
 from .pricing import Biller
-from .systems import new_store
 
 GOAL_WRITES_PER_ID = 1.1
 OPTIONS = {"--messages": (int, 10_000, 1_000, "messages"), "--ids": (int, 100, 100, "ids")}
@@ -42,14 +38,11 @@ def messages(count: int, ids: int, seed: int = 12) -> list[dict[str, Any]]:
 
 
 def measure(bodies: list[dict[str, Any]], batch: int, coalesced: bool) -> dict[str, Any]:
-    with moto.mock_aws(), atomic_inprocess_dynamodb():
-        s3, sqs, dynamodb = (boto3.client(name, region_name=DEFAULT_REGION)
-                             for name in ("s3", "sqs", "dynamodb"))  # fmt: skip
-        new_store(s3, dynamodb, "records")
+    with open_backend("inprocess", None) as backend:  # moto in-process, atomic as DynamoDB is
         os.environ |= {
-            settings.TABLE_NAME: "records",
-            settings.BUCKET_NAME: "records",
-            settings.DLQ_URL: sqs.create_queue(QueueName="dlq")["QueueUrl"],
+            settings.TABLE_NAME: backend.table_name,
+            settings.BUCKET_NAME: backend.bucket_name,
+            settings.DLQ_URL: backend.new_client("sqs").create_queue(QueueName="dlq")["QueueUrl"],
             "AWS_DEFAULT_REGION": DEFAULT_REGION,
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_LOG_LEVEL": "ERROR",
@@ -59,8 +52,7 @@ def measure(bodies: list[dict[str, Any]], batch: int, coalesced: bool) -> dict[s
         handler.reset()
         handler.logger.setLevel("ERROR")  # imported before the environment above was set
         worker = handler.ingestor()
-        probe = boto3.client("dynamodb", region_name=DEFAULT_REGION)
-        biller = Biller(probe, [worker.s3], [worker.store.index.dynamodb])
+        biller = Biller(backend.new_client("dynamodb"), [worker.s3], [worker.store.index.dynamodb])
         distinct = 0
         with biller.bill(operations=len(bodies)) as bill:
             for start in range(0, len(bodies), batch):

@@ -110,6 +110,7 @@ def batch(kind: str) -> dict[str, Any]:
     from vhs.ingest.budget import JSON_PAYLOAD_EXPANSION, SPOOL_IN_MEMORY, Budgets
     from vhs.local.sqs_source import lambda_record
     from vhs.local.stack import client, local_stack
+    from vhs.operator.dlq import queue_depth
     from vhs.resources import STAGING_PREFIX
 
     memory_mb, budget = 1024, Budgets.of_this_function().memory.total
@@ -148,9 +149,7 @@ def batch(kind: str) -> dict[str, Any]:
                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb),
                "POWERTOOLS_TRACE_DISABLED": "true"}  # fmt: skip
         result = run_child(__name__, kind, stdin=json.dumps(records), env=env, timeout=900)
-        dlq = sqs.get_queue_attributes(QueueUrl=env[settings.DLQ_URL],
-                                       AttributeNames=["ApproximateNumberOfMessages"])  # fmt: skip
-    letters = int(dlq["Attributes"]["ApproximateNumberOfMessages"])
+        letters = queue_depth(sqs, env[settings.DLQ_URL]).visible
     return {**result, "function_memory_mb": memory_mb, "dead_lettered": letters}
 
 

@@ -106,25 +106,24 @@ class Bill:
         return self.requests.get(name, 0) / self.operations
 
 
-def price_rows() -> list[tuple[str, str, str]]:
-    p = PRICES
-    return [
-        ("S3 PUT, COPY, POST, LIST (incl. multipart parts)",
-         f"${p.s3_put_per_million:.2f} per million", "per request"),
-        ("S3 GET, HEAD", f"${p.s3_get_per_million:.2f} per million", "per request"),
-        ("S3 DELETE, DeleteObjects, AbortMultipartUpload", "free",
-         "DeleteObjects (a POST) counted as a DELETE: favours pynamodb_mate, its only user"),
-        ("DynamoDB write unit", f"${p.dynamodb_write_unit_per_million:.3f} per million",
-         "1 per started KB of the larger of the item before and after, min 1; a failed "
-         "condition is charged on the existing item; transactions x2"),
-        ("DynamoDB read unit", f"${p.dynamodb_read_unit_per_million:.3f} per million",
-         "1 per started 4 KB of the whole item (projections do not reduce it), min 1 even for "
-         "no item; eventually consistent x0.5"),
-        ("DynamoDB storage", f"${p.dynamodb_storage_per_gb_month:.3f} per GB-month",
-         f"item size + {DYNAMODB_ITEM_OVERHEAD} bytes of overhead per item"),
-        ("S3 storage (Standard)", f"${p.s3_storage_per_gb_month:.3f} per GB-month",
-         "object bytes"),
-    ]  # fmt: skip
+# The store benchmark's price table: item, price, rule.
+PRICE_ROWS = [
+    ("S3 PUT, COPY, POST, LIST (incl. multipart parts)",
+     f"${PRICES.s3_put_per_million:.2f} per million", "per request"),
+    ("S3 GET, HEAD", f"${PRICES.s3_get_per_million:.2f} per million", "per request"),
+    ("S3 DELETE, DeleteObjects, AbortMultipartUpload", "free",
+     "DeleteObjects (a POST) counted as a DELETE: favours pynamodb_mate, its only user"),
+    ("DynamoDB write unit", f"${PRICES.dynamodb_write_unit_per_million:.3f} per million",
+     "1 per started KB of the larger of the item before and after, min 1; a failed "
+     "condition is charged on the existing item; transactions x2"),
+    ("DynamoDB read unit", f"${PRICES.dynamodb_read_unit_per_million:.3f} per million",
+     "1 per started 4 KB of the whole item (projections do not reduce it), min 1 even for "
+     "no item; eventually consistent x0.5"),
+    ("DynamoDB storage", f"${PRICES.dynamodb_storage_per_gb_month:.3f} per GB-month",
+     f"item size + {DYNAMODB_ITEM_OVERHEAD} bytes of overhead per item"),
+    ("S3 storage (Standard)", f"${PRICES.s3_storage_per_gb_month:.3f} per GB-month",
+     "object bytes"),
+]  # fmt: skip
 
 
 _CONTROL_PLANE = frozenset({"DescribeTable", "CreateTable", "ListTables", "DeleteTable"})

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
         "store-workload": report.workload_table(mix) + f"\n\nTable 1 uses a "
         f"{report.size_text(small)} record and a {report.size_text(large)} record, each with "
         "a second version.",
-        "store-prices": table(["Item", "Price", "Rule"], pricing.price_rows()),
+        "store-prices": table(["Item", "Price", "Rule"], pricing.PRICE_ROWS),
     }
     data = {
         "operations": {c.operation.name: c.bills for c in costs},

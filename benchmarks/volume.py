@@ -150,7 +150,8 @@ def pipeline_run(count: int, work: Path, as_is: bool = False, cap: float | None 
             "claim_checks": summary["claim_checks"], "not_sent": len(summary["not_sent"]),
             "queue_wait_seconds": summary["queue_wait_seconds"], "invalid": expected["invalid"],
             "ids": len(expected["latest"]), "in_dlq": in_dlq, "latest_wrong": len(wrong),
-            "nothing_lost": not wrong and in_dlq == expected["invalid"],
+            "nothing_lost": not wrong and in_dlq == expected["invalid"], "processed": count,
+            "backlog": 0,
         }  # fmt: skip
 
 
@@ -246,12 +247,9 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
             if before:
                 progress(f"{count:,} messages through the stack as it was, for {before:.0f} s")
                 old = result["before"] = pipeline_run(count, work, as_is=True, cap=before)
-                rows = [["before", f"{old['seconds']:,.0f}", f"{old['processed']:,}",
-                         f"{old['rate']:.1f}", f"{old['backlog']:,}",
-                         f"{old['peak_rss_mb'].get('moto server', 0):,.0f} MB"],
-                        ["after", f"{big['seconds']:,.0f}", f"{big['count']:,}",
-                         f"{big['rate']:.1f}", "0",
-                         f"{big['peak_rss_mb'].get('moto server', 0):,.0f} MB"]]  # fmt: skip
+                rows = [[label, f"{r['seconds']:,.0f}", f"{r['processed']:,}", f"{r['rate']:.1f}",
+                         f"{r['backlog']:,}", f"{r['peak_rss_mb'].get('moto server', 0):,.0f} MB"]
+                        for label, r in (("before", old), ("after", big))]  # fmt: skip
                 headers = ["", "seconds", "processed", "messages/s", "backlog left",
                            "peak RSS: moto server"]  # fmt: skip
                 sections["volume.before"] = table(headers, rows, right=1)

@@ -100,9 +100,6 @@ class Writer:
         born = self.year()
         return f"{born}-{born + self.rng.randint(25, 90)}"
 
-    def ref(self, prefix: str) -> str:
-        return f"{prefix}.{self.rng.randint(1, 9999)}/{self.rng.randint(1, 40)}"
-
     def field(self, tag: str) -> dict[str, Any]:
         """One MARC-like variable field: tag, indicators and subfields."""
         maker = _FIELD_MAKERS.get(tag, _FIELD_MAKERS["500"])
@@ -117,7 +114,7 @@ class Writer:
             "barcode": f"{self.rng.randint(10**9, 10**10 - 1)}",
             "location": f"{self.rng.choice(['closed stores', 'open shelves', 'rare books'])} "
             f"{self.words(2)}",
-            "shelfmark": self.ref("MS"),
+            "shelfmark": f"MS.{self.rng.randint(1, 9999)}/{self.rng.randint(1, 40)}",
             "status": self.rng.choice(["available", "on loan", "in conservation", "restricted"]),
         }
 
