@@ -1,5 +1,5 @@
 """The ingest pipeline: records per second through the local pipeline against raw floors,
-without and with per-request latency injected on the client side (`InjectedLatency`), and the
+without and with per-request latency injected on the client side (`Meter`), and the
 ingest handler's cold-start import time (method: docs/benchmarks.md)."""
 
 from __future__ import annotations

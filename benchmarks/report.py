@@ -122,13 +122,8 @@ def dearer(costs: Sequence[OperationCost]) -> str:
     ])  # fmt: skip
 
 
-def all_puts(mix: MixCost) -> tuple[str, ...]:
-    return tuple(str(n) for n in range(1, mix.puts + 1))
-
-
-def full_retention_puts(mix: MixCost) -> tuple[str, ...]:
-    """The puts made once the default retention is full: puts `versions + 2` onwards."""
-    return tuple(str(n) for n in range(Retention().versions + 2, mix.puts + 1))
+def all_puts(mix: MixCost, first: int = 1) -> tuple[str, ...]:
+    return tuple(str(n) for n in range(first, mix.puts + 1))
 
 
 def puts_label(passes: Sequence[str]) -> str:
@@ -142,7 +137,8 @@ def mix_rows(mix: MixCost) -> list[tuple[str, tuple[str, ...], float | None]]:
     if mix.puts > 2:
         rows.append((f"steady-state mix: every put ({puts_label(all_puts(mix))})",
                      all_puts(mix), STEADY_GOAL))  # fmt: skip
-        if full := full_retention_puts(mix):
+        # The puts made once the default retention is full: puts `versions + 2` onwards.
+        if full := all_puts(mix, Retention().versions + 2):
             rows.append((f"steady-state mix: retention full ({puts_label(full)})", full, None))
     return rows
 
