@@ -97,23 +97,13 @@ format: $(STAMP)
 unit: $(STAMP) $(NODE_STAMP)
 	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
-## bench: benchmarks against the floor and the peers; writes docs/benchmarks.md
+## bench: every benchmark (python -m benchmarks all); writes their figures in docs/benchmarks.md
 bench: $(STAMP)
-	$(BIN)/python benchmarks/run.py --write docs/benchmarks.md
-	$(BIN)/python benchmarks/pipeline.py --write docs/benchmarks.md
-	$(BIN)/python benchmarks/gc.py --write docs/benchmarks.md
-	$(BIN)/python benchmarks/ingest_budget.py
-	$(BIN)/python benchmarks/hot_keys.py --write docs/benchmarks.md
-	$(BIN)/python benchmarks/read_api.py --write docs/benchmarks.md
-	$(BIN)/python benchmarks/reindex.py --write docs/benchmarks.md
-	$(BIN)/python benchmarks/bulk_import.py --write docs/benchmarks.md
-	$(BIN)/python benchmarks/import_reading.py --write docs/benchmarks.md
-	$(BIN)/python benchmarks/parts.py --write docs/benchmarks.md
-	$(BIN)/python benchmarks/volume.py --before 600 --write docs/benchmarks.md
+	$(BIN)/python -m benchmarks all --write docs/benchmarks.md
 
-## bench-read-api: the read API's section of docs/benchmarks.md alone
+## bench-read-api: the read API's figures in docs/benchmarks.md alone
 bench-read-api: $(STAMP)
-	$(BIN)/python benchmarks/read_api.py --write docs/benchmarks.md
+	$(BIN)/python -m benchmarks read-api --write docs/benchmarks.md
 
 ## openapi: write the read API's OpenAPI document, generated from its routes (tests check it)
 openapi: $(STAMP)

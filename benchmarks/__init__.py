@@ -1,5 +1,1 @@
-"""Benchmarks of VHS against its peers and the raw request floor (`make bench`).
-
-run.py is the entry point; docs/benchmarks.md is its output. pipeline.py and gc.py (with its
-gc_*.py modules) each rewrite a marked section of that file (sections.py).
-"""
+"""Benchmarks of VHS (`python -m benchmarks NAME`); their figures go into docs/benchmarks.md."""

@@ -1,38 +1,28 @@
-"""What one ingest invocation holds at most: the JSON expansion the memory budget plans for, and
-the peak memory of a batch of ten of the largest messages the budget admits.
-
-    .venv/bin/python benchmarks/ingest_budget.py            # both parts
-    .venv/bin/python benchmarks/ingest_budget.py --json
-
-1. **JSON expansion.** For payloads of several shapes (catalogue records, long text, numbers,
-   and the shapes that cost Python the most per byte of JSON), the peak of Python's allocations
-   (tracemalloc) while `read_message` reads, parses, validates and canonicalises the payload,
-   per byte of payload. `budget.JSON_PAYLOAD_EXPANSION` must be at least the largest.
-2. **A batch of ten.** The real ingest handler, in a process of its own (its peak resident set
-   is the function's), stores one batch of ten claim checks, each the largest payload the
-   memory budget admits in the costliest shape, then one batch of ten `record_location` bodies
-   of 64 MiB (the largest that is spooled in memory), then ten of 96 MiB (spooled to /tmp and
-   uploaded in parts). The moto server runs in another process,
-   so what it holds is not counted. The peak must stay under the function's configured memory.
-"""
+"""What one ingest invocation holds at most: the JSON expansion the memory budget plans for
+(peak allocations per byte of payload while a message is read, by shape), and the peak memory
+of the real handler, in a process of its own, storing batches of ten of the largest messages
+the budget admits. Only the standard library at module level: the child's memory."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 import tracemalloc
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "lambdas"))
+from .common import Progress, Report, peak_rss_mb, run_child, table
 
 POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
+KINDS = ("claim checks", "record_location bodies", "record_location bodies in parts")
+
+
+def repeat(item: str, size: int) -> str:
+    """A JSON list of `item` about `size` bytes long."""
+    return "[" + ",".join([item] * (size // (len(item) + 1))) + "]"
 
 
 def shapes(target: int) -> dict[str, str]:
@@ -51,18 +41,15 @@ def shapes(target: int) -> dict[str, str]:
             "identifiers": {"isbn": str(rng.randrange(10**12, 10**13)), "b": f"b{n}"},
         }
 
-    def repeat(item: str) -> str:
-        return "[" + ",".join([item] * (target // (len(item) + 1))) + "]"
-
     records = [catalogue(n) for n in range(target // 330)]
     return {
         "catalogue records": json.dumps(records),
         "one long text": json.dumps({"text": "x" * target}),
-        "integers": repeat("0"),
-        "floats": repeat("1.5"),
-        "empty objects": repeat("{}"),
-        "one-key objects": repeat('{"a":1}'),
-        "nested one-element lists": repeat("[[[1]]]"),
+        "integers": repeat("0", target),
+        "floats": repeat("1.5", target),
+        "empty objects": repeat("{}", target),
+        "one-key objects": repeat('{"a":1}', target),
+        "nested one-element lists": repeat("[[[1]]]", target),
     }
 
 
@@ -96,9 +83,6 @@ def expansion(target: int = 4 * 2**20) -> list[tuple[str, int, float]]:
     return found
 
 
-# --- a batch of ten, in the handler's own process ----------------------------------------------
-
-
 def child(kind: str) -> dict[str, Any]:
     """Run in the child: one batch of ten messages of `kind` through the real handler; its
     peak RSS, and what the handler answered."""
@@ -114,130 +98,84 @@ def child(kind: str) -> dict[str, Any]:
     context = LambdaContext(function_name="vhs-ingest", timeout_seconds=900)
     response = handler({"Records": records}, context)
     seconds = time.perf_counter() - started
-    status = Path("/proc/self/status").read_text()
-    hwm = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
-    return {
-        "kind": kind,
-        "peak_rss_mb": int(hwm.split()[1]) / 1024,
-        "memory_budget_mb": budgets.memory.total / 2**20,
-        "failures": len(response["batchItemFailures"]),
-        "seconds": seconds,
-    }
+    return {"kind": kind, "peak_rss_mb": peak_rss_mb(), "seconds": seconds,
+            "memory_budget_mb": budgets.memory.total / 2**20,
+            "failures": len(response["batchItemFailures"])}  # fmt: skip
 
 
 def batch(kind: str) -> dict[str, Any]:
+    """Ten messages of `kind` on the local stack, received as the event source receives them,
+    then handled in a child process with the deployed function's memory."""
+    from vhs import settings
     from vhs.ingest.budget import JSON_PAYLOAD_EXPANSION, SPOOL_IN_MEMORY, Budgets
     from vhs.local.sqs_source import lambda_record
     from vhs.local.stack import client, local_stack
+    from vhs.operator.dlq import queue_depth
+    from vhs.resources import STAGING_PREFIX
 
-    memory_mb = 1024
-    budget = Budgets.of_this_function().memory.total
+    memory_mb, budget = 1024, Budgets.of_this_function().memory.total
     # The largest body spooled in memory; and one spooled to /tmp and uploaded in parts.
     body_size = SPOOL_IN_MEMORY if kind == "record_location bodies" else 3 * SPOOL_IN_MEMORY // 2
+    stamp = '"updated_at":"2026-01-01T00:00:00Z"'
     with local_stack() as stack:
-        s3 = client("s3", stack.endpoint, stack.region)
-        sqs = client("sqs", stack.endpoint, stack.region)
-        messages = []
+        s3, sqs = (client(name, stack.endpoint, stack.region) for name in ("s3", "sqs"))
         for n in range(10):
-            key = f"bench/{kind}-{n}"
-            if kind == "claim checks":
-                # The largest payload the budget admits, in the costliest shape known.
-                size = budget // JSON_PAYLOAD_EXPANSION - 1024
-                record = "[" + ",".join(["[[[1]]]"] * (size // 8)) + "]"
-                payload = (
-                    f'{{"id":"budget-{n}","updated_at":"2026-01-01T00:00:00Z","record":{record}}}'
-                )
-                s3.put_object(Bucket=stack.staging_bucket, Key=key, Body=payload.encode())
-                body = json.dumps(
-                    [POINTER_CLASS, {"s3BucketName": stack.staging_bucket, "s3Key": key}]
-                )
-                attributes = {
-                    "ExtendedPayloadSize": {"DataType": "Number", "StringValue": str(len(payload))}
-                }
+            key, attributes = f"{STAGING_PREFIX}bench/{kind}-{n}", {}
+            if kind == "claim checks":  # the largest payload admitted, in the costliest shape
+                record = repeat("[[[1]]]", budget // JSON_PAYLOAD_EXPANSION - 1024)
+                payload = f'{{"id":"budget-{n}",{stamp},"record":{record}}}'.encode()
+                pointer = {"s3BucketName": stack.staging_bucket, "s3Key": key}
+                body = json.dumps([POINTER_CLASS, pointer])
+                size = {"DataType": "Number", "StringValue": str(len(payload))}
+                attributes = {"ExtendedPayloadSize": size}
             else:
-                s3.put_object(Bucket=stack.staging_bucket, Key=key, Body=os.urandom(body_size))
+                payload = os.urandom(body_size)
                 location = f"s3://{stack.staging_bucket}/{key}"
-                body = json.dumps(
-                    {
-                        "id": f"body-{n}",
-                        "updated_at": "2026-01-01T00:00:00Z",
-                        "record_location": location,
-                    }
-                )
-                attributes = {}
+                body = f'{{"id":"body-{n}",{stamp},"record_location":"{location}"}}'
+            s3.put_object(Bucket=stack.staging_bucket, Key=key, Body=payload)
             sqs.send_message(
                 QueueUrl=stack.queue_url, MessageBody=body, MessageAttributes=attributes
             )
+        messages: list[dict[str, Any]] = []
         while len(messages) < 10:
-            got = sqs.receive_message(
-                QueueUrl=stack.queue_url,
-                MaxNumberOfMessages=10,
-                MessageAttributeNames=["All"],
-                MessageSystemAttributeNames=["All"],
-            ).get("Messages", [])
-            messages += got
+            got = sqs.receive_message(QueueUrl=stack.queue_url, MaxNumberOfMessages=10,
+                                      MessageAttributeNames=["All"],
+                                      MessageSystemAttributeNames=["All"])  # fmt: skip
+            messages += got.get("Messages", [])
         records = [
             lambda_record(m, queue_arn=stack.queue_arn, region=stack.region) for m in messages
         ]
-        env = {
-            **os.environ,
-            **stack.function_env(),
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb),
-            "POWERTOOLS_TRACE_DISABLED": "true",
-            "POWERTOOLS_LOG_LEVEL": "ERROR",
-        }
-        done = subprocess.run(
-            [sys.executable, __file__, "--child", kind],
-            input=json.dumps(records),
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=900,
-        )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    result["function_memory_mb"] = memory_mb
-    return result
+        env = {**os.environ, **stack.function_env(), "POWERTOOLS_LOG_LEVEL": "ERROR",
+               "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb),
+               "POWERTOOLS_TRACE_DISABLED": "true"}  # fmt: skip
+        result = run_child(__name__, kind, stdin=json.dumps(records), env=env, timeout=900)
+        letters = queue_depth(sqs, env[settings.DLQ_URL]).visible
+    return {**result, "function_memory_mb": memory_mb, "dead_lettered": letters}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--child")
-    args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(child(args.child)))
-        return 0
+def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
     from vhs.ingest.budget import JSON_PAYLOAD_EXPANSION
 
-    shapes_found = expansion()
-    batches = [
-        batch("claim checks"),
-        batch("record_location bodies"),
-        batch("record_location bodies in parts"),
-    ]
-    worst = max(factor for _, _, factor in shapes_found)
-    if args.json:
-        print(json.dumps({"expansion": shapes_found, "batches": batches}, indent=2))
-    else:
-        print("JSON payloads: peak memory per byte of payload while read, parsed and canonicalised")
-        for name, size, factor in shapes_found:
-            print(f"  {name:<26} {size / 2**20:5.1f} MiB  {factor:5.1f}x")
-        print(
-            f"  the budget plans for {JSON_PAYLOAD_EXPANSION}x; the worst measured is {worst:.1f}x"
-        )
-        for b in batches:
-            print(
-                f"a batch of ten {b['kind']}: peak RSS {b['peak_rss_mb']:,.0f} MB of a "
-                f"{b['function_memory_mb']} MB function (memory budget "
-                f"{b['memory_budget_mb']:,.0f} MB), {b['failures']} batch item failures, "
-                f"{b['seconds']:.1f} s"
-            )
-    ok = worst <= JSON_PAYLOAD_EXPANSION and all(
-        b["peak_rss_mb"] < b["function_memory_mb"] and b["failures"] == 0 for b in batches
-    )
-    return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    progress("JSON expansion by shape")
+    shapes = expansion(2**20 if args.quick else 4 * 2**20)
+    batches = []
+    for kind in KINDS[:1] if args.quick else KINDS:
+        progress(f"a batch of ten {kind}")
+        batches.append(batch(kind))
+    worst = max(factor for _, _, factor in shapes)
+    rows = [[name, f"{size / 2**20:.1f} MiB", f"{factor:.1f}x"] for name, size, factor in shapes]
+    rows.append(["the budget plans for", "", f"{JSON_PAYLOAD_EXPANSION}x"])
+    memory = [[b["kind"], f"{b['peak_rss_mb']:,.0f}", b["function_memory_mb"],
+               f"{b['memory_budget_mb']:,.0f}", b["failures"], b["dead_lettered"],
+               f"{b['seconds']:.1f}"]
+              for b in batches]  # fmt: skip
+    text = "\n\n".join([
+        table(["JSON payload", "size", "peak memory per byte"], rows, right=1),
+        table(["a batch of ten", "peak RSS (MB)", "function (MB)", "memory budget (MB)",
+               "batch item failures", "dead-lettered", "seconds"], memory, right=1),
+    ])  # fmt: skip
+    problems = [f"JSON expansion {worst:.1f}x over the budget's"] * (worst > JSON_PAYLOAD_EXPANSION)
+    problems += [f"a batch of ten {b['kind']}: {b}" for b in batches
+                 if b["peak_rss_mb"] >= b["function_memory_mb"] or b["failures"]
+                 or b["dead_lettered"]]  # fmt: skip
+    return Report({"ingest-budget": text}, {"expansion": shapes, "batches": batches}, problems)

@@ -1,9 +1,7 @@
-"""The three measurements: cost per operation, cost of the size mix, wall time per operation.
-
-Every system runs the same operations against the same moto server in the same run. Costs
-are deterministic (requests and item sizes); wall times are noisy, so runs of the systems
-interleave (each repetition runs every system, in a rotating order) and medians are compared.
-"""
+"""The store benchmark's operations and measurements. `Operation.prepare(system, id, samples)`
+brings `id` into the state the operation needs, untimed, and returns the action; the cost run
+bills it, the wall-time run times it (the systems interleaved, in a rotating order). Also the
+cost of the size mix and the storage it leaves."""
 
 from __future__ import annotations
 
@@ -11,76 +9,55 @@ import gc
 import random
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from . import pricing, workload
 from .pricing import Bill
-from .scenarios import OPERATIONS, Operation, Samples
 from .systems import System
 
 Progress = Callable[[str], None]
-
-
-@runtime_checkable
-class Replayer(Protocol):
-    """A system that times another system's recorded requests (peers/raw_vhs_requests.py)."""
-
-    name: str
-
-    def prepare_operation(self, operation: Operation, id: str, samples: Samples) -> Any: ...
+Action = Callable[[], Any]
+Prepare = Callable[[System, str, "Samples"], Action]
+STEADY_STATE_PRIOR_VERSIONS = 6  # enough for VHS's default retention to be full
+STEADY_STATE_UPDATES = 4  # billed updates, averaged, so trims show at their real rate
+STEADY_ROW_PREFIX = "small put (update, versions"
+T1, T2, T3 = workload.timestamp(1), workload.timestamp(2), workload.timestamp(3)
 
 
 def combine(bills: Sequence[Bill]) -> Bill:
-    """One bill for many: requests, units and operations added up."""
-    requests: dict[str, int] = {}
-    for bill in bills:
-        for op, count in bill.requests.items():
-            requests[op] = requests.get(op, 0) + count
-    return Bill(
-        requests=requests,
-        write_units=sum(b.write_units for b in bills),
-        read_units=sum(b.read_units for b in bills),
-        operations=sum(b.operations for b in bills),
-    )
-
-
-# --- Cost per operation --------------------------------------------------------------------------
+    requests = sum((Counter(b.requests) for b in bills), Counter())
+    units = sum(b.write_units for b in bills), sum(b.read_units for b in bills)
+    return Bill(dict(requests), *units, operations=sum(b.operations for b in bills))
 
 
 @dataclass
 class OperationCost:
     operation: Operation
-    bills: dict[str, Bill]  # system name -> bill for one action (or the mean of `repeats`)
+    bills: dict[str, Bill]  # system name -> bill for one action (the mean of `repeats`)
     outcomes: dict[str, str]  # system name -> what the system said it did
 
 
 def cost_per_operation(systems: Sequence[System], samples: Samples) -> list[OperationCost]:
     results = []
     for index, operation in enumerate(OPERATIONS):
-        bills: dict[str, Bill] = {}
-        outcomes: dict[str, str] = {}
+        cost = OperationCost(operation, {}, {})
         for system in systems:
             action = operation.prepare(system, f"cost-{index:02d}", samples)
             with system.biller.bill(operations=operation.repeats) as bill:
-                results_of_actions = [action() for _ in range(operation.repeats)]
-            bills[system.name] = bill
-            outcome = results_of_actions[-1]
-            outcomes[system.name] = outcome if isinstance(outcome, str) else "ok"
-        results.append(OperationCost(operation, bills, outcomes))
+                outcome = [action() for _ in range(operation.repeats)][-1]
+            cost.bills[system.name] = bill
+            cost.outcomes[system.name] = outcome if isinstance(outcome, str) else "ok"
+        results.append(cost)
     return results
-
-
-# --- Cost of the size mix ------------------------------------------------------------------------
 
 
 @dataclass
 class MixCost:
-    """Bills per system, per put ("1" for the creates, "2" for the first updates, ...) and
-    per size class."""
+    """Bills per system, per put ("1": the creates, "2": the first updates...), per class."""
 
     bodies: list[workload.Body]
     puts: int = 2
@@ -93,60 +70,38 @@ class MixCost:
         return combine([self.bills[system][p][size_class] for p in passes])
 
 
-def versions(
-    bodies: Sequence[workload.Body], seed: int, puts: int
-) -> Iterator[tuple[list[dict[str, Any]], datetime]]:
-    """Every record's versions, put by put: the records themselves at day 1, then each put a
-    cataloguer's edit of the one before (`workload.revise`) at the next day, the same edits for
-    every system. Put 2 is the two-version mix's update. Lazy: one version of each record in
-    memory at a time (the archives are megabytes)."""
+def cost_of_mix(systems: Sequence[System], bodies: Sequence[workload.Body], seed: int,
+                puts: int, progress: Progress) -> MixCost:  # fmt: skip
+    """Put every record `puts` times, every put billed alone: the records at day 1, then each
+    day a cataloguer's edit of the version before (the same edits for every system). The
+    systems run side by side (each has its own clients, meters, table and bucket)."""
+    result = MixCost(list(bodies), puts, {s.name: {} for s in systems})
     rngs = [random.Random(f"{seed}/rev/{b.id}") for b in bodies]
     records = [b.record for b in bodies]
-    yield records, workload.timestamp(1)
-    for put in range(2, puts + 1):
-        when = workload.timestamp(put)
-        records = [workload.revise(r, rng, when) for r, rng in zip(records, rngs, strict=True)]
-        yield records, when
 
-
-def cost_of_mix(
-    systems: Sequence[System],
-    bodies: Sequence[workload.Body],
-    seed: int,
-    puts: int,
-    progress: Progress,
-) -> MixCost:
-    """Put every record `puts` times (a create, then edits), every put billed alone."""
-    result = MixCost(list(bodies), puts, {s.name: {} for s in systems})
-
-    def run_system(system: System, name: str, records: list[dict[str, Any]], when: datetime):
+    def run_system(system: System, put: str, records: list[dict[str, Any]], when: Any) -> None:
         per_class: dict[str, list[Bill]] = {}
         for body, record in zip(bodies, records, strict=True):
-            # One bill per put, so the report can break the mix down by size class.
             with system.biller.bill() as bill:
-                system.put(body.id, record, when, exists=name != "1")
+                system.put(body.id, record, when, exists=put != "1")
             per_class.setdefault(body.size_class, []).append(bill)
-        return {c: combine(b) for c, b in per_class.items()}
+        result.bills[system.name][put] = {c: combine(b) for c, b in per_class.items()}
 
-    # Costs do not depend on timing, and each system has its own clients, meters, table and
-    # bucket: run the systems side by side, so the client and the server overlap their work.
     with ThreadPoolExecutor(max_workers=len(systems)) as pool:
-        for number, (records, when) in enumerate(versions(bodies, seed, puts), start=1):
-            name = str(number)
-            progress(f"size mix: put {number} of {puts} ({len(records)} records, each system)")
-            runs = [pool.submit(run_system, s, name, records, when) for s in systems]
-            for system, run in zip(systems, runs, strict=True):
-                result.bills[system.name][name] = run.result()
+        for put in range(1, puts + 1):
+            when = workload.timestamp(put)
+            if put > 1:  # one version of each record in memory at a time: archives are MBs
+                records = [workload.revise(r, g, when) for r, g in zip(records, rngs, strict=True)]
+            progress(f"size mix: put {put} of {puts} ({len(records)} records, each system)")
+            for run in [pool.submit(run_system, s, str(put), records, when) for s in systems]:
+                run.result()
     return result
-
-
-# --- Storage after the mix -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Storage:
-    """What one system's table and bucket hold: items and their bytes (each as DynamoDB bills
-    storage: the item's size plus 100 bytes of overhead), objects and their bytes."""
+    """What one system's table and bucket hold: items and their bytes (the item's size plus
+    DynamoDB's 100 bytes of overhead), objects and their bytes."""
 
     items: int
     item_bytes: int
@@ -155,60 +110,43 @@ class Storage:
 
     def gb_month(self, records: int) -> tuple[float, float]:
         """GB (2^30 bytes) held per record, in DynamoDB and in S3."""
-        return (
-            self.item_bytes / records / pricing.GB,
-            self.object_bytes / records / pricing.GB,
-        )
-
-    def dollars_per_million_records(self, records: int) -> float:
-        """$ per month for a million records held as these are."""
-        dynamodb, s3 = self.gb_month(records)
-        return pricing.storage_dollars(dynamodb, s3) * 1e6
+        return self.item_bytes / records / pricing.GB, self.object_bytes / records / pricing.GB
 
 
 def stored(s3: Any, dynamodb: Any, *, table: str, bucket: str) -> Storage:
     """Scan `table` and list `bucket` with un-metered clients: what is actually kept."""
-    items = item_bytes = 0
-    for page in dynamodb.get_paginator("scan").paginate(TableName=table):
-        for item in page["Items"]:
-            items += 1
-            item_bytes += pricing.item_size(item) + pricing.DYNAMODB_ITEM_OVERHEAD
-    objects = object_bytes = 0
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-        for entry in page.get("Contents", []):
-            objects += 1
-            object_bytes += entry["Size"]
-    return Storage(items, item_bytes, objects, object_bytes)
-
-
-# --- Wall time -----------------------------------------------------------------------------------
+    pages = dynamodb.get_paginator("scan").paginate(TableName=table)
+    items = [
+        pricing.item_size(i) + pricing.DYNAMODB_ITEM_OVERHEAD for p in pages for i in p["Items"]
+    ]
+    listed = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+    objects = [e["Size"] for page in listed for e in page.get("Contents", [])]
+    return Storage(len(items), sum(items), len(objects), sum(objects))
 
 
 @dataclass
 class WallTime:
     operation: Operation
-    seconds: dict[str, list[float]]  # system name -> one time per repetition
+    seconds: dict[str, list[float]]  # system name -> one time per round
     baseline: str
 
     def median(self, system: str) -> float:
         return statistics.median(self.seconds[system])
 
     def ratio(self, system: str) -> float:
-        """Median time over the baseline's median time."""
         return self.median(system) / self.median(self.baseline)
 
     def paired_spread(self, system: str) -> tuple[float, float]:
-        """Quartiles of the per-repetition ratios: how much the noise moves the ratio."""
-        ratios = [
-            s / b for s, b in zip(self.seconds[system], self.seconds[self.baseline], strict=True)
-        ]
+        """Quartiles of the per-round ratios: how much the noise moves the ratio."""
+        pairs = zip(self.seconds[system], self.seconds[self.baseline], strict=True)
+        ratios = [s / b for s, b in pairs]
         if len(ratios) < 4:
             return min(ratios), max(ratios)
         q1, _, q3 = statistics.quantiles(ratios, n=4)
         return q1, q3
 
 
-def _timed(action: Callable[[], Any]) -> float:
+def timed(action: Callable[[], Any]) -> float:
     # Garbage collection off inside the timed call: a collection triggered by one system's
     # allocations would otherwise land on whichever call happens to be running.
     gc.disable()
@@ -220,30 +158,133 @@ def _timed(action: Callable[[], Any]) -> float:
         gc.enable()
 
 
-def wall_times(
-    systems: Sequence[System | Replayer],
-    samples: Samples,
-    baseline: str,
-    repetitions: Callable[[Operation], tuple[int, int]],
-    progress: Progress,
-) -> list[WallTime]:
-    """Per operation, `warmup + reps` rounds; each round runs every system once on a fresh
-    id, starting from a different system each round so no system always goes first."""
+def wall_times(systems: Sequence[Any], samples: Samples, baseline: str,
+               rounds: Callable[[Operation], tuple[int, int]],
+               progress: Progress) -> list[WallTime]:  # fmt: skip
+    """Per operation, warm-up and measured rounds; each round runs every system once on a
+    fresh id, starting from a different system each round so none always goes first."""
     results = []
     for index, operation in enumerate(o for o in OPERATIONS if o.timed):
-        warmup, reps = repetitions(operation)
+        warmup, reps = rounds(operation)
         progress(f"wall time: {operation.name} ({reps} rounds)")
         seconds: dict[str, list[float]] = {s.name: [] for s in systems}
         for round_ in range(warmup + reps):
             shift = round_ % len(systems)
             for system in [*systems[shift:], *systems[:shift]]:
                 id = f"wall-{index:02d}-{round_:03d}"
-                if isinstance(system, Replayer):  # diagnostic: replays VHS's requests
-                    action = system.prepare_operation(operation, id, samples)
+                if hasattr(system, "prepare_operation"):  # replays VHS's requests
+                    elapsed = timed(system.prepare_operation(operation, id, samples))
                 else:
-                    action = operation.prepare(system, id, samples)
-                elapsed = _timed(action)
+                    elapsed = timed(operation.prepare(system, id, samples))
                 if round_ >= warmup:
                     seconds[system.name].append(elapsed)
         results.append(WallTime(operation, seconds, baseline))
     return results
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Two versions of a small (2 KB, a typical catalogue record) and of a large record (1 MB:
+    the small end of the 1-5 MB class, over any inline limit)."""
+
+    small: tuple[dict[str, Any], dict[str, Any]]
+    large: tuple[dict[str, Any], dict[str, Any]]
+
+    @classmethod
+    def build(cls, seed: int = workload.SEED) -> Samples:
+        def pair(size: int, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+            first = workload.make_record(f"{name}-sample", size, random.Random(f"{seed}/{name}"))
+            return first, workload.revise(first, random.Random(f"{seed}/{name}/v2"), T2)
+
+        return cls(small=pair(2 * workload.KB, "small"), large=pair(workload.MB, "large"))
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    prepare: Prepare
+    repeats: int = 1  # actions billed together, reported per action
+    timed: bool = True  # in the wall-time table too
+    floor: dict[str, int] | None = None  # the request floor, where one is set
+    floor_note: str = ""  # why the floor differs from the raw floor's requests, if it does
+
+
+def put(size: str, setup: str | None, action: str = "new") -> Prepare:
+    """Write version `setup` ("v1"/"v2", or None) first; then the put to measure: "new" (v1 on
+    a new id), "update" (v2 at T2), "duplicate" (v1 at T1 again) or "stale" (v1 after v2)."""
+
+    def prepare(system: System, id: str, samples: Samples) -> Action:
+        first, second = getattr(samples, size)
+        if setup:
+            system.put(id, *((first, T1) if setup == "v1" else (second, T2)), exists=False)
+        if action == "update":
+            return lambda: system.put(id, second, T2, exists=True)
+        return lambda: system.put(id, first, T1, exists=action != "new")
+
+    return prepare
+
+
+def read(size: str) -> Prepare:
+    def prepare(system: System, id: str, samples: Samples) -> Action:
+        system.put(id, getattr(samples, size)[0], T1, exists=False)
+        return lambda: system.get(id)
+
+    return prepare
+
+
+def delete(system: System, id: str, samples: Samples) -> Action:
+    system.put(id, samples.small[0], T1, exists=False)
+    return lambda: system.delete(id, T3)
+
+
+def steady_state_update(system: System, id: str, samples: Samples) -> Action:
+    """An update once the id has history: VHS keeps earlier versions in the item (as deltas,
+    or whole with delta history off), so its write units grow with them."""
+    rng, days, record = random.Random(f"steady/{id}"), iter(range(1, 1000)), samples.small[0]
+
+    def update(exists: bool = True) -> str:
+        nonlocal record
+        day = next(days)
+        if exists:
+            record = workload.revise(record, rng, workload.timestamp(day))
+        return system.put(id, record, workload.timestamp(day), exists=exists)
+
+    update(exists=False)
+    for _ in range(STEADY_STATE_PRIOR_VERSIONS - 1):
+        update()
+    return update
+
+
+# A small put with delta history reads the item first (half a read unit, so that the version it
+# supersedes is kept as a delta): the floor is the one write plus that read.
+SMALL = {"floor": {"GetItem": 1, "UpdateItem": 1},
+         "floor_note": "the write, plus the read delta history needs"}  # fmt: skip
+LARGE = {"floor": {"PutObject": 1, "UpdateItem": 1}}
+STEADY_NAME = (f"{STEADY_ROW_PREFIX} {STEADY_STATE_PRIOR_VERSIONS + 1}-"
+               f"{STEADY_STATE_PRIOR_VERSIONS + STEADY_STATE_UPDATES}, mean)")  # fmt: skip
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("small put (new id)", put("small", None), **SMALL),
+    Operation("small put (update)", put("small", "v1", "update"), **SMALL),
+    Operation("large put (new id)", put("large", None), **LARGE),
+    Operation("large put (update)", put("large", "v1", "update"), **LARGE),
+    Operation("duplicate put (small)", put("small", "v1", "duplicate")),
+    Operation("duplicate put (large)", put("large", "v1", "duplicate")),
+    Operation("stale put (small)", put("small", "v2", "stale")),
+    Operation("stale put (large)", put("large", "v2", "stale")),
+    Operation("latest read (small)", read("small"), floor={"GetItem": 1}),
+    Operation("latest read (large)", read("large"), floor={"GetItem": 1, "GetObject": 1}),
+    Operation("delete (small)", delete),
+    Operation(STEADY_NAME, steady_state_update, STEADY_STATE_UPDATES, timed=False, **SMALL),
+)
+
+
+def meets_floor(bill: Bill, floor: dict[str, int]) -> bool:
+    """Per operation, exactly the floor's S3 requests and GetItems, and as many DynamoDB writes
+    (by PutItem or UpdateItem)."""
+
+    def shape(counts: dict[str, Any]) -> tuple[dict[str, float], float, float]:
+        s3 = {op: float(n) for op, n in counts.items() if op not in pricing.DYNAMODB_OPERATIONS}
+        writes = sum(n for op, n in counts.items() if op in pricing.DYNAMODB_WRITES)
+        return s3, writes, counts.get("GetItem", 0)
+
+    return shape({op: bill.per_operation(op) for op in bill.requests}) == shape(floor)

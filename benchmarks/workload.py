@@ -1,14 +1,7 @@
-"""A deterministic, catalogue-like workload: library records in a MARC-ish JSON shape.
-
-Bodies are built from a word vocabulary with Zipf-like word frequencies and a seeded random
-generator, so they compress the way real catalogue text does (repetitive field names, common
-words, less compressible identifiers and dates). Random bytes would not: they defeat
-compression and would misprice every inline body.
-
-The size mix (`size_mix`) is the catalogue shape from the issue: 90% of bodies at most 4 KB,
-9% at most 100 KB, 1% of 1 to 5 MB. Sizes are those of the canonical JSON (sorted keys, no
-spaces), the form every system in the benchmark stores.
-"""
+"""A deterministic, catalogue-like workload: library records in a MARC-ish JSON shape, built
+from a vocabulary with Zipf-like word frequencies and a seeded generator, so that they compress
+as catalogue text does (random bytes would misprice every inline body); and the catalogue size
+mix (`size_mix`: 90% of at most 4 KB, 9% at most 100 KB, 1% of 1 to 5 MB of canonical JSON)."""
 
 from __future__ import annotations
 
@@ -25,6 +18,7 @@ from typing import Any
 KB = 1024
 MB = 1024 * 1024
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
+SEED = 2018  # every benchmark's records, the same from run to run
 
 # Words of the kind catalogue records are made of: subjects, forms, places, roles and the
 # ordinary words of titles and notes.
@@ -71,8 +65,6 @@ _SUBJECT_FORMS = ["History", "Early works", "Sources", "Biography", "Pictorial w
 
 @dataclass(frozen=True)
 class Body:
-    """One record of the workload: its id, its JSON value and the canonical size."""
-
     id: str
     record: dict[str, Any]
     size: int
@@ -84,7 +76,7 @@ def canonical(record: Any) -> bytes:
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-class _Writer:
+class Writer:
     """Builds catalogue text and fields from one seeded generator."""
 
     def __init__(self, rng: random.Random) -> None:
@@ -108,9 +100,6 @@ class _Writer:
         born = self.year()
         return f"{born}-{born + self.rng.randint(25, 90)}"
 
-    def ref(self, prefix: str) -> str:
-        return f"{prefix}.{self.rng.randint(1, 9999)}/{self.rng.randint(1, 40)}"
-
     def field(self, tag: str) -> dict[str, Any]:
         """One MARC-like variable field: tag, indicators and subfields."""
         maker = _FIELD_MAKERS.get(tag, _FIELD_MAKERS["500"])
@@ -125,7 +114,7 @@ class _Writer:
             "barcode": f"{self.rng.randint(10**9, 10**10 - 1)}",
             "location": f"{self.rng.choice(['closed stores', 'open shelves', 'rare books'])} "
             f"{self.words(2)}",
-            "shelfmark": self.ref("MS"),
+            "shelfmark": f"MS.{self.rng.randint(1, 9999)}/{self.rng.randint(1, 40)}",
             "status": self.rng.choice(["available", "on loan", "in conservation", "restricted"]),
         }
 
@@ -141,7 +130,7 @@ class _Writer:
         }
 
 
-_FIELD_MAKERS: dict[str, Callable[[_Writer], list[list[str]]]] = {
+_FIELD_MAKERS: dict[str, Callable[[Writer], list[list[str]]]] = {
     "100": lambda w: [["a", w.name() + ","], ["d", w.dates() + "."], ["e", w.rng.choice(_ROLES)]],
     "245": lambda w: [["a", w.sentence(4, 14)], ["c", f"by {w.name()}."]],
     "260": lambda w: [["a", w.words(1).title() + " :"], ["b", w.words(3)], ["c", str(w.year())]],
@@ -153,20 +142,16 @@ _FIELD_MAKERS: dict[str, Callable[[_Writer], list[list[str]]]] = {
         ["x", w.rng.choice(_SUBJECT_FORMS)],
         ["z", w.words(1).title()],
     ],
-    "700": lambda w: [["a", w.name() + ","], ["d", w.dates() + "."], ["e", w.rng.choice(_ROLES)]],
 }
+_FIELD_MAKERS["700"] = _FIELD_MAKERS["100"]  # an added name, shaped as the main entry
 _CORE_TAGS = ("100", "245", "260", "300", "520")
 _FILL_TAGS = ("500", "650", "700", "500", "650")
-
-
-def _json_len(value: Any) -> int:
-    return len(canonical(value))
 
 
 def make_record(id: str, target: int, rng: random.Random) -> dict[str, Any]:
     """A catalogue record whose canonical JSON is at most `target` bytes and close to it
     (never smaller than the core fields, about 800 bytes)."""
-    w = _Writer(rng)
+    w = Writer(rng)
     record: dict[str, Any] = {
         "id": id,
         "leader": "00000cam a2200000 a 4500",
@@ -175,7 +160,7 @@ def make_record(id: str, target: int, rng: random.Random) -> dict[str, Any]:
         "items": [w.item()],
         "modified": EPOCH.isoformat(),
     }
-    size = _json_len(record)
+    size = len(canonical(record))
     # Small and medium records grow by fields and items; large ones (archives) by components.
     grow: Iterator[tuple[str, Any]]
     if target > 512 * KB:
@@ -187,7 +172,7 @@ def make_record(id: str, target: int, rng: random.Random) -> dict[str, Any]:
             for n in itertools.count()
         )
     for key, element in grow:
-        added = _json_len(element) + 1
+        added = len(canonical(element)) + 1
         if size + added > target:
             break
         record[key].append(element)
@@ -198,7 +183,7 @@ def make_record(id: str, target: int, rng: random.Random) -> dict[str, Any]:
 def revise(record: dict[str, Any], rng: random.Random, when: datetime) -> dict[str, Any]:
     """The next version of a record, as a cataloguer's edit makes it: a new modification
     time, one field rewritten and one subject added. The size barely changes."""
-    w = _Writer(rng)
+    w = Writer(rng)
     # A copy of what the edit touches (the fields); the rest is shared, never mutated (a deep
     # copy of an archive's megabytes of components would dominate a 10-put mix).
     new = {**record, "fields": copy.deepcopy(record["fields"])}
@@ -221,7 +206,7 @@ SIZE_MIX: tuple[tuple[str, float, tuple[int, int]], ...] = (
 )
 
 
-def size_mix(count: int, seed: int = 2018) -> list[Body]:
+def size_mix(count: int, seed: int = SEED) -> list[Body]:
     """`count` records with exactly the mix's shares (rounded), in a seeded random order.
     Small and medium sizes are log-uniform in their range, large ones uniform."""
     rng = random.Random(seed)
@@ -238,13 +223,8 @@ def size_mix(count: int, seed: int = 2018) -> list[Body]:
     for n, (size_class, target) in enumerate(plan):
         id = f"b{seed % 1000:03d}{n:06d}"
         record = make_record(id, target, random.Random(f"{seed}/{n}"))
-        bodies.append(Body(id, record, _json_len(record), size_class))
+        bodies.append(Body(id, record, len(canonical(record)), size_class))
     return bodies
-
-
-def sample(id: str, target: int, seed: str) -> dict[str, Any]:
-    """One record of about `target` bytes, reproducible from `seed`."""
-    return make_record(id, target, random.Random(seed))
 
 
 def timestamp(day: int, second: int = 0) -> datetime:

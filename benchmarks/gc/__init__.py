@@ -1,0 +1,1 @@
+"""The garbage collector's benchmark (`python -m benchmarks gc`): throughput, memory, a hot id."""

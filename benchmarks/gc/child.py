@@ -1,0 +1,129 @@
+"""The collector in a child process of its own (`collect`), and the moto server it collects
+from, in a thread of the benchmark's process (`InProcessServer`). Only the standard library is
+imported at module level: what the child imports is part of what it measures."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import timedelta
+from typing import Any
+
+from benchmarks.common import peak_rss_mb, run_child
+
+CLOCK_AHEAD = 2 * 3600  # the collector's clock: past every grace period
+
+
+def child(config: str) -> dict[str, Any]:
+    """Build the store from the environment, as the Lambda does, and run the collector (mode
+    "collect" or "dry-run"; "idle" stops once the store is built: a process's fixed cost)."""
+    import tracemalloc
+
+    from vhs.local.metering import RequestMeter
+    from vhs.maintenance.gc import GarbageCollector
+    from vhs.store import VersionedHybridStore
+
+    options = json.loads(config)
+    store = VersionedHybridStore.from_env()
+    result: dict[str, Any] = {}
+    if options["mode"] != "idle":
+        ahead = options["clock_ahead"]
+        collector = GarbageCollector(
+            store,
+            grace=timedelta(0),
+            dry_run=options["mode"] == "dry-run",
+            clock=lambda: time.time() + ahead,
+        )
+        meter = RequestMeter(store.bodies.s3, store.index.dynamodb)
+        if options["trace"]:
+            tracemalloc.start()
+        cpu, started = os.times(), time.perf_counter()
+        with meter.measure() as requests:
+            report = collector.run(options["shards"])
+        result["seconds"] = time.perf_counter() - started
+        result["cpu_seconds"] = sum(os.times()[:2]) - sum(cpu[:2])
+        if options["trace"]:
+            result["traced_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
+        result["report"] = report.as_dict()
+        result["requests"] = dict(requests)
+        result["expiry"] = collector.lease + collector.marker_expiry  # when it is cleared
+    result["peak_rss_mb"] = peak_rss_mb()
+    return result
+
+
+def collect(
+    endpoint: str,
+    name: str,
+    mode: str,
+    *,
+    trace: bool = False,
+    shards: list[str] | None = None,
+    clock_ahead: float = CLOCK_AHEAD,
+) -> dict[str, Any]:
+    """`child` over the store `name` (its table and bucket), with the store's defaults, and
+    the CPU this process spent serving moto meanwhile."""
+    from vhs import settings
+    from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
+
+    dropped = (settings.PREFIX, settings.INLINE_THRESHOLD)
+    dropped += (settings.RETAIN_VERSIONS, settings.RETAIN_DAYS)
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    env |= {**LOCAL_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "AWS_DEFAULT_REGION": DEFAULT_REGION}
+    env |= settings.StoreSettings(name, name).environment()
+    config = {"mode": mode, "trace": trace, "shards": shards, "clock_ahead": clock_ahead}
+    before = os.times()
+    result = run_child(__name__, json.dumps(config), env=env, timeout=1800)
+    result["moto_cpu_seconds"] = sum(os.times()[:2]) - sum(before[:2])  # all moto's, meanwhile
+    return result
+
+
+class InProcessServer:
+    """The local stack's moto server (atomic DynamoDB requests) in a thread of this process, so
+    that most objects can be put straight into moto's S3 backend: over HTTP moto spends about
+    3 ms of CPU on each PutObject. The collector still reaches it over HTTP."""
+
+    def __enter__(self) -> InProcessServer:
+        import logging
+        import threading
+
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        from vhs.local.motoserver import AtomicDynamoDB
+        from vhs.local.stack import free_port
+
+        port = free_port()
+        self.endpoint = f"http://127.0.0.1:{port}"
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        app = AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
+        handler = MotoRequestHandler
+        self._server = make_server("127.0.0.1", port, app, threaded=True, request_handler=handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=10)
+
+    @staticmethod
+    def s3_backend() -> Any:
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        return s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+
+    @classmethod
+    def drop_store(cls, name: str, dynamodb: Any) -> None:
+        """Drop the table and the bucket `name`, disposing of its objects as moto's reset does
+        (else it warns)."""
+        bucket = cls.s3_backend().buckets.pop(name)
+        for key in bucket.keys.values():
+            key.dispose()
+        bucket.keys.clear()
+        dynamodb.delete_table(TableName=name)
