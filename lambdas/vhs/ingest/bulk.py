@@ -2,11 +2,12 @@
 messages, with every line accounted for.
 
 A JSON Lines line *is* an ingest message (docs/ingest.md): its bytes are read once, by the
-handler's own `contract.first_read`, and written from that reading. A CSV row is first made into one by a `CsvMapping`
-(which columns are the id, the timestamp, the record or a delete flag), then read the same
-way. A line the contract refuses is not written: it becomes a `Problem` (file, line, field,
-reason) in the import's report; so does a line longer than the largest ingest message
-(`MAX_LINE_BYTES`), which is refused as it is read (bulk_sources.split_lines), unheld.
+handler's own `contract.first_read`, and written from that reading. A CSV row is first made
+into one by a `CsvMapping` (which columns are the id, the timestamp, the record or a delete
+flag), then read the same way. A line the contract refuses is not written: it becomes a
+`Problem` (file, line, field, reason) in the import's report; so does a line longer than the
+largest ingest message (`MAX_LINE_BYTES`), which is refused as it is read
+(bulk_sources.split_lines), unheld.
 
 The lines of a chunk are coalesced per id with the ingest handler's own rules
 (ingest/coalesce.py): the winner of each id is written, the others are given the outcome the
