@@ -6,7 +6,7 @@ Design notes:
   authorises every request, and the URL adds nothing per request to the Lambda invocation
   (API Gateway would add $1-3.50 a million). Powertools' `LambdaFunctionUrlResolver` routes
   (payload format 2.0) and generates the OpenAPI document from these routes
-  (docs/read-api.openapi.json, checked by tests/test_read_api.py).
+  (docs/read-api.openapi.json, checked by tests/core/test_read_api.py).
 * An id is ONE path segment, percent-encoded: ids may hold "/", "%", spaces, anything. A
   function URL hands over `rawPath` still encoded and Powertools matches path parameters
   without decoding them (its pattern excludes "/", so "%2F" stays inside the segment), so the

@@ -5,7 +5,7 @@ possible member of every AttributeValue: about half the time of a put of a small
 GetItem and UpdateItem) on in-process moto, so half the time of a test or a local pipeline
 that makes thousands of them. A DynamoDB result is already the dict of the JSON document, so
 this writes it as the serializer would: None members left out, binary values in base64, times
-in epoch seconds cut to the millisecond. tests/test_emulator_responses.py checks that every
+in epoch seconds cut to the millisecond. tests/local/test_emulator_responses.py checks that every
 kind of request the store makes parses to the same response either way.
 
 The local stack's server installs it (motoserver.py), and the tests' in-process moto.

@@ -26,7 +26,7 @@ backlog of 4,000, against 60/s without one). Here the same model answers from in
   visible, so a receive never walks past them (a `vhs dlq list` pass holds every letter in
   flight: walking past them made it quadratic).
 
-Behaviour is moto's, quirks included (tests/test_moto_sqs.py runs the same calls on moto
+Behaviour is moto's, quirks included (tests/local/test_moto_sqs.py runs the same calls on moto
 unpatched and patched and compares what they answer): visibility timeouts, delays, redrive to
 the dead-letter queue after maxReceiveCount, FIFO message groups and deduplication, deleting
 with an earlier receipt handle. Only the local server runs this; nothing deployed does.
