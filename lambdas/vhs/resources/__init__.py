@@ -32,7 +32,7 @@ from .ingest import (
 )
 from .read_api import LAMBDA_RESPONSE_PAYLOAD_BYTES, READ_API, ReadApiShape
 from .reindex import REINDEX, ReindexShape
-from .shape import MAX_SQS_MESSAGE_BYTES, MAX_SQS_RETENTION_SECONDS
+from .shape import MAX_SQS_MESSAGE_BYTES, MAX_SQS_RETENTION_SECONDS, FunctionShape
 from .staging import (
     DEAD_LETTER_RECEIPT_PREFIX,
     DEAD_LETTER_STAGING_PREFIX,
@@ -96,6 +96,7 @@ __all__ = [
     "BulkImportShape",
     "ChangeFeedShape",
     "DlqAlarmShape",
+    "FunctionShape",
     "GcShape",
     "IngestShape",
     "ReadApiShape",
