@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .shape import Check, FunctionShape
+from .shape import ALARM_PERIOD_SECONDS, Check, FunctionShape
 
 # Lambda's response payload limit for a function URL (buffered responses): 6 MB, counted on the
 # JSON response the function returns, in which a binary body travels base64-encoded.
@@ -22,7 +22,7 @@ class ReadApiShape(FunctionShape, shape="read API", timeout_seconds=10, memory_m
     error_rate_percent: float = 1.0
     latency_p99_ms: int = 1000
     latency_evaluation_periods: int = 3
-    period_seconds: int = 300
+    period_seconds: int = ALARM_PERIOD_SECONDS
 
     def _checks(self) -> Iterator[Check]:
         # SigV4 presigned URLs may live up to 7 days; a redirect needs seconds.

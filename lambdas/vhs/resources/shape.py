@@ -1,5 +1,5 @@
 """What every shape shares: the check that refuses a wrong one, the function a feature deploys,
-and the AWS limits more than one shape is held to."""
+the AWS limits more than one shape is held to, and the deployed alarms' period."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ from typing import Any, ClassVar, dataclass_transform
 # 2025). The ingest queues, the change feed's DLQ and the staging expiry are bound by them.
 MAX_SQS_RETENTION_SECONDS = 14 * 24 * 3600
 MAX_SQS_MESSAGE_BYTES = 1024 * 1024
+# The period a deployed alarm sums or averages its metric over: the functions' errors and
+# throttles, the table's throttled requests (infra/shapes.ALARMS) and the read API's error rate
+# and latency.
+ALARM_PERIOD_SECONDS = 300
 
 Check = tuple[bool, str]  # (holds, what is wrong otherwise)
 
