@@ -80,12 +80,6 @@ TRACING_ACTIONS = (
 )
 
 
-def state_machine_name(config: VhsConfig) -> str:
-    """A fixed name: the role's statements on its own executions are built from it (a
-    reference from the role to the state machine that uses it would be a cycle)."""
-    return f"vhs-{config.stage}-import"
-
-
 class BulkImport(StoreFeature):
     def __init__(
         self,
@@ -104,7 +98,9 @@ class BulkImport(StoreFeature):
         shape = config.bulk_import
         imports = imports or staging
         stack = cdk.Stack.of(self)
-        name = state_machine_name(config)
+        # A fixed name: the role's statements on its own executions are built from it (a
+        # reference from the role to the state machine that uses it would be a cycle).
+        name = config.physical_name("import")
 
         staged_objects = object_arn(staging, resources.STAGING_PREFIX)
         import_objects = object_arn(imports, resources.IMPORT_PREFIX)

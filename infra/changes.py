@@ -29,7 +29,6 @@ from constructs import Construct
 from vhs import resources, settings
 
 from . import nag
-from .config import VhsConfig
 from .feature import Feature, Wiring
 from .function import allow
 from .monitoring import TOPIC_KEY_ACTIONS, Alarms, topic_key
@@ -53,11 +52,6 @@ STREAM_LIST_REASON = (
 )
 
 
-def change_topic_name(config: VhsConfig) -> str:
-    """A fixed name, so subscribers can rely on the ARN across redeployments."""
-    return f"vhs-{config.stage}-changes.fifo"
-
-
 class ChangeFeed(Feature):
     def __init__(
         self,
@@ -71,7 +65,6 @@ class ChangeFeed(Feature):
     ) -> None:
         super().__init__(scope, id, **wiring)
         config = self.config
-        self.shape = shape
 
         # What the event source gives up on: Lambda's on-failure records (the shard and the
         # range of sequence numbers; `vhs.changes.feed.replay` publishes them again).
@@ -87,7 +80,8 @@ class ChangeFeed(Feature):
         self.topic = sns.Topic(
             self,
             "Topic",
-            topic_name=change_topic_name(config),
+            # A fixed name, so subscribers can rely on the ARN across redeployments.
+            topic_name=config.physical_name("changes.fifo"),
             display_name=f"VHS {config.stage} changes",
             fifo=True,
             content_based_deduplication=False,  # the publisher sets deduplication ids

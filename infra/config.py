@@ -187,16 +187,20 @@ class VhsConfig:
     # derives their ARNs from these names (no cross-stack references, so either stack can be
     # replaced alone, and IAM policies read plainly); and a retained table or bucket can be
     # re-adopted by name (`cdk import`) rather than silently replaced by an empty twin.
+    def physical_name(self, what: str) -> str:
+        """``vhs-<stage>-<what>``: the fixed name of this deployment's `what`."""
+        return f"vhs-{self.stage}-{what}"
+
     @property
     def table_name(self) -> str:
-        return f"vhs-{self.stage}-records"
+        return self.physical_name("records")
 
     def bucket_name(self, role: str, account: str, region: str) -> str:
         """``vhs-<stage>-<role>-<account>-<region>``: S3 names are global, so the account and
         region (CloudFormation pseudo parameters at synth time) make them unique."""
         if role not in BUCKET_ROLES:
             raise ConfigError(f"unknown bucket role {role!r}")
-        return f"vhs-{self.stage}-{role}-{account}-{region}"
+        return self.physical_name(f"{role}-{account}-{region}")
 
     def store_settings(self, table_name: str, bucket_name: str) -> settings.StoreSettings:
         """What a function is told of the store in `table_name` and `bucket_name`: those, and

@@ -9,7 +9,7 @@ stacks hand every feature the same one, so the collector judges versions with ex
 retention that ingest writes and readers read with.
 
 `Feature.add_function` makes the feature's `VhsFunction` (infra/function.py) and keeps its
-log group and role beside it; `Feature.add_alarms` makes its alarms when it has a topic.
+shape, log group and role beside it; `Feature.add_alarms` makes its alarms when it has a topic.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from vhs import settings
+from vhs import resources, settings
 
 from .config import VhsConfig
 from .function import VhsFunction
@@ -62,17 +62,26 @@ class Feature(Construct):
         self.alarms: list[cloudwatch.Alarm] = []
 
     def add_function(
-        self, spec: settings.FunctionSpec, *, does: str, role: str, **options: Any
+        self,
+        spec: settings.FunctionSpec,
+        *,
+        does: str,
+        role: str,
+        shape: resources.FunctionShape,
+        **options: Any,
     ) -> VhsFunction:
-        """The feature's function, described as ``VHS <stage>: <does>``, with a role described
-        as ``VHS <stage> <role>``; `options` are `VhsFunction`'s."""
+        """The feature's function of `shape` (kept as `self.shape`, which its alarms read),
+        described as ``VHS <stage>: <does>``, with a role described as ``VHS <stage> <role>``;
+        `options` are `VhsFunction`'s."""
         stage = self.config.stage
+        self.shape = shape
         self.function = VhsFunction(
             self,
             config=self.config,
             spec=spec,
             description=f"VHS {stage}: {does}",
             role_description=f"VHS {stage} {role}",
+            shape=shape,
             **options,
         )
         self.log_group, self.role = self.function.log_group, self.function.execution_role

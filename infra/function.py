@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -26,6 +26,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from vhs import settings
+from vhs.resources import FunctionShape
 
 from . import nag, sam
 from .config import (
@@ -86,16 +87,6 @@ XRAY_ACKNOWLEDGEMENT = (
     "Tracing.ACTIVE adds xray:PutTraceSegments and xray:PutTelemetryRecords, which "
     "support no resource-level permissions: AWS requires Resource '*' for them."
 )
-
-
-class FunctionShape(Protocol):
-    """What a function's shape in vhs.resources (INGEST, CHANGES, GC) says of its size."""
-
-    @property
-    def function_timeout_seconds(self) -> int: ...
-
-    @property
-    def function_memory_mb(self) -> int: ...
 
 
 def allow(

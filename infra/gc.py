@@ -37,7 +37,7 @@ from .monitoring import Alarms
 
 def gc_function_name(config: VhsConfig) -> str:
     """A fixed name: the role's self-invoke statement is built from it (see the docstring)."""
-    return f"vhs-{config.stage}-gc"
+    return config.physical_name("gc")
 
 
 class GarbageCollection(StoreFeature):

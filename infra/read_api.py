@@ -88,7 +88,6 @@ class ReadApi(StoreFeature):
         would not return either."""
         super().__init__(scope, id, **wiring)
         config, table, body_objects = self.config, self.table, self.body_objects
-        self.shape = shape
         self.add_function(
             settings.READ_API_FUNCTION,
             does="the read API (function URL, IAM auth)",

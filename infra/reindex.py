@@ -58,11 +58,6 @@ LAMBDA_THROTTLED = ("Lambda.TooManyRequestsException",)
 MAP_LABEL = "ReplaySegments"  # the Distributed Map's label: its map runs are named by it
 
 
-def reindex_state_machine_name(config: VhsConfig) -> str:
-    """A fixed name: the Distributed Map's role names its own executions by it."""
-    return f"vhs-{config.stage}-reindex"
-
-
 class Reindex(StoreFeature):
     def __init__(
         self,
@@ -78,7 +73,8 @@ class Reindex(StoreFeature):
         (`StoreWiring`), and publishes to the change topic `topic_arn` with its key."""
         super().__init__(scope, id, **wiring)
         config, store, table = self.config, self.store, self.table
-        self.shape = shape
+        # A fixed name: the Distributed Map's role names its own executions by it.
+        name = config.physical_name("reindex")
         self.add_function(
             settings.REINDEX_FUNCTION,
             does="replays current records to the change feed",
@@ -105,12 +101,12 @@ class Reindex(StoreFeature):
             "StateMachineLogs",
             config,
             # The prefix AWS recommends for vended logs: no resource policy per log group.
-            log_group_name=f"/aws/vendedlogs/states/{reindex_state_machine_name(config)}",
+            log_group_name=f"/aws/vendedlogs/states/{name}",
         )
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
-            state_machine_name=reindex_state_machine_name(config),
+            state_machine_name=name,
             state_machine_type=sfn.StateMachineType.STANDARD,
             comment=f"VHS {config.stage}: replay every current record to the change feed",
             definition_body=sfn.DefinitionBody.from_chainable(self._definition(shape)),

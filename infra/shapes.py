@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vhs.resources import ALARM_PERIOD_SECONDS
+
 # The deployed body bucket keeps bodies under this prefix (VHS_PREFIX), so the ingest role's
 # object permissions name it.
 DEPLOYED_BODY_PREFIX = "bodies"
@@ -28,7 +30,7 @@ class AlarmThresholds:
     function_errors: int = 1
     function_throttles: int = 1
     dynamodb_throttled_requests: int = 1
-    period_seconds: int = 300
+    period_seconds: int = ALARM_PERIOD_SECONDS
 
 
 ALARMS = AlarmThresholds()

@@ -116,19 +116,28 @@ def _alarm_topic(scope: Construct, config: VhsConfig) -> sns.ITopic:
 
 
 class _VhsStack(cdk.Stack):
-    """A stack of one VHS deployment, described as ``VHS <stage>: <what it holds>``."""
+    """A stack of one VHS deployment, described as ``VHS <stage>: <what it holds>``: `_open`
+    imports what it uses of other stacks, then `_add` adds what it holds."""
 
     holds: ClassVar[str]
 
     def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
         super().__init__(scope, id, description=f"VHS {config.stage}: {self.holds}", **kwargs)
+        self.config = config
+        self._open(config)
+        self._add(config)
+
+    def _open(self, config: VhsConfig) -> None:
+        pass
+
+    def _add(self, config: VhsConfig) -> None:
+        raise NotImplementedError
 
 
 class StoreStack(_VhsStack):
     holds = "stateful resources (body bucket, index table)"
 
-    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
-        super().__init__(scope, id, config=config, **kwargs)
+    def _add(self, config: VhsConfig) -> None:
         self.store = Store(
             self,
             "Store",
@@ -177,13 +186,14 @@ class _StoreReader(_VhsStack):
         store: settings.StoreSettings | None = None,
         **kwargs,
     ) -> None:
-        super().__init__(scope, id, config=config, **kwargs)
         self.store_settings = store or store_settings(config)
+        super().__init__(scope, id, config=config, **kwargs)
+
+    def _open(self, config: VhsConfig) -> None:
         self.bodies = s3.Bucket.from_bucket_name(self, "Bodies", self.store_settings.bucket_name)
         self.records = dynamodb.Table.from_table_name(
             self, "Records", self.store_settings.table_name
         )
-        self.config = config
 
     def wiring(self, *, alarms: bool = True) -> StoreWiring:
         """What its feature construct is given: the store, and the Ingest stack's alarm topic
@@ -200,8 +210,7 @@ class _StoreReader(_VhsStack):
 class IngestStack(_StoreReader):
     holds = "ingest queue, function and monitoring (stateless)"
 
-    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
-        super().__init__(scope, id, config=config, **kwargs)
+    def _add(self, config: VhsConfig) -> None:
         staging = s3.Bucket.from_bucket_name(self, "Staging", _bucket_name(config, "staging"))
         self.ingest = Ingest(self, "Ingest", staging=staging, **self.wiring(alarms=False))
         ingest = self.ingest
@@ -243,8 +252,7 @@ class IngestStack(_StoreReader):
 class ChangesStack(_VhsStack):
     holds = "change feed (table stream to SNS; stateless)"
 
-    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
-        super().__init__(scope, id, config=config, **kwargs)
+    def _add(self, config: VhsConfig) -> None:
         bucket = s3.Bucket.from_bucket_name(self, "Bodies", _bucket_name(config, "bodies"))
         alarm_topic = _alarm_topic(self, config)
         self.changes = ChangeFeed(
@@ -277,8 +285,7 @@ class ChangesStack(_VhsStack):
 class MaintenanceStack(_StoreReader):
     holds = "scheduled garbage collection (stateless)"
 
-    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
-        super().__init__(scope, id, config=config, **kwargs)
+    def _add(self, config: VhsConfig) -> None:
         self.gc = GarbageCollection(self, "GarbageCollection", **self.wiring())
         _outputs(
             self,
@@ -290,8 +297,7 @@ class MaintenanceStack(_StoreReader):
 class ReadApiStack(_StoreReader):
     holds = "read API (function URL with IAM auth; stateless)"
 
-    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
-        super().__init__(scope, id, config=config, **kwargs)
+    def _add(self, config: VhsConfig) -> None:
         self.read_api = ReadApi(self, "ReadApi", **self.wiring())
         api = self.read_api
         policy_arn = api.reader_policy.managed_policy_arn
@@ -312,8 +318,7 @@ class ReadApiStack(_StoreReader):
 class ReindexStack(_StoreReader):
     holds = "reindex: replays of current records to the change feed (stateless)"
 
-    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
-        super().__init__(scope, id, config=config, **kwargs)
+    def _add(self, config: VhsConfig) -> None:
         self.reindex = Reindex(
             self,
             "Reindex",
@@ -333,8 +338,7 @@ class ReindexStack(_StoreReader):
 class ImportStack(_StoreReader):
     holds = "bulk import (Step Functions Distributed Map; stateless)"
 
-    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
-        super().__init__(scope, id, config=config, **kwargs)
+    def _add(self, config: VhsConfig) -> None:
         staging = s3.Bucket.from_bucket_name(self, "Staging", _bucket_name(config, "staging"))
         imports = (
             s3.Bucket.from_bucket_name(self, "Imports", config.import_bucket)

@@ -32,7 +32,12 @@ from .ingest import (
 )
 from .read_api import LAMBDA_RESPONSE_PAYLOAD_BYTES, READ_API, ReadApiShape
 from .reindex import REINDEX, ReindexShape
-from .shape import MAX_SQS_MESSAGE_BYTES, MAX_SQS_RETENTION_SECONDS
+from .shape import (
+    ALARM_PERIOD_SECONDS,
+    MAX_SQS_MESSAGE_BYTES,
+    MAX_SQS_RETENTION_SECONDS,
+    FunctionShape,
+)
 from .staging import (
     DEAD_LETTER_RECEIPT_PREFIX,
     DEAD_LETTER_STAGING_PREFIX,
@@ -59,6 +64,7 @@ from .store import (
 )
 
 __all__ = [
+    "ALARM_PERIOD_SECONDS",
     "BUCKET_ABORT_INCOMPLETE_MULTIPART_DAYS",
     "BULK_IMPORT",
     "CHANGES",
@@ -96,6 +102,7 @@ __all__ = [
     "BulkImportShape",
     "ChangeFeedShape",
     "DlqAlarmShape",
+    "FunctionShape",
     "GcShape",
     "IngestShape",
     "ReadApiShape",

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import ClassVar
 
-from .shape import Check, Shape, function_checks
+from .shape import Check, FunctionShape
 
 # Where import files and results live when no bucket of their own is given: prefixes of the
 # staging bucket beside the producers' (incoming/), which ingest never reads. The staging
@@ -15,15 +13,10 @@ IMPORT_PREFIX = "imports/"
 IMPORT_RESULTS_PREFIX = "import-results/"
 
 
-@dataclass(frozen=True)
-class BulkImportShape(Shape):
-    SHAPE: ClassVar[str] = "bulk import"
-
-    # One function plans (reads every file once, to cut it into chunks of whole lines) and
-    # imports chunks: the plan of a large export needs the longest timeout.
-    function_timeout_seconds: int = 900
-    # 1,769 MB is one full vCPU: JSON parsing and hashing are CPU, the writes are waits.
-    function_memory_mb: int = 1769
+# One function plans (reads every file once, to cut it into chunks of whole lines) and imports
+# chunks: the plan of a large export needs the longest timeout. 1,769 MB is one full vCPU: JSON
+# parsing and hashing are CPU, the writes are waits.
+class BulkImportShape(FunctionShape, shape="bulk import", timeout_seconds=900, memory_mb=1769):
     # Lines a chunk holds: the unit of coalescing, of a worker's report and of a redrive.
     chunk_lines: int = 2000
     # Chunks one invocation imports (the Distributed Map's ItemBatcher).
@@ -38,7 +31,6 @@ class BulkImportShape(Shape):
     execution_timeout_hours: int = 24
 
     def _checks(self) -> Iterator[Check]:
-        yield from function_checks(self.function_timeout_seconds, self.function_memory_mb)
         yield 1 <= self.chunk_lines <= 100_000, "chunk_lines must be 1..100000"
         yield 1 <= self.max_items_per_batch <= 100, "max_items_per_batch must be 1..100"
         # Distributed Map runs at most 10,000 child executions at once.

@@ -4,10 +4,9 @@ infra/changes.py deploys it, the local stream poller and the tests read the same
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from .shape import MAX_SQS_RETENTION_SECONDS, Check, Shape, function_checks
+from .shape import MAX_SQS_RETENTION_SECONDS, Check, FunctionShape
 
 # One notification per stored version and per delete (docs/changes.md). The CDK constructs
 # (infra/changes.py), the local stream poller (stream_source.py) and the tests read these.
@@ -21,10 +20,7 @@ SNS_MAX_MESSAGE_GROUP_ID = 128
 SNS_MAX_DEDUPLICATION_ID = 128
 
 
-@dataclass(frozen=True)
-class ChangeFeedShape(Shape):
-    SHAPE: ClassVar[str] = "change feed"
-
+class ChangeFeedShape(FunctionShape, shape="change feed", timeout_seconds=60, memory_mb=256):
     # Records per invocation. Each becomes at most one PublishBatch entry (10 per call).
     batch_size: int = 100
     max_batching_window_seconds: int = 1
@@ -38,8 +34,6 @@ class ChangeFeedShape(Shape):
     # Concurrent batches per shard. Lambda keeps records of one item key in order at any
     # factor; 1 keeps the feed simple to reason about.
     parallelization_factor: int = 1
-    function_timeout_seconds: int = 60
-    function_memory_mb: int = 256
     # The handler stops publishing when less than this is left of its timeout and reports
     # the rest of the batch as failed (retried), rather than be killed mid-batch.
     stop_publishing_at_remaining_ms: int = 10_000
@@ -59,7 +53,6 @@ class ChangeFeedShape(Shape):
             "maximum record age must be 60 s..24 h (the stream's retention)",
         )
         yield 1 <= self.parallelization_factor <= 10, "parallelization factor must be 1..10"
-        yield from function_checks(self.function_timeout_seconds)
         yield (
             0 <= self.stop_publishing_at_remaining_ms < self.function_timeout_seconds * 1000,
             "the publishing cut-off must be shorter than the function timeout",

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import ClassVar
 
-from .shape import Check, Shape, function_checks
+from .shape import Check, FunctionShape
 
 
 # The Maintenance stack (infra/gc.py) runs handlers.gc on an EventBridge schedule. The handler
@@ -20,12 +18,7 @@ def _is_duration(text: str) -> bool:
     return digits.isascii() and digits.isdigit()
 
 
-@dataclass(frozen=True)
-class GcShape(Shape):
-    SHAPE: ClassVar[str] = "GC"
-
-    function_timeout_seconds: int = 900
-    function_memory_mb: int = 512
+class GcShape(FunctionShape, shape="GC", timeout_seconds=900, memory_mb=512):
     # EventBridge schedule expression of the collection run.
     schedule_expression: str = "rate(1 day)"
     # The scheduled event is {"parallel": N}: the 256 shards are split over N invocations.
@@ -34,7 +27,6 @@ class GcShape(Shape):
     grace: str = "1h"
 
     def _checks(self) -> Iterator[Check]:
-        yield from function_checks(self.function_timeout_seconds, self.function_memory_mb)
         yield (
             self.schedule_expression.startswith(("rate(", "cron("))
             and self.schedule_expression.endswith(")"),

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from .shape import MAX_SQS_MESSAGE_BYTES, MAX_SQS_RETENTION_SECONDS, Check, Shape, function_checks
+from .shape import MAX_SQS_MESSAGE_BYTES, MAX_SQS_RETENTION_SECONDS, Check, FunctionShape
 from .staging import STAGING_EXPIRATION_DAYS
 
 # The CDK constructs (infra/) and the local stack's queues and SQS event-source emulator read
@@ -19,11 +19,7 @@ QUEUE_VISIBILITY_TO_TIMEOUT_RATIO = 6
 MIN_MAX_RECEIVE_COUNT = 5
 
 
-@dataclass(frozen=True)
-class IngestShape(Shape):
-    SHAPE: ClassVar[str] = "ingest"
-
-    function_timeout_seconds: int = 60
+class IngestShape(FunctionShape, shape="ingest", timeout_seconds=60, memory_mb=1024):
     visibility_timeout_seconds: int = 360
     max_receive_count: int = 5
     # Standard queues expire a message by its first enqueue time, even after it moves to the
@@ -37,7 +33,6 @@ class IngestShape(Shape):
     # The event source's maximum concurrency (2..1000), not reserved concurrency: throttled
     # invocations would count as receives and dead-letter healthy messages.
     max_concurrency: int = 10
-    function_memory_mb: int = 1024
     # /tmp: staged bodies over 64 MiB are spooled to disk while they are stored, several
     # messages of a batch at once.
     function_ephemeral_storage_mb: int = 2048
@@ -50,7 +45,6 @@ class IngestShape(Shape):
             f"{QUEUE_VISIBILITY_TO_TIMEOUT_RATIO}x the function timeout "
             f"{self.function_timeout_seconds}s",
         )
-        yield from function_checks(self.function_timeout_seconds)
         yield (
             self.visibility_timeout_seconds <= 12 * 3600,
             "visibility timeout must be at most 12 hours",

@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import ClassVar
 
-from .shape import Check, Shape, function_checks
+from .shape import Check, FunctionShape
 
 
 # The Reindex stack (infra/reindex.py) runs handlers.reindex from a Step Functions state
 # machine: a Distributed Map over Scan segments, each looping the worker with its cursor.
 # `vhs reindex` runs the same worker here, with the same defaults.
-@dataclass(frozen=True)
-class ReindexShape(Shape):
-    SHAPE: ClassVar[str] = "reindex"
-
-    function_timeout_seconds: int = 900
-    function_memory_mb: int = 256
+class ReindexShape(FunctionShape, shape="reindex", timeout_seconds=900, memory_mb=256):
     # The worker stops taking pages with this much of its timeout left and returns its cursor
     # (a page at the rate bound takes at most about a second, plus its publishes).
     stop_at_remaining_ms: int = 60_000
@@ -44,7 +37,6 @@ class ReindexShape(Shape):
     execution_timeout_hours: int = 48
 
     def _checks(self) -> Iterator[Check]:
-        yield from function_checks(self.function_timeout_seconds, self.function_memory_mb)
         yield (
             0 < self.stop_at_remaining_ms < self.function_timeout_seconds * 1000,
             "the cut-off must be shorter than the function timeout",
