@@ -30,6 +30,7 @@ from .ingest import (
     IngestShape,
     create_ingest_queues,
 )
+from .local import CONTAINER_ENDPOINT, CONTAINER_HOST, DEFAULT_PORT
 from .read_api import LAMBDA_RESPONSE_PAYLOAD_BYTES, READ_API, ReadApiShape
 from .reindex import REINDEX, ReindexShape
 from .shape import (
@@ -71,8 +72,11 @@ __all__ = [
     "CONDEMNED_INDEX_KEY",
     "CONDEMNED_INDEX_KEY_TYPE",
     "CONDEMNED_INDEX_NAME",
+    "CONTAINER_ENDPOINT",
+    "CONTAINER_HOST",
     "DEAD_LETTER_RECEIPT_PREFIX",
     "DEAD_LETTER_STAGING_PREFIX",
+    "DEFAULT_PORT",
     "DLQ_ALARM",
     "GC",
     "IMPORT_PREFIX",
