@@ -1,6 +1,4 @@
-"""Bulk import against the queue path: records per second of a local `vhs import` and of
-`vhs send` plus the local pipeline on the same records, side by side without and with
-injected latency, and the dollars per million records each costs on AWS (a model)."""
+"""docs/benchmarks.md, "Bulk import against the queue path": speed, and cost on AWS."""
 
 from __future__ import annotations
 

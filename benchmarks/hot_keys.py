@@ -1,5 +1,4 @@
-"""Hot-key ingest: catalogue edits over few ids, shuffled, through the real ingest handler in
-batches of 10 and of 100, coalesced (as deployed) and written one by one, in one run."""
+"""docs/benchmarks.md, "Hot-key ingest: coalescing": through the real ingest handler."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
 import time
 import tracemalloc
@@ -27,21 +28,10 @@ def repeat(item: str, size: int) -> str:
 
 def shapes(target: int) -> dict[str, str]:
     """JSON documents of about `target` bytes, by shape."""
-    import random
+    from . import workload
 
-    rng = random.Random(1)
-
-    def catalogue(n: int) -> dict[str, Any]:
-        words = ["the", "whale", "of", "sea", "moby", "dick", "captain"]
-        return {
-            "title": " ".join(rng.choice(words) for _ in range(8)),
-            "creators": [{"name": f"Author {rng.randrange(10**6)}", "role": "author"}] * 2,
-            "subjects": [f"subject-{rng.randrange(1000)}" for _ in range(5)],
-            "year": rng.randrange(1500, 2025),
-            "identifiers": {"isbn": str(rng.randrange(10**12, 10**13)), "b": f"b{n}"},
-        }
-
-    records = [catalogue(n) for n in range(target // 330)]
+    size = 2 * workload.KB
+    records = [workload.make_record(f"b{n}", size, random.Random(n)) for n in range(target // size)]
     return {
         "catalogue records": json.dumps(records),
         "one long text": json.dumps({"text": "x" * target}),

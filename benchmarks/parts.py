@@ -1,5 +1,4 @@
-"""A record with two large parts: VHS against pynamodb_mate's LargeAttributeMixin with two large
-attributes, requests counted and billed per operation."""
+"""docs/benchmarks.md, "A record with two parts": VHS against pynamodb_mate."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The ingest pipeline: records per second through the local pipeline against raw floors,
-without and with per-request latency injected on the client side (`Meter`), and the
-ingest handler's cold-start import time (method: docs/benchmarks.md)."""
+"""docs/benchmarks.md, "The ingest pipeline": latency injected client side (`Meter`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The read API: requests per second and latency percentiles on the local stack against a
-direct `store.get`, and the cost per million reads on AWS against a direct library read."""
+"""docs/benchmarks.md, "The read API": latency here and cost per million reads on AWS."""
 
 from __future__ import annotations
 

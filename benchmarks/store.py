@@ -1,6 +1,4 @@
-"""VHS against its peers and the raw floor on one moto server, in one run: requests and cost per
-operation, cost per million puts of a catalogue size mix, the storage it leaves, and wall time
-per operation against the raw floor (method: docs/benchmarks.md)."""
+"""Tables 1-4 of docs/benchmarks.md: VHS against its peers and the raw floor, in one run."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The local stack at volume: messages through `vhs local up` and `vhs send`, the real commands
-as a user runs them, nothing lost, and how the long-running local commands scale."""
+"""docs/benchmarks.md, "The local stack at volume": the real commands as a user runs them."""
 
 from __future__ import annotations
 

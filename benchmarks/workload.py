@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 import math
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from vhs.codec import canonical_json as canonical  # what every system stores, as VHS does
 
 KB = 1024
 MB = 1024 * 1024
@@ -69,11 +70,6 @@ class Body:
     record: dict[str, Any]
     size: int
     size_class: str  # "small" (<= 4 KB), "medium" (<= 100 KB) or "large" (1-5 MB)
-
-
-def canonical(record: Any) -> bytes:
-    """The canonical JSON form every system stores (the same bytes VHS stores)."""
-    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class Writer:

@@ -79,37 +79,28 @@ def collect(
 
 
 class InProcessServer:
-    """The local stack's moto server (atomic DynamoDB requests) in a thread of this process, so
-    that most objects can be put straight into moto's S3 backend: over HTTP moto spends about
-    3 ms of CPU on each PutObject. The collector still reaches it over HTTP."""
+    """moto's server in a thread of this process, one DynamoDB request at a time as the local
+    stack's, so that most objects can be put straight into moto's S3 backend: over HTTP moto
+    spends about 3 ms of CPU on each PutObject. The collector still reaches it over HTTP."""
 
     def __enter__(self) -> InProcessServer:
         import logging
-        import threading
 
-        from moto.moto_server.werkzeug_app import (
-            DomainDispatcherApplication,
-            MotoRequestHandler,
-            create_backend_app,
-        )
-        from werkzeug.serving import make_server
+        from moto.server import ThreadedMotoServer
 
-        from vhs.local.motoserver import AtomicDynamoDB
-        from vhs.local.stack import free_port
+        from vhs_testing.backends import atomic_inprocess_dynamodb
 
-        port = free_port()
-        self.endpoint = f"http://127.0.0.1:{port}"
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        app = AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
-        handler = MotoRequestHandler
-        self._server = make_server("127.0.0.1", port, app, threaded=True, request_handler=handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._atomic = atomic_inprocess_dynamodb()
+        self._atomic.__enter__()
+        self._server = ThreadedMotoServer("127.0.0.1", 0, verbose=False)
+        self._server.start()
+        self.endpoint = "http://{}:{}".format(*self._server.get_host_and_port())
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._thread.join(timeout=10)
+        self._server.stop()
+        self._atomic.__exit__(*exc)
 
     @staticmethod
     def s3_backend() -> Any:

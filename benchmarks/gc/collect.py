@@ -1,5 +1,4 @@
-"""The garbage collector's throughput and peak memory at 10k and 100k objects, and a hot id
-with 5,600 orphans collected in one pass (method: docs/benchmarks.md), as Markdown tables."""
+"""docs/benchmarks.md, "Garbage collection: throughput and memory", and a hot id."""
 
 from __future__ import annotations
 
