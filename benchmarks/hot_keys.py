@@ -39,8 +39,7 @@ def messages(count: int, ids: int, seed: int = 12) -> list[dict[str, Any]]:
 def measure(bodies: list[dict[str, Any]], batch: int, coalesced: bool) -> dict[str, Any]:
     with open_backend("inprocess", None) as backend:  # moto in-process, atomic as DynamoDB is
         os.environ |= {
-            settings.TABLE_NAME: backend.table_name,
-            settings.BUCKET_NAME: backend.bucket_name,
+            **settings.StoreSettings(backend.table_name, backend.bucket_name).environment(),
             settings.DLQ_URL: backend.new_client("sqs").create_queue(QueueName="dlq")["QueueUrl"],
             "AWS_DEFAULT_REGION": DEFAULT_REGION,
             "POWERTOOLS_TRACE_DISABLED": "true",
@@ -72,8 +71,7 @@ def measure(bodies: list[dict[str, Any]], batch: int, coalesced: bool) -> dict[s
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    count = options.messages
-    bodies = messages(count, options.ids)
+    bodies = messages(options.messages, options.ids)
     rows = []
     for batch in (10, 100):
         for coalesced in (True, False):
@@ -87,7 +85,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
              for r in rows if r["coalesced"]]  # fmt: skip
     headers = ["batch", "reads", "conditional writes", "writes per distinct id per batch",
                "read units", "write units", "$ per million messages"]  # fmt: skip
-    text = (f"Run {now()}: {count:,} edits over {options.ids} ids.\n\n"
+    text = (f"Run {now()}: {options.messages:,} edits over {options.ids} ids.\n\n"
             + table(headers, figures, right=1) + "\n\n"
             + goals_table(goals))  # fmt: skip
     return Report({"hot-keys": text}, rows)

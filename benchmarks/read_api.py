@@ -130,8 +130,7 @@ def costs(rows: dict[str, Any]) -> list[list[str]]:
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    reads = options.reads
-    rows = measure(reads)
+    rows = measure(options.reads)
 
     def cells(p: dict[str, float] | None) -> list[Any]:
         return (
@@ -146,7 +145,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
                for name, r in rows.items()]  # fmt: skip
     memories = [f"read API, {m} MB (billed ms)" for m in MEMORIES_MB]
     text = "\n\n".join([
-        f"Run {now()}: {reads} reads of each kind.",
+        f"Run {now()}: {options.reads} reads of each kind.",
         table(["read", "requests/s", "p50 ms", "p95 ms", "p99 ms"], latency, right=1),
         f"The model: GetItem {AWS_GETITEM_MS:g} ms and S3 GET {AWS_S3_GET_MS:g} ms, plus the "
         f"handler's own time scaled by {VCPU_MB} MB / memory below one vCPU.",

@@ -240,14 +240,13 @@ def hot_figures(hot: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
     sizes = [] if options.hot_only else [int(s) for s in options.sizes.split(",")]
-    orphans = options.hot
     results, baseline, hot = [], {}, None
     with InProcessServer() as server:
         if sizes:
             baseline = measure_baseline(server)
         results = [measure_size(server, n, options.orphans, progress) for n in sizes]
-        if orphans:
-            hot = measure_hot_id(server, orphans, progress)
+        if options.hot:
+            hot = measure_hot_id(server, options.hot, progress)
     problems = [p for r in results for p in r["problems"]] + (hot["problems"] if hot else [])
     mode = "quick" if args.quick else "full"
     sections = {}
