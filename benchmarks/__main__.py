@@ -65,7 +65,6 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress()
     report = module.run(args, options.parse_args(rest), progress)
     if args.json:
-        # Dataclasses (and other objects) by their fields, anything else as its text.
         print(json.dumps(report.data, default=lambda v: getattr(v, "__dict__", str(v)), indent=2))
     else:
         print("\n\n".join(report.sections.values()))

@@ -73,8 +73,6 @@ def measure(systems: list[Any], ids: int) -> dict[str, dict[str, Bill]]:
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
     with MotoServer() as server:
-        # VHS with its defaults; pynamodb_mate with the scan and the OCR text as large
-        # attributes (the JSON an ordinary one), with the clean-up flags of its documentation.
         s3, dynamodb, probe = (
             client(name, server.endpoint) for name in ("s3", "dynamodb", "dynamodb")
         )

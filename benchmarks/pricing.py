@@ -106,7 +106,6 @@ class Bill:
         return self.requests.get(name, 0) / self.operations
 
 
-# The store benchmark's price table: item, price, rule.
 PRICE_ROWS = [
     ("S3 PUT, COPY, POST, LIST (incl. multipart parts)",
      f"${PRICES.s3_put_per_million:.2f} per million", "per request"),

@@ -133,11 +133,9 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
     rows = measure(options.reads)
 
     def cells(p: dict[str, float] | None) -> list[Any]:
-        return (
-            ["—"] * 4
-            if p is None
-            else [f"{p['per_second']:,.0f}", p["p50_ms"], p["p95_ms"], p["p99_ms"]]
-        )
+        if p is None:
+            return ["—"] * 4
+        return [f"{p['per_second']:,.0f}", p["p50_ms"], p["p95_ms"], p["p99_ms"]]
 
     latency = [[f"{name} ({how})", *cells(r[key])]
                for key, how in (("direct", "direct `store.get`"), ("api", "read API, HTTP"),
