@@ -24,7 +24,6 @@ Action = Callable[[], Any]
 Prepare = Callable[[System, str, "Samples"], Action]
 STEADY_STATE_PRIOR_VERSIONS = 6  # enough for VHS's default retention to be full
 STEADY_STATE_UPDATES = 4  # billed updates, averaged, so trims show at their real rate
-STEADY_ROW_PREFIX = "small put (update, versions"
 T1, T2, T3 = workload.timestamp(1), workload.timestamp(2), workload.timestamp(3)
 
 
@@ -260,7 +259,7 @@ def steady_state_update(system: System, id: str, samples: Samples) -> Action:
 SMALL = {"floor": {"GetItem": 1, "UpdateItem": 1},
          "floor_note": "the write, plus the read delta history needs"}  # fmt: skip
 LARGE = {"floor": {"PutObject": 1, "UpdateItem": 1}}
-STEADY_NAME = (f"{STEADY_ROW_PREFIX} {STEADY_STATE_PRIOR_VERSIONS + 1}-"
+STEADY_NAME = (f"small put (update, versions {STEADY_STATE_PRIOR_VERSIONS + 1}-"
                f"{STEADY_STATE_PRIOR_VERSIONS + STEADY_STATE_UPDATES}, mean)")  # fmt: skip
 OPERATIONS: tuple[Operation, ...] = (
     Operation("small put (new id)", put("small", None), **SMALL),
