@@ -59,9 +59,7 @@ def capacity(endpoint: str, table: str) -> dict[str, float]:
 
 
 def dollars_per_million(throughput: dict, units: dict[str, float]) -> dict[str, dict[str, float]]:
-    """$ per million records, by component, of each path, with injected latency's requests:
-    Lambda time is the CPU per record measured here plus the requests' latency over the
-    writes in flight (a batch of 10; 16 import workers)."""
+    """$ per million records, by component, of each path (the model: docs/benchmarks.md)."""
     shape, bills = resources.BULK_IMPORT, {}
     for name, in_flight, memory_mb in (
         (QUEUE, resources.INGEST.batch_size, resources.INGEST.function_memory_mb),

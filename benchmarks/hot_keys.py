@@ -24,8 +24,7 @@ OPTIONS = {"--messages": (int, 10_000, 1_000, "messages"), "--ids": (int, 100, 1
 
 
 def messages(count: int, ids: int, seed: int = 12) -> list[dict[str, Any]]:
-    """Each id's edits at successive minutes, a field changed or the same record sent again;
-    shuffled, as retries and parallel senders deliver them."""
+    """Each id's edits, a minute apart (a field changed, or the same record again), shuffled."""
     out = []
     for n in range(count):
         edit = n // ids

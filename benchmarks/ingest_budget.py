@@ -74,8 +74,7 @@ def expansion(target: int = 4 * 2**20) -> list[tuple[str, int, float]]:
 
 
 def child(kind: str) -> dict[str, Any]:
-    """Run in the child: one batch of ten messages of `kind` through the real handler; its
-    peak RSS, and what the handler answered."""
+    """In the child: ten messages of `kind` through the real handler; its peak RSS, its answer."""
     from vhs.ingest.budget import Budgets
     from vhs.local.invoke import LambdaContext, load_handler
 
@@ -94,8 +93,7 @@ def child(kind: str) -> dict[str, Any]:
 
 
 def batch(kind: str) -> dict[str, Any]:
-    """Ten messages of `kind` on the local stack, received as the event source receives them,
-    then handled in a child process with the deployed function's memory."""
+    """Ten messages of `kind` on the local stack, handled in a child with the function's memory."""
     from vhs import settings
     from vhs.ingest.budget import JSON_PAYLOAD_EXPANSION, SPOOL_IN_MEMORY, Budgets
     from vhs.local.sqs_source import lambda_record

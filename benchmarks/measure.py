@@ -71,9 +71,8 @@ class MixCost:
 
 def cost_of_mix(systems: Sequence[System], bodies: Sequence[workload.Body], seed: int,
                 puts: int, progress: Progress) -> MixCost:  # fmt: skip
-    """Put every record `puts` times, every put billed alone: the records at day 1, then each
-    day a cataloguer's edit of the version before (the same edits for every system). The
-    systems run side by side (each has its own clients, meters, table and bucket)."""
+    """Put every record `puts` times, each put billed alone, the systems side by side (each
+    with its own clients, meters, table and bucket)."""
     result = MixCost(list(bodies), puts, {s.name: {} for s in systems})
     rngs = [random.Random(f"{seed}/rev/{b.id}") for b in bodies]
     records = [b.record for b in bodies]
@@ -99,8 +98,7 @@ def cost_of_mix(systems: Sequence[System], bodies: Sequence[workload.Body], seed
 
 @dataclass(frozen=True)
 class Storage:
-    """What one system's table and bucket hold: items and their bytes (the item's size plus
-    DynamoDB's 100 bytes of overhead), objects and their bytes."""
+    """What one system's table and bucket hold (item bytes with DynamoDB's 100 of overhead)."""
 
     items: int
     item_bytes: int
@@ -160,8 +158,7 @@ def timed(action: Callable[[], Any]) -> float:
 def wall_times(systems: Sequence[Any], samples: Samples, baseline: str,
                rounds: Callable[[Operation], tuple[int, int]],
                progress: Progress) -> list[WallTime]:  # fmt: skip
-    """Per operation, warm-up and measured rounds; each round runs every system once on a
-    fresh id, starting from a different system each round so none always goes first."""
+    """Per operation, warm-up then measured rounds, each starting from the next system."""
     results = []
     for index, operation in enumerate(o for o in OPERATIONS if o.timed):
         warmup, reps = rounds(operation)
@@ -237,8 +234,7 @@ def delete(system: System, id: str, samples: Samples) -> Action:
 
 
 def steady_state_update(system: System, id: str, samples: Samples) -> Action:
-    """An update once the id has history: VHS keeps earlier versions in the item (as deltas,
-    or whole with delta history off), so its write units grow with them."""
+    """An update of an id with history: VHS keeps it in the item, so its write units grow."""
     rng, days, record = random.Random(f"steady/{id}"), iter(range(1, 1000)), samples.small[0]
 
     def update(exists: bool = True) -> str:

@@ -76,10 +76,9 @@ class Throughput:
 
 
 class Meter:
-    """Wall time, CPU of the moto server (/proc, `pid`) and of this process, and every request
-    by service; while `latency` is on, it sleeps DELAYS[service] before each request is sent
-    (a `before-send` hook on every botocore client created inside the `with`, the handler's
-    included; the sleep releases the GIL, so concurrent requests wait concurrently)."""
+    """Wall time, moto's CPU (/proc, `pid`) and this process's, and requests by service;
+    while `latency` is on, a `before-send` sleep of DELAYS[service] on every client made in
+    the `with` (the handler's too; sleeping releases the GIL: requests wait concurrently)."""
 
     def __init__(self) -> None:
         self.pid: int | None = None
@@ -165,8 +164,7 @@ def feed(source: SqsEventSource, send: Callable, records: list[dict], window: in
 
 def run_vhs(endpoint: str, batches: list[list[dict]], log: Path, meter: Meter, *, name: str,
             tag: str, window: int, delta_history: bool = True) -> list[Throughput]:  # fmt: skip
-    """The producer feeding the local pipeline (the real ingest handler), batching window 0:
-    the deployed 5 s would only delay a finite run's last, partial batch."""
+    """The producer feeding the local pipeline (the real ingest handler), batching window 0."""
     env = {} if delta_history else {settings.DELTA_HISTORY: "false"}
     stack = LocalStack(endpoint, table_name=f"pipe-vhs-{tag}", bucket_name=f"pipe-vhs-bodies-{tag}",
                        staging_bucket=f"pipe-vhs-staging-{tag}", queue_name=f"pipe-vhs-{tag}",
@@ -192,7 +190,7 @@ class RawPipelineFloor:
     def __init__(self, endpoint: str, name: str) -> None:
         self.sqs, self.dynamodb = client("sqs", endpoint), client("dynamodb", endpoint)
         self.table = name
-        self.dynamodb.create_table(**plain_table(name, stream=False))
+        self.dynamodb.create_table(**plain_table(name))
         self.queue_url = self.sqs.create_queue(QueueName=name)["QueueUrl"]
 
     def put(self, message: dict[str, Any]) -> None:
@@ -230,8 +228,7 @@ class RawPipelineFloor:
 
 
 def run_floors(endpoint: str, batches: list, meter: Meter, tag: str, on: bool) -> list:
-    """The floor at the handler's concurrency through the same event-source emulator, the
-    floor one call at a time, and (without latency) the writes alone, raw and VHS's."""
+    """The raw floors (docs/benchmarks.md) and, without latency, the writes alone."""
     floor = RawPipelineFloor(endpoint, f"pipe-raw-{tag}")
     source = SqsEventSource(client("sqs", endpoint), floor.queue_url, floor.handler,
                             batching_window_seconds=0, function_name="raw-floor")  # fmt: skip

@@ -1,9 +1,5 @@
-"""AWS's prices (US East, on demand) and DynamoDB's capacity rules, as the benchmarks apply them
-(docs/benchmarks.md, "Method" and "Price table"), and bills for blocks of work (`Biller`):
-requests by operation (vhs.local.metering.RequestMeter), and DynamoDB capacity from the size of
-each item before and after each request (`CapacityMeter`: moto reports no ConsumedCapacity). A
-size comes from the request or response when it says (a PutItem's item, an UpdateItem's
-ALL_NEW), from the last size seen for the key, or from a read with an un-metered client."""
+"""AWS's prices and DynamoDB's capacity rules (docs/benchmarks.md, "Method" and "Price table"),
+and bills for blocks of work (`Biller`): moto reports no ConsumedCapacity."""
 
 from __future__ import annotations
 

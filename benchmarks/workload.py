@@ -1,7 +1,5 @@
-"""A deterministic, catalogue-like workload: library records in a MARC-ish JSON shape, built
-from a vocabulary with Zipf-like word frequencies and a seeded generator, so that they compress
-as catalogue text does (random bytes would misprice every inline body); and the catalogue size
-mix (`size_mix`: 90% of at most 4 KB, 9% at most 100 KB, 1% of 1 to 5 MB of canonical JSON)."""
+"""The catalogue workload (docs/benchmarks.md, "Workload"): seeded, Zipf-like text, so that
+records compress as catalogue text does (random bytes would misprice every inline body)."""
 
 from __future__ import annotations
 

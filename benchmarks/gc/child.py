@@ -79,9 +79,7 @@ def collect(
 
 
 class InProcessServer:
-    """moto's server in a thread of this process, one DynamoDB request at a time as the local
-    stack's, so that most objects can be put straight into moto's S3 backend: over HTTP moto
-    spends about 3 ms of CPU on each PutObject. The collector still reaches it over HTTP."""
+    """The local stack's moto (DynamoDB atomic) in a thread, so objects can be seeded into it."""
 
     def __enter__(self) -> InProcessServer:
         import logging
@@ -111,8 +109,7 @@ class InProcessServer:
 
     @classmethod
     def drop_store(cls, name: str, dynamodb: Any) -> None:
-        """Drop the table and the bucket `name`, disposing of its objects as moto's reset does
-        (else it warns)."""
+        """Drop table and bucket `name`, disposing of objects as moto's reset does (or it warns)."""
         bucket = cls.s3_backend().buckets.pop(name)
         for key in bucket.keys.values():
             key.dispose()

@@ -107,9 +107,8 @@ def measure_baseline(server: InProcessServer) -> dict[str, Any]:
 
 
 def measure_hot_id(server: InProcessServer, orphans: int, progress: Progress) -> dict[str, Any]:
-    """One id's current version and `orphans` bodies of it that no version references,
-    collected pass after pass (each a process whose clock is past the previous
-    condemnation's expiry, as the next scheduled run's would be) until none is left."""
+    """One id's current version and `orphans` orphans of it, collected pass after pass (each
+    clock past the previous condemnation's expiry) until none is left."""
     store, dynamodb = new_collectable_store(server, "vhs-gc-hot")
     current, *crashed = bodies(HOT_ID, range(1, orphans + 2))
     record = Record(HOT_ID, [], crashed=crashed)
