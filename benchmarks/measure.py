@@ -1,7 +1,5 @@
-"""The store benchmark's operations and measurements. `Operation.prepare(system, id, samples)`
-brings `id` into the state the operation needs, untimed, and returns the action; the cost run
-bills it, the wall-time run times it (the systems interleaved, in a rotating order). Also the
-cost of the size mix and the storage it leaves."""
+"""The store benchmark's operations and measurements: `Operation.prepare(system, id, samples)`
+sets `id` up, untimed, and returns the action that is billed or timed."""
 
 from __future__ import annotations
 
@@ -71,8 +69,7 @@ class MixCost:
 
 def cost_of_mix(systems: Sequence[System], bodies: Sequence[workload.Body], seed: int,
                 puts: int, progress: Progress) -> MixCost:  # fmt: skip
-    """Put every record `puts` times, each put billed alone, the systems side by side (each
-    with its own clients, meters, table and bucket)."""
+    """Put every record `puts` times, each put billed alone, the systems side by side."""
     result = MixCost(list(bodies), puts, {s.name: {} for s in systems})
     rngs = [random.Random(f"{seed}/rev/{b.id}") for b in bodies]
     records = [b.record for b in bodies]

@@ -34,8 +34,7 @@ from .systems import new_store, plain_table, put_if
 LATENCY_GOAL = 0.9  # with injected latency, at least this x the equal-concurrency floor
 THROUGHPUT_GOAL = 1.0  # no latency, against the one-call-at-a-time floor
 IMPORT_GOAL_MS = 150.0
-# Messages a producer keeps sent and not yet deleted (with latency a batch takes two SQS round
-# trips to send and receive: with two batches the producer would set the pace).
+# Messages a producer keeps sent and not yet deleted (why these: docs/benchmarks.md).
 MAX_WAITING = {False: 20, True: 50}
 WARM_UP = 20  # records each system handles before its timed run
 BATCH = resources.INGEST.batch_size
@@ -50,8 +49,7 @@ SETTINGS = {False: (1000, 7), True: (200, 3)}  # by --quick: records, import run
 OPTIONS = {"--rounds": (int, 3, 1, "rounds, each row the median run")}
 
 
-# Milliseconds per request, by botocore service id: published figures, sources in
-# docs/benchmarks.md ("The ingest pipeline").
+# Milliseconds per request, by botocore service id: published figures (docs/benchmarks.md).
 DELAYS = {"sqs": 20.0, "dynamodb": 5.0, "s3": 20.0}
 
 
@@ -143,8 +141,7 @@ def messages(count: int, offset: int = 0) -> list[dict[str, Any]]:
 
 
 def feed(source: SqsEventSource, send: Callable, records: list[dict], window: int) -> None:
-    """Send `records` in batches, keeping at most `window` sent and not yet deleted, then wait
-    until the queue is empty."""
+    """Send `records` in batches, at most `window` sent and not yet deleted; wait until drained."""
     done = threading.Condition()
 
     def notify(_: Any) -> None:
@@ -248,7 +245,7 @@ def run_floors(endpoint: str, batches: list, meter: Meter, tag: str, on: bool) -
 def import_times(runs: int) -> list[float]:
     """handlers.ingest's cumulative import time (ms), each in a fresh interpreter."""
     pattern = re.compile(r"import time:\s+\d+\s+\|\s+(\d+)\s+\|\s*handlers\.ingest\s*$", re.M)
-    lambdas = Path(resources.__file__).resolve().parent.parent
+    lambdas = Path(settings.__file__).resolve().parent.parent
     times = []
     for _ in range(runs + 1):  # the first warms the file cache and is dropped
         command = [sys.executable, "-X", "importtime", "-c", "import handlers.ingest"]

@@ -65,8 +65,7 @@ def s3_price_per_million(operation: str) -> float:
 
 
 def write_units(before: int, after: int, *, succeeded: bool) -> int:
-    """The larger of the item before and after (the existing item when the condition
-    failed), per started KB, at least 1."""
+    """Per started KB of the larger of the item before and after (failed: before), at least 1."""
     return max(1, math.ceil((max(before, after) if succeeded else before) / 1024))
 
 

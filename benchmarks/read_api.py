@@ -122,9 +122,8 @@ def costs(rows: dict[str, Any]) -> list[list[str]]:
         for memory in MEMORIES_MB:
             billed_ms = max(1, round(aws_ms + own_ms * max(1.0, VCPU_MB / memory)))
             compute = billed_ms / 1000 * memory / 1024 * PRICES.lambda_arm_gb_second * 1e6
-            cells.append(
-                f"${storage + PRICES.lambda_request_per_million + compute:.3f} ({billed_ms})"
-            )
+            total = storage + PRICES.lambda_request_per_million + compute
+            cells.append(f"${total:.3f} ({billed_ms})")
         out.append([name, f"{units:g}", f"${storage:.3f}" if row["direct"] else "—", *cells])
     return out
 

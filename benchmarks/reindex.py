@@ -59,8 +59,7 @@ def measure(records: int, segments: int, rate: float | None) -> dict[str, Any]:
 def aws_cost_per_million(measured: dict[str, Any]) -> dict[str, float]:
     """Dollars per million records replayed on AWS at the deployed defaults."""
     per = 1_000_000 / measured["records"]
-    # At the default rate a segment replays `rate` records/s and the worker waits (billed)
-    # for the rest; an invocation works for timeout - reserve seconds.
+    # The rate bound's waits are billed; an invocation works for timeout - reserve seconds.
     gb_seconds = 1_000_000 / REINDEX.default_rate * REINDEX.function_memory_mb / 1024
     work = REINDEX.function_timeout_seconds - REINDEX.stop_at_remaining_ms / 1000
     invocations = math.ceil(1_000_000 / (REINDEX.default_rate * work)) + REINDEX.default_segments

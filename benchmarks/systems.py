@@ -134,8 +134,7 @@ def pynamodb_model(table: str, endpoint: str, large: tuple[str, ...], **plain: A
 
 
 class PynamodbMateStore:
-    """`large`: its large attributes; with other parts than the body, the JSON is an ordinary
-    attribute, `record`."""
+    """`large`: its large attributes (with parts other than the body, the JSON is `record`)."""
 
     name = "pynamodb_mate"
 
@@ -233,8 +232,7 @@ class RawFloor(OwnTableAndBucket):
 
 
 class RawVhsRequests:
-    """Each round runs the operation through a VHS store of its own, untimed, recording every
-    request it sends; the timed action replays them on this system's own table and bucket."""
+    """Replays, timed, the requests a VHS store of its own sent for the operation, untimed."""
 
     name = "raw, VHS's requests"
 

@@ -1,6 +1,5 @@
-"""The collector in a child process of its own (`collect`), and the moto server it collects
-from, in a thread of the benchmark's process (`InProcessServer`). Only the standard library is
-imported at module level: what the child imports is part of what it measures."""
+"""The collector in a child process (`collect`), moto in a thread (`InProcessServer`). Only the
+standard library at module level: what the child imports is part of what it measures."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ CLOCK_AHEAD = 2 * 3600  # the collector's clock: past every grace period
 
 
 def child(config: str) -> dict[str, Any]:
-    """Build the store from the environment, as the Lambda does, and run the collector (mode
-    "collect" or "dry-run"; "idle" stops once the store is built: a process's fixed cost)."""
+    """Build the store from the environment, as the Lambda does; run the collector per `config`."""
     import tracemalloc
 
     from vhs.local.metering import RequestMeter
@@ -61,8 +59,7 @@ def collect(
     shards: list[str] | None = None,
     clock_ahead: float = CLOCK_AHEAD,
 ) -> dict[str, Any]:
-    """`child` over the store `name` (its table and bucket), with the store's defaults, and
-    the CPU this process spent serving moto meanwhile."""
+    """`child` over the store `name`, with the store's defaults; and moto's CPU meanwhile."""
     from vhs import settings
     from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
 

@@ -81,8 +81,7 @@ def check_report(dataset: Dataset, found: dict[str, Any], *, dry_run: bool) -> l
 
 
 def check_after(dataset: Dataset, store: Any) -> list[str]:
-    """The objects left are exactly the referenced ones, and a sample of retained versions
-    reads back."""
+    """What is left is exactly the referenced objects, and a sample of versions reads back."""
     problems = []
     left = set(InProcessServer.s3_backend().get_bucket(store.bucket_name).keys.keys())
     keep = dataset.referenced_keys(store.body_key)
@@ -156,8 +155,7 @@ def measure_hot_id(server: InProcessServer, orphans: int, progress: Progress) ->
 
 
 FLAT = 1.10  # peak memory within 10% across sizes: flat
-# Objects/s with an attribute per condemned body and a condemnation per orphan: the committed
-# run of 2026-11-22 06:00 UTC, same settings and data set.
+# Objects/s before (docs/benchmarks.md): the committed run of 2026-11-22 06:00 UTC.
 BEFORE = {10_000: 696, 100_000: 857}
 OPERATIONS = ["ListObjectsV2", "HeadObject", "BatchGetItem", "UpdateItem", "DeleteObject"]
 

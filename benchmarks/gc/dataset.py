@@ -1,5 +1,4 @@
-"""The GC benchmark's objects: referenced bodies and orphans of three kinds (`build`), written
-into a store on the in-process moto server (`populate`)."""
+"""The GC benchmark's objects (`build`), written into a store on the in-process server."""
 
 from __future__ import annotations
 
@@ -136,8 +135,7 @@ def populate(dataset: Dataset, store: Any, dynamodb: Any) -> float:
 
 
 def seed_objects(records: list[Record], store: Any) -> None:
-    """The bodies of `records` put straight into moto's S3 backend, with the key, checksum
-    and metadata the store's own upload gives them."""
+    """`records`' bodies put straight into moto's S3 backend, as the store's upload makes them."""
     backend = InProcessServer.s3_backend()
     bucket = backend.get_bucket(store.bucket_name)
     for record in records:
