@@ -9,8 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict, is_dataclass
-from typing import Any
 
 from benchmarks.common import ROOT, Progress, write_sections
 
@@ -29,12 +27,6 @@ BENCHMARKS = {
     "atomicity": "benchmarks.atomicity",
 }
 ALL = [name for name in BENCHMARKS if name != "atomicity"]  # atomicity: figures for a report
-
-
-def _plain(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        return asdict(value)
-    return getattr(value, "__dict__", str(value))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress()
     report = module.run(args, options.parse_args(rest), progress)
     if args.json:
-        print(json.dumps(report.data, default=_plain, indent=2))
+        print(json.dumps(report.data, default=lambda v: getattr(v, "__dict__", str(v)), indent=2))
     else:
         print("\n\n".join(report.sections.values()))
     if args.write:

@@ -1,6 +1,5 @@
-"""Are conditional writes atomic under concurrent requests? Figures for moto's own server, the
-local stack's (one DynamoDB request at a time) and dynalite, raced as
-vhs_testing.atomicity races them. Races are nondeterministic: figures for a report, not a test."""
+"""Atomicity of conditional writes on three backends (docs/benchmarks.md). Races are
+nondeterministic: figures for a report, not a test."""
 
 from __future__ import annotations
 

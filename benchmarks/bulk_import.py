@@ -1,6 +1,4 @@
-"""Bulk import against the queue path: records per second of a local `vhs import` and of
-`vhs send` plus the local pipeline on the same records, side by side without and with
-injected latency, and the dollars per million records each costs on AWS (a model)."""
+"""docs/benchmarks.md, "Bulk import against the queue path": speed, and cost on AWS."""
 
 from __future__ import annotations
 
@@ -61,9 +59,7 @@ def capacity(endpoint: str, table: str) -> dict[str, float]:
 
 
 def dollars_per_million(throughput: dict, units: dict[str, float]) -> dict[str, dict[str, float]]:
-    """$ per million records, by component, of each path, with injected latency's requests:
-    Lambda time is the CPU per record measured here plus the requests' latency over the
-    writes in flight (a batch of 10; 16 import workers)."""
+    """$ per million records, by component, of each path (the model: docs/benchmarks.md)."""
     shape, bills = resources.BULK_IMPORT, {}
     for name, in_flight, memory_mb in (
         (QUEUE, resources.INGEST.batch_size, resources.INGEST.function_memory_mb),

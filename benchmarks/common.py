@@ -1,6 +1,5 @@
-"""What every benchmark shares: progress lines, Markdown tables, the run's environment, child
-processes, and the figures it writes between `<!-- NAME:start -->` and `<!-- NAME:end -->` in
-docs/benchmarks.md (the prose around them is written by hand and never touched)."""
+"""What every benchmark shares; `write_sections` writes figures between `<!-- NAME:start -->`
+and `<!-- NAME:end -->` in docs/benchmarks.md, never the prose around them."""
 
 from __future__ import annotations
 

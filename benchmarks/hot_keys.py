@@ -1,5 +1,4 @@
-"""Hot-key ingest: catalogue edits over few ids, shuffled, through the real ingest handler in
-batches of 10 and of 100, coalesced (as deployed) and written one by one, in one run."""
+"""docs/benchmarks.md, "Hot-key ingest: coalescing": through the real ingest handler."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ OPTIONS = {"--messages": (int, 10_000, 1_000, "messages"), "--ids": (int, 100, 1
 
 
 def messages(count: int, ids: int, seed: int = 12) -> list[dict[str, Any]]:
-    """Each id's edits at successive minutes, a field changed or the same record sent again;
-    shuffled, as retries and parallel senders deliver them."""
+    """Each id's edits, a minute apart (a field changed, or the same record again), shuffled."""
     out = []
     for n in range(count):
         edit = n // ids
@@ -40,8 +38,7 @@ def messages(count: int, ids: int, seed: int = 12) -> list[dict[str, Any]]:
 def measure(bodies: list[dict[str, Any]], batch: int, coalesced: bool) -> dict[str, Any]:
     with open_backend("inprocess", None) as backend:  # moto in-process, atomic as DynamoDB is
         os.environ |= {
-            settings.TABLE_NAME: backend.table_name,
-            settings.BUCKET_NAME: backend.bucket_name,
+            **settings.StoreSettings(backend.table_name, backend.bucket_name).environment(),
             settings.DLQ_URL: backend.new_client("sqs").create_queue(QueueName="dlq")["QueueUrl"],
             "AWS_DEFAULT_REGION": DEFAULT_REGION,
             "POWERTOOLS_TRACE_DISABLED": "true",
@@ -73,8 +70,7 @@ def measure(bodies: list[dict[str, Any]], batch: int, coalesced: bool) -> dict[s
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    count = options.messages
-    bodies = messages(count, options.ids)
+    bodies = messages(options.messages, options.ids)
     rows = []
     for batch in (10, 100):
         for coalesced in (True, False):
@@ -88,7 +84,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
              for r in rows if r["coalesced"]]  # fmt: skip
     headers = ["batch", "reads", "conditional writes", "writes per distinct id per batch",
                "read units", "write units", "$ per million messages"]  # fmt: skip
-    text = (f"Run {now()}: {count:,} edits over {options.ids} ids.\n\n"
+    text = (f"Run {now()}: {options.messages:,} edits over {options.ids} ids.\n\n"
             + table(headers, figures, right=1) + "\n\n"
             + goals_table(goals))  # fmt: skip
     return Report({"hot-keys": text}, rows)

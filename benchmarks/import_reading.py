@@ -1,6 +1,4 @@
-"""Bulk import's reading pipeline on hostile files: peak memory and time per MB of reading
-local files from 10 MB to 1 GB, a CSV with a stray quote, a huge line and an empty file, each
-read in a fresh process (its peak resident set reset before reading: Linux's clear_refs)."""
+"""docs/benchmarks.md, "Bulk import: reading hostile files", each in a fresh process."""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
-"""What one ingest invocation holds at most: the JSON expansion the memory budget plans for
-(peak allocations per byte of payload while a message is read, by shape), and the peak memory
-of the real handler, in a process of its own, storing batches of ten of the largest messages
-the budget admits. Only the standard library at module level: the child's memory."""
+"""docs/benchmarks.md, "What one ingest invocation holds". Only the standard library at module
+level: the child's memory."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import random
 import sys
 import time
 import tracemalloc
@@ -17,6 +16,7 @@ from typing import Any
 from .common import Progress, Report, peak_rss_mb, run_child, table
 
 POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
+STAMP = '"updated_at":"2026-01-01T00:00:00Z"'
 KINDS = ("claim checks", "record_location bodies", "record_location bodies in parts")
 
 
@@ -27,21 +27,10 @@ def repeat(item: str, size: int) -> str:
 
 def shapes(target: int) -> dict[str, str]:
     """JSON documents of about `target` bytes, by shape."""
-    import random
+    from . import workload
 
-    rng = random.Random(1)
-
-    def catalogue(n: int) -> dict[str, Any]:
-        words = ["the", "whale", "of", "sea", "moby", "dick", "captain"]
-        return {
-            "title": " ".join(rng.choice(words) for _ in range(8)),
-            "creators": [{"name": f"Author {rng.randrange(10**6)}", "role": "author"}] * 2,
-            "subjects": [f"subject-{rng.randrange(1000)}" for _ in range(5)],
-            "year": rng.randrange(1500, 2025),
-            "identifiers": {"isbn": str(rng.randrange(10**12, 10**13)), "b": f"b{n}"},
-        }
-
-    records = [catalogue(n) for n in range(target // 330)]
+    size = 2 * workload.KB
+    records = [workload.make_record(f"b{n}", size, random.Random(n)) for n in range(target // size)]
     return {
         "catalogue records": json.dumps(records),
         "one long text": json.dumps({"text": "x" * target}),
@@ -59,19 +48,14 @@ def expansion(target: int = 4 * 2**20) -> list[tuple[str, int, float]]:
     from vhs.ingest.staging import StagingLocation
 
     found = []
+    claim_check = json.dumps([POINTER_CLASS, {"s3BucketName": "s", "s3Key": "k"}])
     for name, record in shapes(target).items():
-        payload = json.dumps(
-            {"id": "big", "updated_at": "2026-01-01T00:00:00Z", "record": "RECORD"}
-        ).replace('"RECORD"', record)
-        data = payload.encode()
-        del payload, record
+        data = f'{{"id":"big",{STAMP},"record":{record}}}'.encode()
+        del record
         tracemalloc.start()
         read = bytes(data)  # the bytes the function reads, counted
         message = read_message(
-            {
-                "messageId": "m",
-                "body": json.dumps([POINTER_CLASS, {"s3BucketName": "s", "s3Key": "k"}]),
-            },
+            {"messageId": "m", "body": claim_check},
             staging=StagingLocation("s", ""),
             fetch=lambda *_, data=read: data,
             limits=MessageLimits(timedelta(days=1), MAX_BODY_SIZE),
@@ -84,8 +68,7 @@ def expansion(target: int = 4 * 2**20) -> list[tuple[str, int, float]]:
 
 
 def child(kind: str) -> dict[str, Any]:
-    """Run in the child: one batch of ten messages of `kind` through the real handler; its
-    peak RSS, and what the handler answered."""
+    """In the child: ten messages of `kind` through the real handler; its peak RSS, its answer."""
     from vhs.ingest.budget import Budgets
     from vhs.local.invoke import LambdaContext, load_handler
 
@@ -104,8 +87,7 @@ def child(kind: str) -> dict[str, Any]:
 
 
 def batch(kind: str) -> dict[str, Any]:
-    """Ten messages of `kind` on the local stack, received as the event source receives them,
-    then handled in a child process with the deployed function's memory."""
+    """Ten messages of `kind` on the local stack, handled in a child with the function's memory."""
     from vhs import settings
     from vhs.ingest.budget import JSON_PAYLOAD_EXPANSION, SPOOL_IN_MEMORY, Budgets
     from vhs.local.sqs_source import lambda_record
@@ -116,14 +98,13 @@ def batch(kind: str) -> dict[str, Any]:
     memory_mb, budget = 1024, Budgets.of_this_function().memory.total
     # The largest body spooled in memory; and one spooled to /tmp and uploaded in parts.
     body_size = SPOOL_IN_MEMORY if kind == "record_location bodies" else 3 * SPOOL_IN_MEMORY // 2
-    stamp = '"updated_at":"2026-01-01T00:00:00Z"'
     with local_stack() as stack:
         s3, sqs = (client(name, stack.endpoint, stack.region) for name in ("s3", "sqs"))
         for n in range(10):
             key, attributes = f"{STAGING_PREFIX}bench/{kind}-{n}", {}
             if kind == "claim checks":  # the largest payload admitted, in the costliest shape
                 record = repeat("[[[1]]]", budget // JSON_PAYLOAD_EXPANSION - 1024)
-                payload = f'{{"id":"budget-{n}",{stamp},"record":{record}}}'.encode()
+                payload = f'{{"id":"budget-{n}",{STAMP},"record":{record}}}'.encode()
                 pointer = {"s3BucketName": stack.staging_bucket, "s3Key": key}
                 body = json.dumps([POINTER_CLASS, pointer])
                 size = {"DataType": "Number", "StringValue": str(len(payload))}
@@ -131,7 +112,7 @@ def batch(kind: str) -> dict[str, Any]:
             else:
                 payload = os.urandom(body_size)
                 location = f"s3://{stack.staging_bucket}/{key}"
-                body = f'{{"id":"body-{n}",{stamp},"record_location":"{location}"}}'
+                body = f'{{"id":"body-{n}",{STAMP},"record_location":"{location}"}}'
             s3.put_object(Bucket=stack.staging_bucket, Key=key, Body=payload)
             sqs.send_message(
                 QueueUrl=stack.queue_url, MessageBody=body, MessageAttributes=attributes

@@ -1,7 +1,5 @@
-"""The store benchmark's operations and measurements. `Operation.prepare(system, id, samples)`
-brings `id` into the state the operation needs, untimed, and returns the action; the cost run
-bills it, the wall-time run times it (the systems interleaved, in a rotating order). Also the
-cost of the size mix and the storage it leaves."""
+"""The store benchmark's operations and measurements: `Operation.prepare(system, id, samples)`
+sets `id` up, untimed, and returns the action that is billed or timed."""
 
 from __future__ import annotations
 
@@ -24,7 +22,6 @@ Action = Callable[[], Any]
 Prepare = Callable[[System, str, "Samples"], Action]
 STEADY_STATE_PRIOR_VERSIONS = 6  # enough for VHS's default retention to be full
 STEADY_STATE_UPDATES = 4  # billed updates, averaged, so trims show at their real rate
-STEADY_ROW_PREFIX = "small put (update, versions"
 T1, T2, T3 = workload.timestamp(1), workload.timestamp(2), workload.timestamp(3)
 
 
@@ -72,9 +69,7 @@ class MixCost:
 
 def cost_of_mix(systems: Sequence[System], bodies: Sequence[workload.Body], seed: int,
                 puts: int, progress: Progress) -> MixCost:  # fmt: skip
-    """Put every record `puts` times, every put billed alone: the records at day 1, then each
-    day a cataloguer's edit of the version before (the same edits for every system). The
-    systems run side by side (each has its own clients, meters, table and bucket)."""
+    """Put every record `puts` times, each put billed alone, the systems side by side."""
     result = MixCost(list(bodies), puts, {s.name: {} for s in systems})
     rngs = [random.Random(f"{seed}/rev/{b.id}") for b in bodies]
     records = [b.record for b in bodies]
@@ -100,8 +95,7 @@ def cost_of_mix(systems: Sequence[System], bodies: Sequence[workload.Body], seed
 
 @dataclass(frozen=True)
 class Storage:
-    """What one system's table and bucket hold: items and their bytes (the item's size plus
-    DynamoDB's 100 bytes of overhead), objects and their bytes."""
+    """What one system's table and bucket hold (item bytes with DynamoDB's 100 of overhead)."""
 
     items: int
     item_bytes: int
@@ -161,8 +155,7 @@ def timed(action: Callable[[], Any]) -> float:
 def wall_times(systems: Sequence[Any], samples: Samples, baseline: str,
                rounds: Callable[[Operation], tuple[int, int]],
                progress: Progress) -> list[WallTime]:  # fmt: skip
-    """Per operation, warm-up and measured rounds; each round runs every system once on a
-    fresh id, starting from a different system each round so none always goes first."""
+    """Per operation, warm-up then measured rounds, each starting from the next system."""
     results = []
     for index, operation in enumerate(o for o in OPERATIONS if o.timed):
         warmup, reps = rounds(operation)
@@ -238,8 +231,7 @@ def delete(system: System, id: str, samples: Samples) -> Action:
 
 
 def steady_state_update(system: System, id: str, samples: Samples) -> Action:
-    """An update once the id has history: VHS keeps earlier versions in the item (as deltas,
-    or whole with delta history off), so its write units grow with them."""
+    """An update of an id with history: VHS keeps it in the item, so its write units grow."""
     rng, days, record = random.Random(f"steady/{id}"), iter(range(1, 1000)), samples.small[0]
 
     def update(exists: bool = True) -> str:
@@ -260,7 +252,7 @@ def steady_state_update(system: System, id: str, samples: Samples) -> Action:
 SMALL = {"floor": {"GetItem": 1, "UpdateItem": 1},
          "floor_note": "the write, plus the read delta history needs"}  # fmt: skip
 LARGE = {"floor": {"PutObject": 1, "UpdateItem": 1}}
-STEADY_NAME = (f"{STEADY_ROW_PREFIX} {STEADY_STATE_PRIOR_VERSIONS + 1}-"
+STEADY_NAME = (f"small put (update, versions {STEADY_STATE_PRIOR_VERSIONS + 1}-"
                f"{STEADY_STATE_PRIOR_VERSIONS + STEADY_STATE_UPDATES}, mean)")  # fmt: skip
 OPERATIONS: tuple[Operation, ...] = (
     Operation("small put (new id)", put("small", None), **SMALL),

@@ -1,5 +1,4 @@
-"""A record with two large parts: VHS against pynamodb_mate's LargeAttributeMixin with two large
-attributes, requests counted and billed per operation."""
+"""docs/benchmarks.md, "A record with two parts": VHS against pynamodb_mate."""
 
 from __future__ import annotations
 
@@ -73,17 +72,14 @@ def measure(systems: list[Any], ids: int) -> dict[str, dict[str, Bill]]:
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    ids = options.ids
     with MotoServer() as server:
-        # VHS with its defaults; pynamodb_mate with the scan and the OCR text as large
-        # attributes (the JSON an ordinary one), with the clean-up flags of its documentation.
         s3, dynamodb, probe = (
             client(name, server.endpoint) for name in ("s3", "dynamodb", "dynamodb")
         )
         vhs = VhsSystem(s3, dynamodb, probe, table="parts-vhs")
         peer = PynamodbMateStore(client("s3", server.endpoint), server.endpoint, probe,
                                  table="parts-pm", large=("scan", "ocr"))  # fmt: skip
-        results = measure([vhs, peer], ids)
+        results = measure([vhs, peer], options.ids)
     names = list(results)
 
     def cells(bill: Bill) -> list[str]:
@@ -91,5 +87,5 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
 
     rows = [[o, *(c for s in names for c in cells(results[s][o]))] for o in OPERATIONS]
     headers = ["operation", *(h for s in names for h in (f"{s} requests", f"{s} $/M"))]
-    text = f"Run {now()}: {ids} ids.\n\n" + table(headers, rows)
+    text = f"Run {now()}: {options.ids} ids.\n\n" + table(headers, rows)
     return Report({"parts": text}, results)

@@ -1,6 +1,4 @@
-"""The ingest pipeline: records per second through the local pipeline against raw floors,
-without and with per-request latency injected on the client side (`Meter`), and the
-ingest handler's cold-start import time (method: docs/benchmarks.md)."""
+"""docs/benchmarks.md, "The ingest pipeline": latency injected client side (`Meter`)."""
 
 from __future__ import annotations
 
@@ -36,8 +34,7 @@ from .systems import new_store, plain_table, put_if
 LATENCY_GOAL = 0.9  # with injected latency, at least this x the equal-concurrency floor
 THROUGHPUT_GOAL = 1.0  # no latency, against the one-call-at-a-time floor
 IMPORT_GOAL_MS = 150.0
-# Messages a producer keeps sent and not yet deleted (with latency a batch takes two SQS round
-# trips to send and receive: with two batches the producer would set the pace).
+# Messages a producer keeps sent and not yet deleted (why these: docs/benchmarks.md).
 MAX_WAITING = {False: 20, True: 50}
 WARM_UP = 20  # records each system handles before its timed run
 BATCH = resources.INGEST.batch_size
@@ -52,8 +49,7 @@ SETTINGS = {False: (1000, 7), True: (200, 3)}  # by --quick: records, import run
 OPTIONS = {"--rounds": (int, 3, 1, "rounds, each row the median run")}
 
 
-# Milliseconds per request, by botocore service id: published figures, sources in
-# docs/benchmarks.md ("The ingest pipeline").
+# Milliseconds per request, by botocore service id: published figures (docs/benchmarks.md).
 DELAYS = {"sqs": 20.0, "dynamodb": 5.0, "s3": 20.0}
 
 
@@ -78,10 +74,9 @@ class Throughput:
 
 
 class Meter:
-    """Wall time, CPU of the moto server (/proc, `pid`) and of this process, and every request
-    by service; while `latency` is on, it sleeps DELAYS[service] before each request is sent
-    (a `before-send` hook on every botocore client created inside the `with`, the handler's
-    included; the sleep releases the GIL, so concurrent requests wait concurrently)."""
+    """Wall time, moto's CPU (/proc, `pid`) and this process's, and requests by service;
+    while `latency` is on, a `before-send` sleep of DELAYS[service] on every client made in
+    the `with` (the handler's too; sleeping releases the GIL: requests wait concurrently)."""
 
     def __init__(self) -> None:
         self.pid: int | None = None
@@ -146,8 +141,7 @@ def messages(count: int, offset: int = 0) -> list[dict[str, Any]]:
 
 
 def feed(source: SqsEventSource, send: Callable, records: list[dict], window: int) -> None:
-    """Send `records` in batches, keeping at most `window` sent and not yet deleted, then wait
-    until the queue is empty."""
+    """Send `records` in batches, at most `window` sent and not yet deleted; wait until drained."""
     done = threading.Condition()
 
     def notify(_: Any) -> None:
@@ -167,8 +161,7 @@ def feed(source: SqsEventSource, send: Callable, records: list[dict], window: in
 
 def run_vhs(endpoint: str, batches: list[list[dict]], log: Path, meter: Meter, *, name: str,
             tag: str, window: int, delta_history: bool = True) -> list[Throughput]:  # fmt: skip
-    """The producer feeding the local pipeline (the real ingest handler), batching window 0:
-    the deployed 5 s would only delay a finite run's last, partial batch."""
+    """The producer feeding the local pipeline (the real ingest handler), batching window 0."""
     env = {} if delta_history else {settings.DELTA_HISTORY: "false"}
     stack = LocalStack(endpoint, table_name=f"pipe-vhs-{tag}", bucket_name=f"pipe-vhs-bodies-{tag}",
                        staging_bucket=f"pipe-vhs-staging-{tag}", queue_name=f"pipe-vhs-{tag}",
@@ -194,7 +187,7 @@ class RawPipelineFloor:
     def __init__(self, endpoint: str, name: str) -> None:
         self.sqs, self.dynamodb = client("sqs", endpoint), client("dynamodb", endpoint)
         self.table = name
-        self.dynamodb.create_table(**plain_table(name, stream=False))
+        self.dynamodb.create_table(**plain_table(name))
         self.queue_url = self.sqs.create_queue(QueueName=name)["QueueUrl"]
 
     def put(self, message: dict[str, Any]) -> None:
@@ -232,8 +225,7 @@ class RawPipelineFloor:
 
 
 def run_floors(endpoint: str, batches: list, meter: Meter, tag: str, on: bool) -> list:
-    """The floor at the handler's concurrency through the same event-source emulator, the
-    floor one call at a time, and (without latency) the writes alone, raw and VHS's."""
+    """The raw floors (docs/benchmarks.md) and, without latency, the writes alone."""
     floor = RawPipelineFloor(endpoint, f"pipe-raw-{tag}")
     source = SqsEventSource(client("sqs", endpoint), floor.queue_url, floor.handler,
                             batching_window_seconds=0, function_name="raw-floor")  # fmt: skip
@@ -253,7 +245,7 @@ def run_floors(endpoint: str, batches: list, meter: Meter, tag: str, on: bool) -
 def import_times(runs: int) -> list[float]:
     """handlers.ingest's cumulative import time (ms), each in a fresh interpreter."""
     pattern = re.compile(r"import time:\s+\d+\s+\|\s+(\d+)\s+\|\s*handlers\.ingest\s*$", re.M)
-    lambdas = Path(resources.__file__).resolve().parent.parent
+    lambdas = Path(settings.__file__).resolve().parent.parent
     times = []
     for _ in range(runs + 1):  # the first warms the file cache and is dropped
         command = [sys.executable, "-X", "importtime", "-c", "import handlers.ingest"]

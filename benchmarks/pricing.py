@@ -1,9 +1,5 @@
-"""AWS's prices (US East, on demand) and DynamoDB's capacity rules, as the benchmarks apply them
-(docs/benchmarks.md, "Method" and "Price table"), and bills for blocks of work (`Biller`):
-requests by operation (vhs.local.metering.RequestMeter), and DynamoDB capacity from the size of
-each item before and after each request (`CapacityMeter`: moto reports no ConsumedCapacity). A
-size comes from the request or response when it says (a PutItem's item, an UpdateItem's
-ALL_NEW), from the last size seen for the key, or from a read with an un-metered client."""
+"""AWS's prices and DynamoDB's capacity rules (docs/benchmarks.md, "Method" and "Price table"),
+and bills for blocks of work (`Biller`): moto reports no ConsumedCapacity."""
 
 from __future__ import annotations
 
@@ -69,8 +65,7 @@ def s3_price_per_million(operation: str) -> float:
 
 
 def write_units(before: int, after: int, *, succeeded: bool) -> int:
-    """The larger of the item before and after (the existing item when the condition
-    failed), per started KB, at least 1."""
+    """Per started KB of the larger of the item before and after (failed: before), at least 1."""
     return max(1, math.ceil((max(before, after) if succeeded else before) / 1024))
 
 
@@ -106,7 +101,6 @@ class Bill:
         return self.requests.get(name, 0) / self.operations
 
 
-# The store benchmark's price table: item, price, rule.
 PRICE_ROWS = [
     ("S3 PUT, COPY, POST, LIST (incl. multipart parts)",
      f"${PRICES.s3_put_per_million:.2f} per million", "per request"),

@@ -1,5 +1,4 @@
-"""The read API: requests per second and latency percentiles on the local stack against a
-direct `store.get`, and the cost per million reads on AWS against a direct library read."""
+"""docs/benchmarks.md, "The read API": latency here and cost per million reads on AWS."""
 
 from __future__ import annotations
 
@@ -123,23 +122,19 @@ def costs(rows: dict[str, Any]) -> list[list[str]]:
         for memory in MEMORIES_MB:
             billed_ms = max(1, round(aws_ms + own_ms * max(1.0, VCPU_MB / memory)))
             compute = billed_ms / 1000 * memory / 1024 * PRICES.lambda_arm_gb_second * 1e6
-            cells.append(
-                f"${storage + PRICES.lambda_request_per_million + compute:.3f} ({billed_ms})"
-            )
+            total = storage + PRICES.lambda_request_per_million + compute
+            cells.append(f"${total:.3f} ({billed_ms})")
         out.append([name, f"{units:g}", f"${storage:.3f}" if row["direct"] else "—", *cells])
     return out
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    reads = options.reads
-    rows = measure(reads)
+    rows = measure(options.reads)
 
     def cells(p: dict[str, float] | None) -> list[Any]:
-        return (
-            ["—"] * 4
-            if p is None
-            else [f"{p['per_second']:,.0f}", p["p50_ms"], p["p95_ms"], p["p99_ms"]]
-        )
+        if p is None:
+            return ["—"] * 4
+        return [f"{p['per_second']:,.0f}", p["p50_ms"], p["p95_ms"], p["p99_ms"]]
 
     latency = [[f"{name} ({how})", *cells(r[key])]
                for key, how in (("direct", "direct `store.get`"), ("api", "read API, HTTP"),
@@ -147,7 +142,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
                for name, r in rows.items()]  # fmt: skip
     memories = [f"read API, {m} MB (billed ms)" for m in MEMORIES_MB]
     text = "\n\n".join([
-        f"Run {now()}: {reads} reads of each kind.",
+        f"Run {now()}: {options.reads} reads of each kind.",
         table(["read", "requests/s", "p50 ms", "p95 ms", "p99 ms"], latency, right=1),
         f"The model: GetItem {AWS_GETITEM_MS:g} ms and S3 GET {AWS_S3_GET_MS:g} ms, plus the "
         f"handler's own time scaled by {VCPU_MB} MB / memory below one vCPU.",

@@ -1,6 +1,4 @@
-"""Reindex throughput here (`vhs reindex`'s local runner, in process against moto, to an SNS
-FIFO topic) and what a reindex costs on AWS per million records, from the counted Scan read
-units, PublishBatch calls and notification bytes."""
+"""docs/benchmarks.md, "Reindex": throughput here and cost per million records on AWS."""
 
 from __future__ import annotations
 
@@ -11,28 +9,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-import boto3
-import moto
-
 from vhs import resources
 from vhs.changes.feed import ChangePublisher
 from vhs.changes.reindex import Selection, Target
 from vhs.cli.reindex import Checkpoint, run_local
-from vhs.local.stack import DEFAULT_REGION
 from vhs.resources import REINDEX
+from vhs_testing.backends import open_backend
 
 from .common import Progress, Report, now, table
 from .pricing import PRICES, item_size, read_units
-from .systems import new_store
 
 OPTIONS = {"--records": (int, 3000, 300, "records"), "--segments": (int, 4, 4, "segments")}
 
 
 def measure(records: int, segments: int, rate: float | None) -> dict[str, Any]:
-    with moto.mock_aws():
-        s3, sns, dynamodb = (boto3.client(name, region_name=DEFAULT_REGION)
-                             for name in ("s3", "sns", "dynamodb"))  # fmt: skip
-        store = new_store(s3, dynamodb, "records")
+    with open_backend("inprocess", None) as backend:  # moto in process
+        sns, dynamodb, store = backend.new_client("sns"), backend.dynamodb, backend.store()
         for n in range(records):
             record = {"title": f"Record {n}", "notes": "x" * 300}
             store.put(f"b{n:07d}", record, updated_at="2026-01-01T00:00:00Z")
@@ -51,7 +43,8 @@ def measure(records: int, segments: int, rate: float | None) -> dict[str, Any]:
 
         sns.meta.events.register("provide-client-params.sns.PublishBatch", published)
         dynamodb.meta.events.register("after-call.dynamodb.Scan", scanned)
-        target = Target(dynamodb, "records", ChangePublisher(sns, topic), "records")
+        publisher = ChangePublisher(sns, topic)
+        target = Target(dynamodb, backend.table_name, publisher, backend.bucket_name)
         with tempfile.TemporaryDirectory() as folder:
             checkpoint = Checkpoint.new(Path(folder) / "run.json", selection=Selection(),
                                         total_segments=segments, rate=rate or REINDEX.max_rate,
@@ -66,8 +59,7 @@ def measure(records: int, segments: int, rate: float | None) -> dict[str, Any]:
 def aws_cost_per_million(measured: dict[str, Any]) -> dict[str, float]:
     """Dollars per million records replayed on AWS at the deployed defaults."""
     per = 1_000_000 / measured["records"]
-    # At the default rate a segment replays `rate` records/s and the worker waits (billed)
-    # for the rest; an invocation works for timeout - reserve seconds.
+    # The rate bound's waits are billed; an invocation works for timeout - reserve seconds.
     gb_seconds = 1_000_000 / REINDEX.default_rate * REINDEX.function_memory_mb / 1024
     work = REINDEX.function_timeout_seconds - REINDEX.stop_at_remaining_ms / 1000
     invocations = math.ceil(1_000_000 / (REINDEX.default_rate * work)) + REINDEX.default_segments

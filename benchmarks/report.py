@@ -10,7 +10,7 @@ from vhs import Retention
 
 from . import pricing, workload
 from .common import table
-from .measure import STEADY_ROW_PREFIX, MixCost, OperationCost, Storage, WallTime, meets_floor
+from .measure import STEADY_NAME, MixCost, OperationCost, Storage, WallTime, meets_floor
 from .pricing import Bill
 
 VHS = "VHS"
@@ -246,7 +246,7 @@ def goals(costs: Sequence[OperationCost], mix: MixCost, walls: Sequence[WallTime
             out.append((f"Mix ≤ {goal}x the cheaper peer ({peer}): {label}", goal_ratio(r, goal),
                         r <= goal))  # fmt: skip
     by_name = {c.operation.name: c for c in costs}
-    steady = next(c for c in costs if c.operation.name.startswith(STEADY_ROW_PREFIX))
+    steady = by_name[STEADY_NAME]
     vhs, floor = steady.bills[VHS].per_million(), steady.bills[FLOOR].per_million()
     r = goal_ratio(vhs / floor, STEADY_FLOOR_GOAL)
     measured = f"{r} ({dollars(vhs)} against {dollars(floor)})"

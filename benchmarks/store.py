@@ -1,6 +1,4 @@
-"""VHS against its peers and the raw floor on one moto server, in one run: requests and cost per
-operation, cost per million puts of a catalogue size mix, the storage it leaves, and wall time
-per operation against the raw floor (method: docs/benchmarks.md)."""
+"""Tables 1-4 of docs/benchmarks.md: VHS against its peers and the raw floor, in one run."""
 
 from __future__ import annotations
 
@@ -79,8 +77,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
         for_mix = [systems[name] for name in (VHS, *PEERS, DELTA_OFF)]
         timed = [systems[VHS], systems[FLOOR]]
         timed += [systems[name] for name in (RAW_VHS, *PEERS)] if settings.wall_peers else []
-        # The mix first, so that the tables and buckets hold its records only when the
-        # storage they take is measured.
+        # The mix first: storage is measured while the tables and buckets hold its records only.
         mix = measure.cost_of_mix(for_mix, bodies, workload.SEED, settings.mix_puts, progress)
         stored = measure_storage(for_mix, server.endpoint, len(bodies), progress)
         progress("cost per operation")

@@ -40,13 +40,11 @@ class System(Protocol):
     def delete(self, id: str, deleted_at: datetime) -> None: ...
 
 
-def plain_table(name: str, *, stream: bool) -> dict[str, Any]:
-    """CreateTable's parameters for a table keyed by `id`, on demand, with a stream or none."""
+def plain_table(name: str) -> dict[str, Any]:
+    """CreateTable's parameters for a table keyed by `id`, on demand, with no stream."""
     key = {"KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
            "AttributeDefinitions": [{"AttributeName": "id", "AttributeType": "S"}]}  # fmt: skip
-    table = {"TableName": name, "BillingMode": "PAY_PER_REQUEST", **key}
-    view = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-    return table | ({"StreamSpecification": view} if stream else {})
+    return {"TableName": name, "BillingMode": "PAY_PER_REQUEST", **key}
 
 
 def put_if(dynamodb: Any, table: str, item: dict[str, Any], condition: str, values: dict) -> bool:
@@ -69,17 +67,14 @@ def new_store(s3: Any, dynamodb: Any, name: str, **options: Any) -> VersionedHyb
 
 
 class OwnTableAndBucket:
-    """A system of bare boto3 calls: a table (`table_definition`) and a bucket named as it, and
-    a biller over its two clients."""
+    """A system of bare boto3 calls: a table of VHS's shape (keyed by `id`, with a stream, as
+    every table in the run has) and a bucket named as it, and a biller over its two clients."""
 
     def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, table: str) -> None:
         self.s3, self.dynamodb, self.table, self.bucket = s3, dynamodb, table, table
-        dynamodb.create_table(**self.table_definition(table))
+        dynamodb.create_table(**resources.TABLE.create_table_kwargs(table))
         s3.create_bucket(Bucket=table)
         self.biller = Biller(probe, [s3], [dynamodb])
-
-    def table_definition(self, table: str) -> dict[str, Any]:
-        raise NotImplementedError
 
     def delete(self, id: str, deleted_at: datetime) -> None:
         self.dynamodb.delete_item(TableName=self.table, Key={"id": {"S": id}})
@@ -107,9 +102,7 @@ class VhsSystem:
         self.store.delete(id, deleted_at=deleted_at)
 
     def collect_garbage(self, s3: Any, dynamodb: Any) -> None:
-        """VHS's garbage collector, as its schedule would run it at steady state, through
-        un-metered clients: past every grace period (orphans deleted), then past the
-        condemnations' expiry (their markers cleared from the items)."""
+        """VHS's garbage collector, twice, as its schedule would run it, on un-metered clients."""
         store = VersionedHybridStore(self.table, self.bucket, s3_client=s3,
                                      dynamodb_client=dynamodb, **self.options)  # fmt: skip
         # Only the shards that hold objects (keys are `prefix/shard/...`).
@@ -141,8 +134,7 @@ def pynamodb_model(table: str, endpoint: str, large: tuple[str, ...], **plain: A
 
 
 class PynamodbMateStore:
-    """`large`: its large attributes; with other parts than the body, the JSON is an ordinary
-    attribute, `record`."""
+    """`large`: its large attributes (with parts other than the body, the JSON is `record`)."""
 
     name = "pynamodb_mate"
 
@@ -191,9 +183,6 @@ class Wellcome2018Store(OwnTableAndBucket):
 
     name = "Wellcome 2018"
 
-    def table_definition(self, table: str) -> dict[str, Any]:
-        return plain_table(table, stream=True)  # the 2018 tables fed a pipeline by stream
-
     def _row(self, id: str) -> dict[str, Any] | None:
         return self.dynamodb.get_item(TableName=self.table, Key={"id": {"S": id}}).get("Item")
 
@@ -221,9 +210,6 @@ class RawFloor(OwnTableAndBucket):
     name = "raw floor"
     INLINE_LIMIT = 350 * 1024  # below DynamoDB's 400 KB item limit with room to spare
 
-    def table_definition(self, table: str) -> dict[str, Any]:
-        return resources.TABLE.create_table_kwargs(table)  # VHS's table shape, stream included
-
     def put(self, id: str, record: Any, updated_at: datetime, *, exists: bool) -> str:
         body = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
         stamp = updated_at.isoformat()
@@ -246,8 +232,7 @@ class RawFloor(OwnTableAndBucket):
 
 
 class RawVhsRequests:
-    """Each round runs the operation through a VHS store of its own, untimed, recording every
-    request it sends; the timed action replays them on this system's own table and bucket."""
+    """Replays, timed, the requests a VHS store of its own sent for the operation, untimed."""
 
     name = "raw, VHS's requests"
 

@@ -1,5 +1,4 @@
-"""The local stack at volume: messages through `vhs local up` and `vhs send`, the real commands
-as a user runs them, nothing lost, and how the long-running local commands scale."""
+"""docs/benchmarks.md, "The local stack at volume": the real commands as a user runs them."""
 
 from __future__ import annotations
 
@@ -111,9 +110,8 @@ PROGRESS = re.compile(r"progress: ([\d,]+) of [\d,]+ lines at (\d+)s")
 
 
 def pipeline_run(count: int, work: Path, as_is: bool = False, cap: float | None = None) -> dict:
-    """`count` messages through a fresh `vhs local up` with `vhs send`. `as_is`: the stack as
-    it was before (moto's SQS scanning, the watch queue subscribed, no flow control), stopped
-    after `cap` seconds."""
+    """`count` messages through a fresh `vhs local up` with `vhs send`; `as_is`: through the
+    stack as it was before (docs/benchmarks.md), stopped after `cap` seconds."""
     expected = dataset(count, work / f"messages-{count}.jsonl")
     with LocalUp(*(("--moto-sqs-as-is", "--watch-queue") if as_is else ())) as stack:
         send = [*VHS, "--json", "send", str(work / f"messages-{count}.jsonl"), "--no-validate"]
@@ -180,9 +178,7 @@ def timed(env: dict[str, str], *args: str) -> float:
 
 
 def scaling(work: Path, factors: Sequence[int]) -> dict[str, list[float]]:
-    """Seconds for gc and verify over 100 x factor records (a tenth with bodies in S3, a tenth
-    with an orphan object beside them), dlq list over as many letters, and send (no consumer,
-    no flow control) of factor MB."""
+    """Seconds of gc, verify, dlq list and send at each factor (docs/benchmarks.md)."""
     out: dict[str, list[float]] = {"gc": [], "verify": [], "dlq list": [], "send": []}
     for factor in factors:
         with LocalUp("--no-pipeline") as stack, environment(stack.env):

@@ -1,13 +1,10 @@
-"""A deterministic, catalogue-like workload: library records in a MARC-ish JSON shape, built
-from a vocabulary with Zipf-like word frequencies and a seeded generator, so that they compress
-as catalogue text does (random bytes would misprice every inline body); and the catalogue size
-mix (`size_mix`: 90% of at most 4 KB, 9% at most 100 KB, 1% of 1 to 5 MB of canonical JSON)."""
+"""The catalogue workload (docs/benchmarks.md, "Workload"): seeded, Zipf-like text, so that
+records compress as catalogue text does (random bytes would misprice every inline body)."""
 
 from __future__ import annotations
 
 import copy
 import itertools
-import json
 import math
 import random
 from collections.abc import Callable, Iterator
@@ -15,13 +12,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from vhs.codec import canonical_json as canonical  # what every system stores, as VHS does
+
 KB = 1024
 MB = 1024 * 1024
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 SEED = 2018  # every benchmark's records, the same from run to run
 
-# Words of the kind catalogue records are made of: subjects, forms, places, roles and the
-# ordinary words of titles and notes.
+# Catalogue words: subjects, forms, places, roles, and the ordinary words of titles and notes.
 _VOCABULARY = """
 the of and in to a for on with by from at as history letters papers collection account
 accounts report reports notes volume volumes book books manuscript manuscripts diary diaries
@@ -69,11 +67,6 @@ class Body:
     record: dict[str, Any]
     size: int
     size_class: str  # "small" (<= 4 KB), "medium" (<= 100 KB) or "large" (1-5 MB)
-
-
-def canonical(record: Any) -> bytes:
-    """The canonical JSON form every system stores (the same bytes VHS stores)."""
-    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class Writer:
@@ -149,8 +142,7 @@ _FILL_TAGS = ("500", "650", "700", "500", "650")
 
 
 def make_record(id: str, target: int, rng: random.Random) -> dict[str, Any]:
-    """A catalogue record whose canonical JSON is at most `target` bytes and close to it
-    (never smaller than the core fields, about 800 bytes)."""
+    """A catalogue record of canonical JSON close to `target` bytes (never under about 800)."""
     w = Writer(rng)
     record: dict[str, Any] = {
         "id": id,
@@ -181,8 +173,7 @@ def make_record(id: str, target: int, rng: random.Random) -> dict[str, Any]:
 
 
 def revise(record: dict[str, Any], rng: random.Random, when: datetime) -> dict[str, Any]:
-    """The next version of a record, as a cataloguer's edit makes it: a new modification
-    time, one field rewritten and one subject added. The size barely changes."""
+    """The next version of a record, as a cataloguer's edit makes it (docs/benchmarks.md)."""
     w = Writer(rng)
     # A copy of what the edit touches (the fields); the rest is shared, never mutated (a deep
     # copy of an archive's megabytes of components would dominate a 10-put mix).
@@ -207,8 +198,7 @@ SIZE_MIX: tuple[tuple[str, float, tuple[int, int]], ...] = (
 
 
 def size_mix(count: int, seed: int = SEED) -> list[Body]:
-    """`count` records with exactly the mix's shares (rounded), in a seeded random order.
-    Small and medium sizes are log-uniform in their range, large ones uniform."""
+    """`count` records of exactly the mix's shares (rounded), sizes log-uniform (large: uniform)."""
     rng = random.Random(seed)
     # The rarer classes get their rounded share (at least one record each); small ones the rest.
     quotas = {name: max(1, round(count * share)) for name, share, _ in SIZE_MIX[1:]}

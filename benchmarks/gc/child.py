@@ -1,6 +1,5 @@
-"""The collector in a child process of its own (`collect`), and the moto server it collects
-from, in a thread of the benchmark's process (`InProcessServer`). Only the standard library is
-imported at module level: what the child imports is part of what it measures."""
+"""The collector in a child process (`collect`), moto in a thread (`InProcessServer`). Only the
+standard library at module level: what the child imports is part of what it measures."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ CLOCK_AHEAD = 2 * 3600  # the collector's clock: past every grace period
 
 
 def child(config: str) -> dict[str, Any]:
-    """Build the store from the environment, as the Lambda does, and run the collector (mode
-    "collect" or "dry-run"; "idle" stops once the store is built: a process's fixed cost)."""
+    """Build the store from the environment, as the Lambda does; run the collector per `config`."""
     import tracemalloc
 
     from vhs.local.metering import RequestMeter
@@ -61,8 +59,7 @@ def collect(
     shards: list[str] | None = None,
     clock_ahead: float = CLOCK_AHEAD,
 ) -> dict[str, Any]:
-    """`child` over the store `name` (its table and bucket), with the store's defaults, and
-    the CPU this process spent serving moto meanwhile."""
+    """`child` over the store `name`, with the store's defaults; and moto's CPU meanwhile."""
     from vhs import settings
     from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
 
@@ -79,37 +76,26 @@ def collect(
 
 
 class InProcessServer:
-    """The local stack's moto server (atomic DynamoDB requests) in a thread of this process, so
-    that most objects can be put straight into moto's S3 backend: over HTTP moto spends about
-    3 ms of CPU on each PutObject. The collector still reaches it over HTTP."""
+    """The local stack's moto (DynamoDB atomic) in a thread, so objects can be seeded into it."""
 
     def __enter__(self) -> InProcessServer:
         import logging
-        import threading
 
-        from moto.moto_server.werkzeug_app import (
-            DomainDispatcherApplication,
-            MotoRequestHandler,
-            create_backend_app,
-        )
-        from werkzeug.serving import make_server
+        from moto.server import ThreadedMotoServer
 
-        from vhs.local.motoserver import AtomicDynamoDB
-        from vhs.local.stack import free_port
+        from vhs_testing.backends import atomic_inprocess_dynamodb
 
-        port = free_port()
-        self.endpoint = f"http://127.0.0.1:{port}"
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        app = AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
-        handler = MotoRequestHandler
-        self._server = make_server("127.0.0.1", port, app, threaded=True, request_handler=handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._atomic = atomic_inprocess_dynamodb()
+        self._atomic.__enter__()
+        self._server = ThreadedMotoServer("127.0.0.1", 0, verbose=False)
+        self._server.start()
+        self.endpoint = "http://{}:{}".format(*self._server.get_host_and_port())
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._thread.join(timeout=10)
+        self._server.stop()
+        self._atomic.__exit__(*exc)
 
     @staticmethod
     def s3_backend() -> Any:
@@ -120,8 +106,7 @@ class InProcessServer:
 
     @classmethod
     def drop_store(cls, name: str, dynamodb: Any) -> None:
-        """Drop the table and the bucket `name`, disposing of its objects as moto's reset does
-        (else it warns)."""
+        """Drop table and bucket `name`, disposing of objects as moto's reset does (or it warns)."""
         bucket = cls.s3_backend().buckets.pop(name)
         for key in bucket.keys.values():
             key.dispose()

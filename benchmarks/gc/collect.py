@@ -1,5 +1,4 @@
-"""The garbage collector's throughput and peak memory at 10k and 100k objects, and a hot id
-with 5,600 orphans collected in one pass (method: docs/benchmarks.md), as Markdown tables."""
+"""docs/benchmarks.md, "Garbage collection: throughput and memory", and a hot id."""
 
 from __future__ import annotations
 
@@ -82,8 +81,7 @@ def check_report(dataset: Dataset, found: dict[str, Any], *, dry_run: bool) -> l
 
 
 def check_after(dataset: Dataset, store: Any) -> list[str]:
-    """The objects left are exactly the referenced ones, and a sample of retained versions
-    reads back."""
+    """What is left is exactly the referenced objects, and a sample of versions reads back."""
     problems = []
     left = set(InProcessServer.s3_backend().get_bucket(store.bucket_name).keys.keys())
     keep = dataset.referenced_keys(store.body_key)
@@ -108,9 +106,8 @@ def measure_baseline(server: InProcessServer) -> dict[str, Any]:
 
 
 def measure_hot_id(server: InProcessServer, orphans: int, progress: Progress) -> dict[str, Any]:
-    """One id's current version and `orphans` bodies of it that no version references,
-    collected pass after pass (each a process whose clock is past the previous
-    condemnation's expiry, as the next scheduled run's would be) until none is left."""
+    """One id's current version and `orphans` orphans of it, collected pass after pass (each
+    clock past the previous condemnation's expiry) until none is left."""
     store, dynamodb = new_collectable_store(server, "vhs-gc-hot")
     current, *crashed = bodies(HOT_ID, range(1, orphans + 2))
     record = Record(HOT_ID, [], crashed=crashed)
@@ -158,8 +155,7 @@ def measure_hot_id(server: InProcessServer, orphans: int, progress: Progress) ->
 
 
 FLAT = 1.10  # peak memory within 10% across sizes: flat
-# Objects/s with an attribute per condemned body and a condemnation per orphan: the committed
-# run of 2026-11-22 06:00 UTC, same settings and data set.
+# Objects/s before (docs/benchmarks.md): the committed run of 2026-11-22 06:00 UTC.
 BEFORE = {10_000: 696, 100_000: 857}
 OPERATIONS = ["ListObjectsV2", "HeadObject", "BatchGetItem", "UpdateItem", "DeleteObject"]
 
@@ -241,14 +237,13 @@ def hot_figures(hot: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
     sizes = [] if options.hot_only else [int(s) for s in options.sizes.split(",")]
-    orphans = options.hot
     results, baseline, hot = [], {}, None
     with InProcessServer() as server:
         if sizes:
             baseline = measure_baseline(server)
         results = [measure_size(server, n, options.orphans, progress) for n in sizes]
-        if orphans:
-            hot = measure_hot_id(server, orphans, progress)
+        if options.hot:
+            hot = measure_hot_id(server, options.hot, progress)
     problems = [p for r in results for p in r["problems"]] + (hot["problems"] if hot else [])
     mode = "quick" if args.quick else "full"
     sections = {}

@@ -1,5 +1,4 @@
-"""The GC benchmark's objects: referenced bodies and orphans of three kinds (`build`), written
-into a store on the in-process moto server (`populate`)."""
+"""The GC benchmark's objects (`build`), written into a store on the in-process server."""
 
 from __future__ import annotations
 
@@ -76,9 +75,7 @@ def bodies(rid: str, versions: range, seed: int = workload.SEED) -> list[Body]:
 
 
 def build(objects: int, orphan_share: float) -> Dataset:
-    """`objects` S3 objects: records of 1 to 3 versions, plus orphans split between crashed
-    creates (no item), crashed updates (an item that never pointed at the body) and versions
-    beyond retention."""
+    """`objects` S3 objects, `orphan_share` of them orphans of the three kinds (`kinds`)."""
     orphans = round(objects * orphan_share)
     referenced = objects - orphans
     expired = min(orphans // 3, referenced // (2 * (EXPIRED_RECORD_VERSIONS - 1)))
@@ -111,9 +108,7 @@ def build(objects: int, orphan_share: float) -> Dataset:
 
 
 def populate(dataset: Dataset, store: Any, dynamodb: Any) -> float:
-    """Write `dataset` into `store`: the records marked via_api with store.put (and a crashed
-    writer's store.bodies.put), the rest as the same objects put into moto's backend and the
-    same items written with BatchWriteItem. The seconds it took."""
+    """Write `dataset` into `store` (a sample through its API, the rest seeded); the seconds."""
     everyone = [*dataset.records, *dataset.crashed_creates]
     started = time.perf_counter()
 
@@ -140,8 +135,7 @@ def populate(dataset: Dataset, store: Any, dynamodb: Any) -> float:
 
 
 def seed_objects(records: list[Record], store: Any) -> None:
-    """The bodies of `records` put straight into moto's S3 backend, with the key, checksum
-    and metadata the store's own upload gives them."""
+    """`records`' bodies put straight into moto's S3 backend, as the store's upload makes them."""
     backend = InProcessServer.s3_backend()
     bucket = backend.get_bucket(store.bucket_name)
     for record in records:
