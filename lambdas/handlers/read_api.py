@@ -39,10 +39,10 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.metrics import MetricUnit
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from handlers.observability import instrumented, logger_and_metrics
-from vhs import settings
+from vhs import keys, settings
 from vhs.changes.feed import version_path
 from vhs.codec import served_content_type
 from vhs.errors import InvalidInput, RecordNotFound
@@ -69,6 +69,9 @@ INTERNAL = "urn:vhs:problem:internal"
 # Text content types travel as JSON strings in the response; everything else as base64.
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript")
 _TEXT_SUFFIXES = ("+json", "+xml")
+# A version in a path: at most this many decimal digits (VersionNumber's pattern).
+MAX_VERSION_DIGITS = 16
+CONTENT_HASH_PATTERN = f"^{keys.CONTENT_HASH.pattern}$"
 
 app = LambdaFunctionUrlResolver(enable_validation=True)
 
@@ -101,9 +104,15 @@ def base64_size(size: int) -> int:
 # --- the OpenAPI document's shapes --------------------------------------------------------
 
 
+# Every field is always written (serialization defaults required) and nothing else is.
+_EXACT = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
+_DATE_TIME = {"format": "date-time"}
+
+
 class Problem(BaseModel):
     """RFC 9457 problem details."""
 
+    model_config = ConfigDict(extra="forbid")
     type: str = Field(description="what kind of problem: urn:vhs:problem:...")
     title: str
     status: int
@@ -112,29 +121,37 @@ class Problem(BaseModel):
 
 
 class Part(BaseModel):
-    content_hash: str = Field(description="sha256 hex of the part: its ETag")
-    size: int
+    model_config = _EXACT
+    content_hash: str = Field(
+        description="sha256 hex of the part: its ETag", pattern=CONTENT_HASH_PATTERN
+    )
+    size: int = Field(ge=0)
     content_type: str
     path: str = Field(description="where this API serves it: /records/{id}/versions/{n}/parts/…")
 
 
 class Version(BaseModel):
+    model_config = _EXACT
     version: int = Field(ge=1)
-    updated_at: str = Field(description="RFC 3339")
-    size: int = Field(description="bytes of the body (0 for a delete)")
+    updated_at: str = Field(description="RFC 3339", json_schema_extra=_DATE_TIME)
+    size: int = Field(ge=0, description="bytes of the body (0 for a delete)")
     content_hash: str | None = Field(
+        pattern=CONTENT_HASH_PATTERN,
         description="the version's ETag: sha256 hex of the body, or for a version with parts "
-        "of its manifest (the body and every part); null for a delete"
+        "of its manifest (the body and every part); null for a delete",
     )
     deleted: bool
     content_type: str | None
     parts: dict[str, Part] = Field(
-        default_factory=dict, description="the version's parts by name; empty without parts"
+        default_factory=dict,
+        description="the version's parts by name; empty without parts",
+        json_schema_extra={"propertyNames": {"pattern": PART_NAME_PATTERN}},
     )
 
 
 class History(BaseModel):
-    id: str
+    model_config = _EXACT
+    id: str = Field(json_schema_extra=lambda schema: schema.update(_id_schema()))
     versions: list[Version] = Field(description="the retained versions, oldest first")
 
 
@@ -146,28 +163,80 @@ _PROBLEMS: dict[int | str, Any] = {
     for code, description in (
         (400, "a bad id or version"),
         (404, "unknown id, version not retained, or the record is deleted"),
+        (500, "an internal error: logged, nothing of it in the answer"),
     )
+}
+
+
+def _id_schema() -> dict[str, Any]:
+    """What keys.validate_id accepts, as JSON Schema (of the decoded id)."""
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": keys.MAX_ID_LENGTH,
+        "pattern": keys.id_pattern(),
+    }
+
+
+# The path parameters' schemas in the document: the rules the store checks (the id's and the
+# part name's, refused with a 400 naming `id` or `parts`), stated here rather than validated by
+# Powertools, whose failures would all be reported as the version's problem.
+_PARAMETER_SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
+    "id": _id_schema,
+    "version": lambda: {"type": "integer", "minimum": 1, "maximum": 10**MAX_VERSION_DIGITS - 1},
+    "name": lambda: {"type": "string", "pattern": PART_NAME_PATTERN},
+}
+IF_NONE_MATCH = {
+    "name": "If-None-Match",
+    "in": "header",
+    "required": False,
+    "description": "ETags, a list or *: a 304 when one names the ETag (W/ compares weakly)",
+    "schema": {"type": "string"},
 }
 
 
 def _served(what: str, content: str) -> dict[int | str, Any]:
     """The responses of a route that serves bytes (`what`: "body" or "part")."""
     headers = {
-        "ETag": {"description": f'the {what}\'s sha256 hex, quoted: "<sha256>"', "schema": {}},
-        "X-Vhs-Version": {"description": "the version's number", "schema": {"type": "integer"}},
-        "X-Vhs-Updated-At": {"description": "the version's updated_at, RFC 3339", "schema": {}},
-    }
-    return {
-        200: {
-            "description": content,
-            "headers": headers,
-            "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+        "ETag": {
+            "description": f'the {what}\'s sha256 hex, quoted: "<sha256>"',
+            "required": True,
+            "schema": {"type": "string", "pattern": f'^"{keys.CONTENT_HASH.pattern}"$'},
         },
+        "X-Vhs-Version": {
+            "description": "the version's number",
+            "required": True,
+            "schema": {"type": "integer", "minimum": 1},
+        },
+        "X-Vhs-Updated-At": {
+            "description": "the version's updated_at, RFC 3339",
+            "required": True,
+            "schema": {"type": "string", **_DATE_TIME},
+        },
+        "Cache-Control": {
+            "description": "private, no-cache (no-store on a 307)",
+            "required": True,
+            "schema": {"type": "string"},
+        },
+    }
+    binary = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
+    if what == "body":
+        # A JSON record (a put of a JSON value) is served as application/json.
+        binary = {"application/json": {"schema": {}}, **binary}
+    return {
+        200: {"description": content, "headers": headers, "content": binary},
         304: {"description": "If-None-Match named the ETag", "headers": headers},
         307: {
             "description": f"a {what} too large for a Lambda response: Location is a presigned "
             "S3 GET URL, valid for VHS_READ_API_PRESIGN_SECONDS (60 s by default)",
-            "headers": {**headers, "Location": {"schema": {"type": "string"}}},
+            "headers": {
+                **headers,
+                "Location": {
+                    "description": "the presigned S3 GET URL",
+                    "required": True,
+                    "schema": {"type": "string", "format": "uri"},
+                },
+            },
         },
         **_PROBLEMS,
     }
@@ -186,7 +255,7 @@ IdSegment = Annotated[
 VersionNumber = Annotated[
     str,
     Path(
-        pattern=r"^[1-9][0-9]{0,15}$",
+        pattern=rf"^[1-9][0-9]{{0,{MAX_VERSION_DIGITS - 1}}}$",
         description="a version number: a whole number >= 1, in decimal digits",
     ),
 ]
@@ -285,6 +354,10 @@ def openapi_document() -> str:
     for operations in document["paths"].values():
         for operation in operations.values():
             operation["responses"].pop("422", None)
+            for parameter in operation.get("parameters", []):
+                parameter["schema"] = _PARAMETER_SCHEMAS[parameter["name"]]()
+            if "304" in operation["responses"]:
+                operation["parameters"].append(IF_NONE_MATCH)
     schemas = document["components"]["schemas"]
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(name, None)

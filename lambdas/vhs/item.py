@@ -38,7 +38,6 @@ its h)`, exactly as a body does.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -92,7 +91,6 @@ BODY_HASH = "bh"
 PARTS = "pt"
 
 INLINE = "inline"  # the location of an inline body
-_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class MalformedItem(ValueError):
@@ -265,7 +263,9 @@ def layout_problem(raw: Mapping[str, Any], item: Item | None) -> str | None:
     if item.version < 1 + len(item.history):
         return f"version {item.version} is lower than the {len(item.history) + 1} entries held"
     for version, entry in item.versions():
-        if entry.content_hash != TOMBSTONE_HASH and not _SHA256_HEX.fullmatch(entry.content_hash):
+        if entry.content_hash != TOMBSTONE_HASH and not keys.CONTENT_HASH.fullmatch(
+            entry.content_hash
+        ):
             return f"version {version}: {entry.content_hash!r} is not a sha256 hex digest"
         if entry.size < 0:
             return f"version {version}: negative size {entry.size}"
@@ -276,11 +276,11 @@ def layout_problem(raw: Mapping[str, Any], item: Item | None) -> str | None:
         if entry.dropped and not entry.deleted:
             return f"version {version}: a dropped-history flag on a put"
         for part in entry.parts:
-            if not _SHA256_HEX.fullmatch(part.content_hash):
+            if not keys.CONTENT_HASH.fullmatch(part.content_hash):
                 return f"version {version}: part {part.name!r} has no sha256 hex digest"
             if part.size < 0:
                 return f"version {version}: part {part.name!r} has a negative size"
-        if entry.parts and not _SHA256_HEX.fullmatch(entry.body_sha256):
+        if entry.parts and not keys.CONTENT_HASH.fullmatch(entry.body_sha256):
             return f"version {version}: {entry.body_sha256!r} is not a sha256 hex digest"
     return None
 

@@ -39,6 +39,9 @@ MAX_ID_LENGTH = 256
 MAX_ENCODED_ID_BYTES = 512
 MAX_PREFIX_BYTES = 400
 SHARD_COUNT = 256
+# The characters no id may hold: control characters (Unicode category Cc, a fixed set) and
+# unpaired surrogates (Cs). As regex escapes, so the read API's OpenAPI document can state it.
+ID_FORBIDDEN = re.compile(r"[\u0000-\u001f\u007f-\u009f\ud800-\udfff]")
 
 _ASCII_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 # Non-ASCII characters of these categories are kept as they are (S3 keys are UTF-8). Others
@@ -55,13 +58,21 @@ def validate_id(id: object, field: str = "id") -> str:
         raise InvalidId(f"is {len(id)} characters long, over the maximum of {MAX_ID_LENGTH}", field)
     if id.isspace():
         raise InvalidId("must not be only whitespace", field)
-    for position, char in enumerate(id):
-        category = unicodedata.category(char)
-        if category == "Cc":
-            raise InvalidId(f"contains control character U+{ord(char):04X} at {position}", field)
-        if category == "Cs":
+    forbidden = ID_FORBIDDEN.search(id)
+    if forbidden:
+        char, position = forbidden.group(), forbidden.start()
+        if unicodedata.category(char) == "Cs":
             raise InvalidId(f"contains an unpaired surrogate at {position}", field)
+        raise InvalidId(f"contains control character U+{ord(char):04X} at {position}", field)
     return id
+
+
+def id_pattern() -> str:
+    """`validate_id`'s rules on the characters as one regex (ECMA 262 and Python alike, for
+    JSON Schema): not only whitespace (str.isspace's characters, spelled out, since the two
+    dialects' \\s differ) and no forbidden character anywhere. Lengths are MAX_ID_LENGTH's."""
+    spaces = "".join(f"\\u{c:04x}" for c in range(0x10000) if chr(c).isspace())
+    return rf"^(?![{spaces}]*$)(?![\s\S]*{ID_FORBIDDEN.pattern})"
 
 
 def _keep(char: str) -> bool:
@@ -123,7 +134,8 @@ def shard_prefix(prefix: str, shard: str) -> str:
 
 # --- reading a key back ---------------------------------------------------------------------
 _SHARD = re.compile(r"[0-9a-f]{2}")
-_CONTENT_HASH = re.compile(r"[0-9a-f]{64}")
+# A sha256 hex digest: what a content hash (and the read API's ETag) is.
+CONTENT_HASH = re.compile(r"[0-9a-f]{64}")
 # The tail of a cut segment: "~" and 32 hex digits of sha256(id). The cut part never holds "~".
 _CUT_TAIL = re.compile(r"~[0-9a-f]{32}")
 
@@ -174,7 +186,7 @@ def parse_body_key(prefix: str, key: str) -> BodyKey | None:
     if len(parts) != 3:
         return None
     shard, segment, content_hash = parts
-    if not (_SHARD.fullmatch(shard) and _CONTENT_HASH.fullmatch(content_hash)):
+    if not (_SHARD.fullmatch(shard) and CONTENT_HASH.fullmatch(content_hash)):
         return None
     if "~" in segment:
         cut = len(segment.encode()) <= MAX_ENCODED_ID_BYTES and segment.count("~") == 1
