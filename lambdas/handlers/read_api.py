@@ -358,6 +358,13 @@ def openapi_document() -> str:
                 parameter["schema"] = _PARAMETER_SCHEMAS[parameter["name"]]()
             if "304" in operation["responses"]:
                 operation["parameters"].append(IF_NONE_MATCH)
+            for bodiless in ("304", "307"):
+                # Powertools gives every response a JSON content; these have no body.
+                operation["responses"].get(bodiless, {}).pop("content", None)
+    # The document is served as a JSON object, not the string the route returns it as.
+    document["paths"]["/openapi.json"]["get"]["responses"]["200"]["content"] = {
+        "application/json": {"schema": {"type": "object"}}
+    }
     schemas = document["components"]["schemas"]
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(name, None)

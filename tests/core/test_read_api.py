@@ -9,16 +9,19 @@ import hashlib
 import http.client
 import json
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+import jsonschema
 import pytest
 
 from handlers import read_api
-from vhs import resources, settings
+from vhs import keys, resources, settings
+from vhs.errors import InvalidInput
 from vhs.local.read_api import LocalReadApi, signed_headers
 from vhs.store import VersionedHybridStore
 from vhs_testing.bad_inputs import CASES, Accepted
@@ -471,3 +474,172 @@ def test_local_up_serves_the_read_api_and_exports_its_url(local_env: dict[str, s
     answer = local.request("/openapi.json")
     assert answer.status == 200 and "paths" in answer.json()
     assert local.request("/openapi.json", sign=False).status == 403
+
+
+# --- the document states the rules the API enforces -------------------------------------------
+
+
+def _document() -> dict[str, Any]:
+    return json.loads(read_api.openapi_document())
+
+
+def _valid(document: dict[str, Any], schema: dict[str, Any], value: Any) -> bool:
+    """Whether `value` is valid by a schema of the document (its $refs resolve against the
+    document's components), formats (date-time) checked."""
+    rooted = {**schema, "components": document["components"]}
+    checker = jsonschema.FormatChecker()
+    return jsonschema.Draft202012Validator(rooted, format_checker=checker).is_valid(value)
+
+
+def _parameter(document: dict[str, Any], route: str, name: str) -> dict[str, Any]:
+    (schema,) = [
+        p["schema"] for p in document["paths"][route]["get"]["parameters"] if p["name"] == name
+    ]
+    return schema
+
+
+def _accepted_id(id: str) -> bool:
+    try:
+        keys.validate_id(id)
+    except InvalidInput:
+        return False
+    return True
+
+
+def test_the_id_pattern_is_validate_ids_rule_for_every_character() -> None:
+    """Every code point alone and after a letter: the document's pattern (Python's regex
+    engine, as jsonschema applies it) accepts exactly what keys.validate_id does."""
+    pattern = re.compile(_parameter(_document(), "/records/{id}", "id")["pattern"])
+    for code in range(0x110000):
+        for id in (chr(code), "a" + chr(code)):
+            assert bool(pattern.search(id)) == _accepted_id(id), hex(code)
+
+
+MAX_ID = keys.MAX_ID_LENGTH
+ID_SAMPLE = [
+    *AWKWARD_IDS,
+    "x" * MAX_ID,
+    "x" * (MAX_ID + 1),
+    "\U0001f600" * MAX_ID,
+    "\U0001f600" * (MAX_ID + 1),
+    " ",
+    "\u00a0\u2003\u3000",
+    "\ufeff",
+    "\u200b",
+    " a ",
+    "a\tb",
+    "a\n",
+    "a\x7f",
+    "a\x85",
+    "\ud800",
+]
+
+
+def test_the_documented_id_version_and_part_name_are_what_the_api_accepts(api: Api) -> None:
+    document = _document()
+    id_schema = _parameter(document, "/records/{id}", "id")
+    for id in ID_SAMPLE:
+        answer = api.get(id)
+        assert _valid(document, id_schema, id) == (answer.status != 400), (id, answer.status)
+
+    api.store.put("doc-1", {"v": 1}, updated_at=T1, parts={"ocr": b"text"})
+    route = "/records/{id}/versions/{version}"
+    version_schema = _parameter(document, route, "version")
+    largest = 10**read_api.MAX_VERSION_DIGITS - 1
+    for version in (-1, 0, 1, 2, largest, largest + 1):
+        answer = api.get("doc-1", f"/versions/{version}")
+        documented = _valid(document, version_schema, version)
+        assert documented == (answer.status != 400), (version, answer.status)
+
+    name_schema = _parameter(document, "/records/{id}/parts/{name}", "name")
+    for name in ("ocr", "a", "0", "a" * 63, "a" * 64, "Scan", "-x", ".x", "x.y_z-1", "x/y", "é"):
+        answer = api.get("doc-1", f"/parts/{segment(name)}")
+        assert _valid(document, name_schema, name) == (answer.status != 400), (name, answer)
+
+
+def _conforms(document: dict[str, Any], route: str, method: str, answer: Answer) -> None:
+    """`answer` is one the document declares for `method` `route`: its status, every header
+    it declares (present when required, valid by its schema), and its body by media type."""
+    responses = document["paths"][route][method.lower()]["responses"]
+    assert str(answer.status) in responses, (route, method, answer.status)
+    declared = responses[str(answer.status)]
+    for name, header in declared.get("headers", {}).items():
+        value = answer.headers[name]
+        assert value is not None or not header.get("required"), (route, name)
+        if value is None:
+            continue
+        schema = header["schema"]
+        typed = int(value) if schema.get("type") == "integer" else value
+        assert _valid(document, schema, typed), (route, name, value)
+        if schema.get("format") == "uri":
+            parts = urlsplit(value)
+            assert parts.scheme in ("http", "https") and parts.netloc, value
+    content = declared.get("content", {})
+    if method == "HEAD" or not content:
+        assert answer.body == b"", (route, method, answer.status)
+        return
+    media = (answer.headers["Content-Type"] or "").split(";", 1)[0].strip()
+    assert media in content or "*/*" in content, (route, answer.status, media, list(content))
+    schema = content.get(media, content.get("*/*"))["schema"]
+    if schema.get("format") != "binary":
+        assert _valid(document, schema, json.loads(answer.body)), (route, answer.body[:200])
+
+
+def test_every_answer_is_one_the_document_declares(api: Api) -> None:
+    document = _document()
+    api.store.put("conform-json", {"title": "Moby-Dick", "n": [1, 2.5, None]}, updated_at=T1)
+    api.store.put("conform-json", ["second", {"v": 2}], updated_at=T2)
+    api.store.put("conform-bin", SERVED_FROM_S3, updated_at=T1, content_type="image/png")
+    api.store.put("conform-big", REDIRECTED, updated_at=T1, content_type="video/mp4")
+    api.store.put(
+        "conform-parts",
+        "plain",
+        updated_at=T1,
+        parts={"ocr": (b"text", "text/plain"), "scan": REDIRECTED},
+    )
+    api.store.put("conform-gone", {"v": 1}, updated_at=T1)
+    api.store.delete("conform-gone", deleted_at=T3)
+    etag = api.get("conform-json").headers["ETag"]
+    part_etag = api.get("conform-parts", "/parts/ocr").headers["ETag"]
+    body, part = "/records/{id}", "/records/{id}/parts/{name}"
+    version = "/records/{id}/versions/{version}"
+    version_part = f"{version}/parts/{{name}}"
+    history = "/records/{id}/history"
+    requests = [
+        (body, "conform-json", "", {}),
+        (body, "conform-json", "", {"If-None-Match": etag}),
+        (body, "conform-bin", "", {}),
+        (body, "conform-big", "", {}),
+        (body, "conform-gone", "", {}),
+        (body, "never-stored", "", {}),
+        (body, " ", "", {}),
+        (version, "conform-json", "/versions/1", {}),
+        (version, "conform-json", "/versions/1", {"If-None-Match": "*"}),
+        (version, "conform-gone", "/versions/2", {}),
+        (version, "conform-json", "/versions/0", {}),
+        (part, "conform-parts", "/parts/ocr", {}),
+        (part, "conform-parts", "/parts/ocr", {"If-None-Match": part_etag}),
+        (part, "conform-parts", "/parts/scan", {}),
+        (part, "conform-parts", "/parts/none", {}),
+        (part, "conform-parts", "/parts/Bad", {}),
+        (version_part, "conform-parts", "/versions/1/parts/ocr", {}),
+        (version_part, "conform-parts", "/versions/1/parts/scan", {}),
+        (version_part, "conform-parts", "/versions/x/parts/ocr", {}),
+        (version_part, "conform-parts", "/versions/1/parts/ocr", {"If-None-Match": part_etag}),
+        (version_part, "conform-parts", "/versions/9/parts/ocr", {}),
+        (history, "conform-json", "/history", {}),
+        (history, "conform-parts", "/history", {}),
+        (history, "conform-gone", "/history", {}),
+        (history, "never-stored", "/history", {}),
+        (history, "a\x00", "/history", {}),
+    ]
+    seen: dict[str, set[int]] = {}
+    for route, id, suffix, headers in requests:
+        methods = ("GET",) if route == history else ("GET", "HEAD")
+        for method in methods:
+            answer = api.get(id, suffix, method=method, headers=headers)
+            _conforms(document, route, method, answer)
+            seen.setdefault(route, set()).add(answer.status)
+    assert seen[body] == seen[part] == seen[version_part] == {200, 304, 307, 400, 404}
+    assert seen[version] == {200, 304, 400, 404} and seen[history] == {200, 400, 404}
+    _conforms(document, "/openapi.json", "GET", api.request("/openapi.json"))
