@@ -20,18 +20,11 @@ from vhs.keys import (
     parse_body_key,
     shard_of,
 )
+from vhs_testing.bad_inputs import valid_id as valid
 
 SHA = hashlib.sha256(b"body").hexdigest()
 LONG = "/" * 200  # cut in its key: every "/" is three bytes encoded
 LONGER = "🙂" * MAX_ID_LENGTH
-
-
-def valid(id: str) -> bool:
-    try:
-        keys.validate_id(id)
-    except InvalidId:
-        return False
-    return True
 
 
 def valid_prefix(prefix: str) -> bool:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from vhs import keys
+from vhs.errors import InvalidId
 from vhs.ingest.staging import CLAIM_CHECK_ATTRIBUTES
 
 STAGING = "STAGING-BUCKET-TOKEN"
@@ -1224,3 +1226,12 @@ def counts() -> dict[str, dict[str, int]]:
         row = table.setdefault(case.category, {"rejected": 0, "accepted safely": 0})
         row[handling] += 1
     return table
+
+
+def valid_id(id: str) -> bool:
+    """Whether the store takes `id` (keys.validate_id), as a yes or no."""
+    try:
+        keys.validate_id(id)
+    except InvalidId:
+        return False
+    return True
