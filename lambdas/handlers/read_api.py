@@ -31,23 +31,34 @@ import base64
 import functools
 import json
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.metrics import MetricUnit
-from pydantic import BaseModel, ConfigDict, Field
 
 from handlers.observability import instrumented, logger_and_metrics
-from vhs import keys, settings
+from handlers.read_api_document import (
+    BODY_RESPONSES,
+    PART_RESPONSES,
+    PROBLEM_JSON,
+    PROBLEMS,
+    History,
+    IdSegment,
+    Part,
+    PartName,
+    Version,
+    VersionNumber,
+    document,
+)
+from vhs import settings
 from vhs.changes.feed import version_path
 from vhs.codec import served_content_type
 from vhs.errors import InvalidInput, RecordNotFound
 from vhs.model import Record, StoredVersion
-from vhs.parts import PART_NAME_PATTERN, check_part_name
+from vhs.parts import check_part_name
 from vhs.resources import LAMBDA_RESPONSE_PAYLOAD_BYTES, READ_API
 from vhs.settings import READ_API_FUNCTION
 from vhs.store import VersionedHybridStore
@@ -59,9 +70,6 @@ logger, metrics = logger_and_metrics(READ_API_FUNCTION)
 # encoded form may take the remainder; base64 makes 3 bytes 4, so binary bodies up to
 # 4,669,440 bytes come back in the response and larger ones are redirected.
 DEFAULT_RESPONSE_LIMIT = LAMBDA_RESPONSE_PAYLOAD_BYTES - 64 * 1024
-PROBLEM_JSON = "application/problem+json"
-OPENAPI_TITLE = "VHS read API"
-OPENAPI_VERSION = "1"
 # Problem types (RFC 9457 `type`), documented in docs/read-api.md.
 INVALID = "urn:vhs:problem:invalid-input"
 NOT_FOUND = "urn:vhs:problem:not-found"
@@ -69,9 +77,6 @@ INTERNAL = "urn:vhs:problem:internal"
 # Text content types travel as JSON strings in the response; everything else as base64.
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript")
 _TEXT_SUFFIXES = ("+json", "+xml")
-# A version in a path: at most this many decimal digits (VersionNumber's pattern).
-MAX_VERSION_DIGITS = 16
-CONTENT_HASH_PATTERN = f"^{keys.CONTENT_HASH.pattern}$"
 
 app = LambdaFunctionUrlResolver(enable_validation=True)
 
@@ -101,166 +106,6 @@ def base64_size(size: int) -> int:
     return 4 * ((size + 2) // 3)
 
 
-# --- the OpenAPI document's shapes --------------------------------------------------------
-
-
-# Every field is always written (serialization defaults required) and nothing else is.
-_EXACT = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
-_DATE_TIME = {"format": "date-time"}
-
-
-class Problem(BaseModel):
-    """RFC 9457 problem details."""
-
-    model_config = ConfigDict(extra="forbid")
-    type: str = Field(description="what kind of problem: urn:vhs:problem:...")
-    title: str
-    status: int
-    detail: str
-    field: str | None = Field(default=None, description="the input at fault (400 only)")
-
-
-class Part(BaseModel):
-    model_config = _EXACT
-    content_hash: str = Field(
-        description="sha256 hex of the part: its ETag", pattern=CONTENT_HASH_PATTERN
-    )
-    size: int = Field(ge=0)
-    content_type: str
-    path: str = Field(description="where this API serves it: /records/{id}/versions/{n}/parts/…")
-
-
-class Version(BaseModel):
-    model_config = _EXACT
-    version: int = Field(ge=1)
-    updated_at: str = Field(description="RFC 3339", json_schema_extra=_DATE_TIME)
-    size: int = Field(ge=0, description="bytes of the body (0 for a delete)")
-    content_hash: str | None = Field(
-        pattern=CONTENT_HASH_PATTERN,
-        description="the version's ETag: sha256 hex of the body, or for a version with parts "
-        "of its manifest (the body and every part); null for a delete",
-    )
-    deleted: bool
-    content_type: str | None
-    parts: dict[str, Part] = Field(
-        default_factory=dict,
-        description="the version's parts by name; empty without parts",
-        json_schema_extra={"propertyNames": {"pattern": PART_NAME_PATTERN}},
-    )
-
-
-class History(BaseModel):
-    model_config = _EXACT
-    id: str = Field(json_schema_extra=lambda schema: schema.update(_id_schema()))
-    versions: list[Version] = Field(description="the retained versions, oldest first")
-
-
-_PROBLEMS: dict[int | str, Any] = {
-    code: {
-        "description": description,
-        "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
-    }
-    for code, description in (
-        (400, "a bad id or version"),
-        (404, "unknown id, version not retained, or the record is deleted"),
-        (500, "an internal error: logged, nothing of it in the answer"),
-    )
-}
-
-
-def _id_schema() -> dict[str, Any]:
-    """What keys.validate_id accepts, as JSON Schema (of the decoded id)."""
-    return {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": keys.MAX_ID_LENGTH,
-        "pattern": keys.id_pattern(),
-    }
-
-
-# The path parameters' schemas in the document: the rules the store checks (the id's and the
-# part name's, refused with a 400 naming `id` or `parts`), stated here rather than validated by
-# Powertools, whose failures would all be reported as the version's problem.
-_PARAMETER_SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
-    "id": _id_schema,
-    "version": lambda: {"type": "integer", "minimum": 1, "maximum": 10**MAX_VERSION_DIGITS - 1},
-    "name": lambda: {"type": "string", "pattern": PART_NAME_PATTERN},
-}
-IF_NONE_MATCH = {
-    "name": "If-None-Match",
-    "in": "header",
-    "required": False,
-    "description": "ETags, a list or *: a 304 when one names the ETag (W/ compares weakly)",
-    "schema": {"type": "string"},
-}
-
-
-def _served(what: str, content: str) -> dict[int | str, Any]:
-    """The responses of a route that serves bytes (`what`: "body" or "part")."""
-    headers = {
-        "ETag": {
-            "description": f'the {what}\'s sha256 hex, quoted: "<sha256>"',
-            "required": True,
-            "schema": {"type": "string", "pattern": f'^"{keys.CONTENT_HASH.pattern}"$'},
-        },
-        "X-Vhs-Version": {
-            "description": "the version's number",
-            "required": True,
-            "schema": {"type": "integer", "minimum": 1},
-        },
-        "X-Vhs-Updated-At": {
-            "description": "the version's updated_at, RFC 3339",
-            "required": True,
-            "schema": {"type": "string", **_DATE_TIME},
-        },
-        "Cache-Control": {
-            "description": "private, no-cache (no-store on a 307)",
-            "required": True,
-            "schema": {"type": "string"},
-        },
-    }
-    binary = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
-    if what == "body":
-        # A JSON record (a put of a JSON value) is served as application/json.
-        binary = {"application/json": {"schema": {}}, **binary}
-    return {
-        200: {"description": content, "headers": headers, "content": binary},
-        304: {"description": "If-None-Match named the ETag", "headers": headers},
-        307: {
-            "description": f"a {what} too large for a Lambda response: Location is a presigned "
-            "S3 GET URL, valid for VHS_READ_API_PRESIGN_SECONDS (60 s by default)",
-            "headers": {
-                **headers,
-                "Location": {
-                    "description": "the presigned S3 GET URL",
-                    "required": True,
-                    "schema": {"type": "string", "format": "uri"},
-                },
-            },
-        },
-        **_PROBLEMS,
-    }
-
-
-_BODY_RESPONSES = _served("body", "the body, with the record's content type")
-_PART_RESPONSES = _served("part", "the part's bytes, with its content type")
-# Checked by parts.check_part_name (a 400 naming `parts`), not by a pattern here: a failed
-# pattern would be reported as the version's problem.
-PartName = Annotated[str, Path(description=f"a part's name, {PART_NAME_PATTERN}")]
-IdSegment = Annotated[
-    str,
-    Path(description="the record id, percent-encoded as ONE path segment ('/' as %2F)"),
-]
-# A string of digits, not an int: pydantic's lax int would take "1.0" and "1_0" as versions.
-VersionNumber = Annotated[
-    str,
-    Path(
-        pattern=rf"^[1-9][0-9]{{0,{MAX_VERSION_DIGITS - 1}}}$",
-        description="a version number: a whole number >= 1, in decimal digits",
-    ),
-]
-
-
 # --- routes ---------------------------------------------------------------------------------
 # No return annotation on the body routes: Powertools would validate the body against it, and
 # so serialise it; a body leaves as `_body_response` encodes it.
@@ -271,18 +116,18 @@ def _bytes_route(path: str, summary: str, responses: dict[int | str, Any]) -> Ca
     return app.route(path, method=["GET", "HEAD"], summary=summary, responses=responses)
 
 
-@_bytes_route("/records/<id>", "The latest version of a record", _BODY_RESPONSES)
+@_bytes_route("/records/<id>", "The latest version of a record", BODY_RESPONSES)
 def latest(id: IdSegment):
     return _send(store().locate(_id(id)))
 
 
-@_bytes_route("/records/<id>/versions/<version>", "A retained version of a record", _BODY_RESPONSES)
+@_bytes_route("/records/<id>/versions/<version>", "A retained version of a record", BODY_RESPONSES)
 def version(id: IdSegment, version: VersionNumber):
     return _send(store().locate(_id(id), int(version)))
 
 
 @_bytes_route(
-    "/records/<id>/parts/<name>", "A part of the latest version of a record", _PART_RESPONSES
+    "/records/<id>/parts/<name>", "A part of the latest version of a record", PART_RESPONSES
 )
 def latest_part(id: IdSegment, name: PartName):
     return _send_part(store().locate(_id(id)), _part_name(name))
@@ -291,7 +136,7 @@ def latest_part(id: IdSegment, name: PartName):
 @_bytes_route(
     "/records/<id>/versions/<version>/parts/<name>",
     "A part of a retained version of a record",
-    _PART_RESPONSES,
+    PART_RESPONSES,
 )
 def version_part(id: IdSegment, version: VersionNumber, name: PartName):
     return _send_part(store().locate(_id(id), int(version)), _part_name(name))
@@ -305,7 +150,7 @@ def version_part(id: IdSegment, version: VersionNumber, name: PartName):
             "description": "the retained versions, oldest first",
             "content": {"application/json": {"model": History}},
         },
-        **_PROBLEMS,
+        **PROBLEMS,
     },
 )
 def history(id: IdSegment) -> History:
@@ -340,46 +185,8 @@ def openapi() -> Response[str]:
 
 @functools.cache
 def openapi_document() -> str:
-    """The OpenAPI document of these routes (docs/read-api.openapi.json holds a copy), as
-    Powertools generates it with two corrections: the 422 it documents for a failed request
-    validation is a 400 problem here (`_unvalidated`), and every request is SigV4-signed."""
-    document = json.loads(
-        app.get_openapi_json_schema(
-            title=OPENAPI_TITLE,
-            version=OPENAPI_VERSION,
-            description="Records of a VHS store over HTTP. Every request is signed with SigV4 "
-            "(service 'lambda'): the function URL's AuthType is AWS_IAM. See docs/read-api.md.",
-        )
-    )
-    for operations in document["paths"].values():
-        for operation in operations.values():
-            operation["responses"].pop("422", None)
-            for parameter in operation.get("parameters", []):
-                parameter["schema"] = _PARAMETER_SCHEMAS[parameter["name"]]()
-            if "304" in operation["responses"]:
-                operation["parameters"].append(IF_NONE_MATCH)
-            for bodiless in ("304", "307"):
-                # Powertools gives every response a JSON content; these have no body.
-                operation["responses"].get(bodiless, {}).pop("content", None)
-    # The document is served as a JSON object, not the string the route returns it as.
-    document["paths"]["/openapi.json"]["get"]["responses"]["200"]["content"] = {
-        "application/json": {"schema": {"type": "object"}}
-    }
-    schemas = document["components"]["schemas"]
-    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
-        schemas.pop(name, None)
-    schemas["Problem"] = Problem.model_json_schema()
-    document["components"]["securitySchemes"] = {
-        "sigv4": {
-            "type": "apiKey",
-            "name": "Authorization",
-            "in": "header",
-            "description": "AWS SigV4, service 'lambda' (x-amazon-apigateway-authtype awsSigv4)",
-            "x-amazon-apigateway-authtype": "awsSigv4",
-        }
-    }
-    document["security"] = [{"sigv4": []}]
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    """The OpenAPI document of these routes (docs/read-api.openapi.json holds a copy)."""
+    return document(app)
 
 
 def _id(segment: str) -> str:

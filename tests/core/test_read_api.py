@@ -19,7 +19,7 @@ from urllib.parse import quote, urlsplit
 import jsonschema
 import pytest
 
-from handlers import read_api
+from handlers import read_api, read_api_document
 from vhs import keys, resources, settings
 from vhs.local.read_api import LocalReadApi, signed_headers
 from vhs.store import VersionedHybridStore
@@ -536,7 +536,7 @@ def test_the_documented_id_version_and_part_name_are_what_the_api_accepts(api: A
     api.store.put("doc-1", {"v": 1}, updated_at=T1, parts={"ocr": b"text"})
     route = "/records/{id}/versions/{version}"
     version_schema = _parameter(document, route, "version")
-    largest = 10**read_api.MAX_VERSION_DIGITS - 1
+    largest = 10**read_api_document.MAX_VERSION_DIGITS - 1
     for version in (-1, 0, 1, 2, largest, largest + 1):
         answer = api.get("doc-1", f"/versions/{version}")
         documented = _valid(document, version_schema, version)
