@@ -13,21 +13,34 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from vhs import keys
-from vhs.parts import PART_NAME_PATTERN
+from vhs.parts import PART_NAME, PART_NAME_PATTERN
 
 PROBLEM_JSON = "application/problem+json"
 OPENAPI_TITLE = "VHS read API"
 OPENAPI_VERSION = "1"
 # A version in a path: at most this many decimal digits (VersionNumber's pattern).
 MAX_VERSION_DIGITS = 16
-CONTENT_HASH_PATTERN = f"^{keys.CONTENT_HASH.pattern}$"
+
+
+def whole(regex: str) -> str:
+    """A JSON Schema pattern that `regex` must match all of: to the end, not "$", which
+    Python's re (and so jsonschema) lets match before a final newline the API refuses."""
+    return f"^{regex}{keys.END}"
+
+
+CONTENT_HASH_PATTERN = whole(keys.CONTENT_HASH.pattern)
+PART_NAME_SCHEMA_PATTERN = whole(PART_NAME.pattern)
 
 
 # --- the OpenAPI document's shapes --------------------------------------------------------
 
 
 # Every field is always written (serialization defaults required) and nothing else is.
-_EXACT = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
+# Python's regexes: the patterns end with a look-ahead (`whole`), which pydantic's default
+# engine (Rust's regex crate) does not have.
+_EXACT = ConfigDict(
+    extra="forbid", json_schema_serialization_defaults_required=True, regex_engine="python-re"
+)
 _DATE_TIME = {"format": "date-time"}
 
 
@@ -67,7 +80,7 @@ class Version(BaseModel):
     parts: dict[str, Part] = Field(
         default_factory=dict,
         description="the version's parts by name; empty without parts",
-        json_schema_extra={"propertyNames": {"pattern": PART_NAME_PATTERN}},
+        json_schema_extra={"propertyNames": {"pattern": PART_NAME_SCHEMA_PATTERN}},
     )
 
 
@@ -106,7 +119,7 @@ def _id_schema() -> dict[str, Any]:
 _PARAMETER_SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "id": _id_schema,
     "version": lambda: {"type": "integer", "minimum": 1, "maximum": 10**MAX_VERSION_DIGITS - 1},
-    "name": lambda: {"type": "string", "pattern": PART_NAME_PATTERN},
+    "name": lambda: {"type": "string", "pattern": PART_NAME_SCHEMA_PATTERN},
 }
 IF_NONE_MATCH = {
     "name": "If-None-Match",
@@ -123,7 +136,7 @@ def _served(what: str, content: str) -> dict[int | str, Any]:
         "ETag": {
             "description": f'the {what}\'s sha256 hex, quoted: "<sha256>"',
             "required": True,
-            "schema": {"type": "string", "pattern": f'^"{keys.CONTENT_HASH.pattern}"$'},
+            "schema": {"type": "string", "pattern": whole(f'"{keys.CONTENT_HASH.pattern}"')},
         },
         "X-Vhs-Version": {
             "description": "the version's number",

@@ -39,9 +39,27 @@ MAX_ID_LENGTH = 256
 MAX_ENCODED_ID_BYTES = 512
 MAX_PREFIX_BYTES = 400
 SHARD_COUNT = 256
-# The characters no id may hold: control characters (Unicode category Cc, a fixed set) and
-# unpaired surrogates (Cs). As regex escapes, so the read API's OpenAPI document can state it.
-ID_FORBIDDEN = re.compile(r"[\u0000-\u001f\u007f-\u009f\ud800-\udfff]")
+# The characters no id may hold, as inclusive code point ranges: control characters (Unicode
+# category Cc, a fixed set) and unpaired surrogates (Cs).
+_FORBIDDEN_RANGES = ((0x00, 0x1F), (0x7F, 0x9F), (0xD800, 0xDFFF))
+LAST_CODE_POINT = 0x10FFFF
+# Text that ends here: no character follows. Unlike "$", which Python's re also lets match
+# before a final newline; the same in ECMA 262, Python and Rust regexes.
+END = r"(?![\s\S])"
+
+
+def _char_class(ranges: list[tuple[int, int]]) -> str:
+    """A regex character class of `ranges` in one spelling that ECMA 262 (with the u flag),
+    Python and Rust (jsonschema-rs) regexes read alike: \\uXXXX in the BMP, the character
+    itself above it (ECMA has no \\U, Python no \\u{...})."""
+
+    def char(code: int) -> str:
+        return f"\\u{code:04x}" if code <= 0xFFFF else chr(code)
+
+    return "[" + "".join(f"{char(first)}-{char(last)}" for first, last in ranges) + "]"
+
+
+ID_FORBIDDEN = re.compile(_char_class(list(_FORBIDDEN_RANGES)))
 
 _ASCII_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 # Non-ASCII characters of these categories are kept as they are (S3 keys are UTF-8). Others
@@ -68,11 +86,20 @@ def validate_id(id: object, field: str = "id") -> str:
 
 
 def id_pattern() -> str:
-    """`validate_id`'s rules on the characters as one regex (ECMA 262 and Python alike, for
-    JSON Schema): not only whitespace (str.isspace's characters, spelled out, since the two
-    dialects' \\s differ) and no forbidden character anywhere. Lengths are MAX_ID_LENGTH's."""
+    """`validate_id`'s rules on the characters as one regex (ECMA 262 with the u flag, Python
+    and Rust alike, for JSON Schema): not only whitespace (str.isspace's characters, spelled
+    out, since the dialects' \\s differ), and only allowed characters, named as the ranges
+    between the forbidden ones: a pattern may not name a surrogate (Rust's regexes refuse it)
+    and a negated class is misread next to the surrogates by jsonschema-rs. Lengths are
+    MAX_ID_LENGTH's."""
     spaces = "".join(f"\\u{c:04x}" for c in range(0x10000) if chr(c).isspace())
-    return rf"^(?![{spaces}]*$)(?![\s\S]*{ID_FORBIDDEN.pattern})"
+    allowed, start = [], 0
+    for first, last in _FORBIDDEN_RANGES:
+        if start < first:
+            allowed.append((start, first - 1))
+        start = last + 1
+    allowed.append((start, LAST_CODE_POINT))
+    return rf"^(?![{spaces}]*{END}){_char_class(allowed)}*{END}"
 
 
 def _keep(char: str) -> bool:

@@ -1,0 +1,138 @@
+"""The read API against its own OpenAPI document, property-based: schemathesis generates requests
+from the document (valid ones, and ones the document says are invalid), sends them SigV4-signed to
+the local function URL (vhs.local.read_api) and runs every check it has on each answer, so any
+place where the document and the API disagree fails here. Known ids, versions, part names and
+ETags are mixed into the valid requests, so that 200, 304 and 307 answers are generated, not only
+400 and 404. The checks that need unsigned requests (UNSIGNED_CHECKS) are left to
+tests/core/test_read_api.py's own 403 tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
+from schemathesis.specs.openapi.checks import ignored_auth, missing_required_header
+from test_read_api import REDIRECTED, SERVED_FROM_S3, T1, T2, T3, Api, api
+
+from handlers import read_api
+from vhs.local.read_api import signed_headers
+
+__all__ = ["api"]  # the fixture: one local stack and read API for the module
+
+pytestmark = pytest.mark.slow
+EXAMPLES = 100
+# The checks that send a request without its signature: ignored_auth, and
+# missing_required_header, whose only required header is Authorization (the security scheme);
+# this test's auth signs whatever it sends, so they would see a signed request.
+UNSIGNED_CHECKS = [ignored_auth, missing_required_header]
+# Filled by `seeded` once the records are stored: what the valid requests draw from.
+KNOWN: dict[str, list[str]] = {}
+
+
+def _schema(mode: GenerationMode) -> Any:
+    schema = schemathesis.openapi.from_dict(json.loads(read_api.openapi_document()))
+    schema.config.generation.update(modes=[mode], max_examples=EXAMPLES, deterministic=False)
+    return schema
+
+
+positive = _schema(GenerationMode.POSITIVE)
+negative = _schema(GenerationMode.NEGATIVE)
+
+
+@positive.hook
+def flatmap_path_parameters(context: Any, path_parameters: dict[str, Any]) -> Any:
+    """Half the time, each path parameter is one that names something stored."""
+    drawn = {
+        name: st.one_of(st.just(value), st.sampled_from(KNOWN[name]))
+        for name, value in (path_parameters or {}).items()
+    }
+    return st.fixed_dictionaries(drawn)
+
+
+@positive.hook
+def flatmap_headers(context: Any, headers: dict[str, Any] | None) -> Any:
+    """If-None-Match, when generated, is sometimes a stored ETag (or a list naming one)."""
+    if not headers or "If-None-Match" not in headers:
+        return st.just(headers)
+    tags = st.one_of(
+        st.just(headers["If-None-Match"]),
+        st.sampled_from(KNOWN["etag"]),
+        st.sampled_from(KNOWN["etag"]).map(lambda tag: f'W/"other", {tag}'),
+    )
+    return tags.map(lambda tag: {**headers, "If-None-Match": tag})
+
+
+class SigV4(requests.auth.AuthBase):
+    """Signs each request as a consumer signs it for a function URL (service "lambda")."""
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers.update(
+            signed_headers(
+                request.method, request.url, region=self.region, headers=dict(request.headers)
+            )
+        )
+        return request
+
+
+@pytest.fixture(scope="module")
+def seeded(api: Api) -> Iterator[Api]:
+    """Records of every kind: JSON with retained versions and parts (one too large for a
+    response), a binary body, a body too large for a response, and a deleted record."""
+    store = api.store
+    store.put("json-1", {"title": "Moby-Dick"}, updated_at=T1)
+    store.put(
+        "json-1",
+        {"title": "Moby-Dick; or, The Whale"},
+        updated_at=T2,
+        parts={"ocr": (b"Call me Ishmael.", "text/plain"), "scan": REDIRECTED},
+    )
+    store.put("scan-1", SERVED_FROM_S3, updated_at=T1, content_type="image/png")
+    store.put("big-1", REDIRECTED, updated_at=T1, content_type="video/mp4")
+    store.put("gone-1", {"v": 1}, updated_at=T1)
+    store.delete("gone-1", deleted_at=T3)
+    KNOWN.update(
+        id=["json-1", "scan-1", "big-1", "gone-1"],
+        version=["1", "2", "3"],
+        name=["ocr", "scan"],
+        etag=[
+            api.get("json-1").headers["ETag"],
+            api.get("json-1", "/versions/1").headers["ETag"],
+            api.get("json-1", "/parts/ocr").headers["ETag"],
+            api.get("scan-1").headers["ETag"],
+        ],
+    )
+    yield api
+    KNOWN.clear()
+
+
+def _call_and_validate(case: Any, api: Api) -> None:
+    with requests.Session() as session:
+        case.call_and_validate(
+            base_url=api.url,
+            session=session,
+            auth=SigV4(api.region),
+            excluded_checks=UNSIGNED_CHECKS,
+            timeout=30,
+        )
+
+
+@positive.parametrize()
+@settings(max_examples=EXAMPLES, suppress_health_check=list(HealthCheck), deadline=None)
+def test_valid_requests_get_answers_the_document_declares(case: Any, seeded: Api) -> None:
+    _call_and_validate(case, seeded)
+
+
+@negative.parametrize()
+@settings(max_examples=EXAMPLES, suppress_health_check=list(HealthCheck), deadline=None)
+def test_invalid_requests_are_refused_as_the_document_declares(case: Any, seeded: Api) -> None:
+    _call_and_validate(case, seeded)
