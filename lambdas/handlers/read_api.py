@@ -73,6 +73,7 @@ DEFAULT_RESPONSE_LIMIT = LAMBDA_RESPONSE_PAYLOAD_BYTES - 64 * 1024
 # Problem types (RFC 9457 `type`), documented in docs/read-api.md.
 INVALID = "urn:vhs:problem:invalid-input"
 NOT_FOUND = "urn:vhs:problem:not-found"
+NOT_ALLOWED = "urn:vhs:problem:method-not-allowed"
 INTERNAL = "urn:vhs:problem:internal"
 # Text content types travel as JSON strings in the response; everything else as base64.
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript")
@@ -111,8 +112,28 @@ def base64_size(size: int) -> int:
 # so serialise it; a body leaves as `_body_response` encodes it.
 
 
+# Every method a function URL passes on: a route answers the others with a 405 naming its own.
+_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE")
+
+
+def _allowing(path: str, methods: list[str]) -> None:
+    """`path` answers every method but `methods` with a 405 problem and their Allow header
+    (RFC 9110), not the 404 of a path that names nothing; left out of the document."""
+    allow = ", ".join(methods)
+
+    def not_allowed(**_: str):  # no return annotation: Powertools would model it
+        method = app.current_event.http_method.upper()
+        answer = problem(405, NOT_ALLOWED, "Method not allowed", f"{method}: only {allow}")
+        answer.headers["Allow"] = allow
+        return answer
+
+    others = [m for m in _METHODS if m not in methods]
+    app.route(path, method=others, include_in_schema=False)(not_allowed)
+
+
 def _bytes_route(path: str, summary: str, responses: dict[int | str, Any]) -> Callable:
     """A route that serves a body or a part's bytes: GET, and HEAD for the headers alone."""
+    _allowing(path, ["GET", "HEAD"])
     return app.route(path, method=["GET", "HEAD"], summary=summary, responses=responses)
 
 
@@ -140,6 +161,9 @@ def latest_part(id: IdSegment, name: PartName):
 )
 def version_part(id: IdSegment, version: VersionNumber, name: PartName):
     return _send_part(store().locate(_id(id), int(version)), _part_name(name))
+
+
+_allowing("/records/<id>/history", ["GET"])
 
 
 @app.get(
@@ -176,6 +200,9 @@ def history(id: IdSegment) -> History:
         for v in store().history(record_id)
     ]
     return History(id=record_id, versions=versions)
+
+
+_allowing("/openapi.json", ["GET"])
 
 
 @app.get("/openapi.json", summary="This API's OpenAPI document")
