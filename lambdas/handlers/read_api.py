@@ -121,7 +121,9 @@ def _allowing(path: str, methods: list[str]) -> None:
     (RFC 9110), not the 404 of a path that names nothing; left out of the document."""
     allow = ", ".join(methods)
 
-    def not_allowed(**_: str):  # no return annotation: Powertools would model it
+    # Every path parameter by name, as Powertools passes them (a ** parameter it would read as
+    # a query parameter "_"); no return annotation, which Powertools would model.
+    def not_allowed(id: str = "", version: str = "", name: str = ""):
         method = app.current_event.http_method.upper()
         answer = problem(405, NOT_ALLOWED, "Method not allowed", f"{method}: only {allow}")
         answer.headers["Allow"] = allow
