@@ -112,30 +112,8 @@ def base64_size(size: int) -> int:
 # so serialise it; a body leaves as `_body_response` encodes it.
 
 
-# Every method a function URL passes on: a route answers the others with a 405 naming its own.
-_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE")
-
-
-def _allowing(path: str, methods: list[str]) -> None:
-    """`path` answers every method but `methods` with a 405 problem and their Allow header
-    (RFC 9110), not the 404 of a path that names nothing; left out of the document."""
-    allow = ", ".join(methods)
-
-    # Every path parameter by name, as Powertools passes them (a ** parameter it would read as
-    # a query parameter "_"); no return annotation, which Powertools would model.
-    def not_allowed(id: str = "", version: str = "", name: str = ""):
-        method = app.current_event.http_method.upper()
-        answer = problem(405, NOT_ALLOWED, "Method not allowed", f"{method}: only {allow}")
-        answer.headers["Allow"] = allow
-        return answer
-
-    others = [m for m in _METHODS if m not in methods]
-    app.route(path, method=others, include_in_schema=False)(not_allowed)
-
-
 def _bytes_route(path: str, summary: str, responses: dict[int | str, Any]) -> Callable:
     """A route that serves a body or a part's bytes: GET, and HEAD for the headers alone."""
-    _allowing(path, ["GET", "HEAD"])
     return app.route(path, method=["GET", "HEAD"], summary=summary, responses=responses)
 
 
@@ -163,9 +141,6 @@ def latest_part(id: IdSegment, name: PartName):
 )
 def version_part(id: IdSegment, version: VersionNumber, name: PartName):
     return _send_part(store().locate(_id(id), int(version)), _part_name(name))
-
-
-_allowing("/records/<id>/history", ["GET"])
 
 
 @app.get(
@@ -202,9 +177,6 @@ def history(id: IdSegment) -> History:
         for v in store().history(record_id)
     ]
     return History(id=record_id, versions=versions)
-
-
-_allowing("/openapi.json", ["GET"])
 
 
 @app.get("/openapi.json", summary="This API's OpenAPI document")
@@ -359,7 +331,18 @@ def _not_found(error: RecordNotFound) -> Response:
 
 @app.not_found
 def _no_route(error: NotFoundError) -> Response:
-    return problem(404, NOT_FOUND, "Not found", "no such route: see /openapi.json")
+    # A path that names a route answers a method it lacks, whichever method a client invents
+    # (a function URL passes any on), with a 405 and the route's methods (RFC 9110), not a 404.
+    # Powertools keeps its routes in these lists and gives no public way to match a path.
+    path = app.context.get("_path", app.current_event.path)
+    routes = app._static_routes + app._dynamic_routes
+    allow = list(dict.fromkeys(r.method for r in routes if r.rule.match(path)))
+    if not allow:
+        return problem(404, NOT_FOUND, "Not found", "no such route: see /openapi.json")
+    method = app.current_event.http_method.upper()
+    answer = problem(405, NOT_ALLOWED, "Method not allowed", f"{method}: only {', '.join(allow)}")
+    answer.headers["Allow"] = ", ".join(allow)
+    return answer
 
 
 @app.exception_handler(Exception)

@@ -12,8 +12,9 @@ from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, ConfigDict, Field
 
-from vhs import keys
+from vhs import keys, settings
 from vhs.parts import PART_NAME, PART_NAME_PATTERN
+from vhs.resources import READ_API
 
 PROBLEM_JSON = "application/problem+json"
 OPENAPI_TITLE = "VHS read API"
@@ -156,14 +157,17 @@ def _served(what: str, content: str) -> dict[int | str, Any]:
     }
     binary = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
     if what == "body":
-        # A JSON record (a put of a JSON value) is served as application/json.
-        binary = {"application/json": {"schema": {}}, **binary}
+        # A JSON record (a put of a JSON value) is served as application/json. The binary
+        # comes first: a generator that takes one media type per answer (openapi-python-client
+        # takes the first it knows) then reads every body as bytes, not every body as JSON.
+        binary = {**binary, "application/json": {"schema": {}}}
     return {
         200: {"description": content, "headers": headers, "content": binary},
         304: {"description": "If-None-Match named the ETag", "headers": headers},
         307: {
             "description": f"a {what} too large for a Lambda response: Location is a presigned "
-            "S3 GET URL, valid for VHS_READ_API_PRESIGN_SECONDS (60 s by default)",
+            f"S3 GET URL, valid for {settings.READ_API_PRESIGN_SECONDS} "
+            f"({READ_API.presign_seconds} s by default)",
             "headers": {
                 **headers,
                 "Location": {

@@ -346,4 +346,9 @@ class _FunctionUrlRequest(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(response.body)
 
-    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = _serve
+    def __getattr__(self, name: str) -> Any:
+        # http.server dispatches to do_<METHOD>; a function URL passes every method on, the ones
+        # HTTP names and the ones a client invents (QUERY, say), so every one is served.
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
