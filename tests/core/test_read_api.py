@@ -123,6 +123,22 @@ def segment(id: str) -> str:
     return encoded.replace(".", "%2E")
 
 
+def put_every_kind(store: VersionedHybridStore, prefix: str) -> None:
+    """Records of every kind, ids `prefix`-json (two versions, the second with parts, one too
+    large for a response), -scan (binary), -big (too large for a response), -gone (deleted)."""
+    store.put(f"{prefix}-json", {"title": "Moby-Dick"}, updated_at=T1)
+    store.put(
+        f"{prefix}-json",
+        {"title": "Moby-Dick; or, The Whale"},
+        updated_at=T2,
+        parts={"ocr": (b"Call me Ishmael.", "text/plain"), "scan": REDIRECTED},
+    )
+    store.put(f"{prefix}-scan", SERVED_FROM_S3, updated_at=T1, content_type="image/png")
+    store.put(f"{prefix}-big", REDIRECTED, updated_at=T1, content_type="video/mp4")
+    store.put(f"{prefix}-gone", {"v": 1}, updated_at=T1)
+    store.delete(f"{prefix}-gone", deleted_at=T3)
+
+
 @pytest.fixture(scope="module")
 def api(moto_server: str) -> Iterator[Api]:
     stack = fresh_stack(moto_server, "readapi", pipeline=False)

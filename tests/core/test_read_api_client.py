@@ -15,7 +15,7 @@ from types import ModuleType
 
 import httpx
 import pytest
-from test_read_api import REDIRECTED, SERVED_FROM_S3, T1, T2, T3, Api, api
+from test_read_api import REDIRECTED, SERVED_FROM_S3, Api, api, put_every_kind
 
 from handlers import read_api
 from vhs.local.read_api import signed_headers
@@ -83,18 +83,7 @@ def _operation(module: str) -> ModuleType:
 
 
 def test_a_generated_client_reads_every_kind_of_answer(generated: ModuleType, api: Api) -> None:
-    store = api.store
-    store.put("gen-json", {"title": "Moby-Dick"}, updated_at=T1)
-    store.put(
-        "gen-json",
-        {"title": "Moby-Dick; or, The Whale"},
-        updated_at=T2,
-        parts={"ocr": (b"Call me Ishmael.", "text/plain")},
-    )
-    store.put("gen-scan", SERVED_FROM_S3, updated_at=T1, content_type="image/png")
-    store.put("gen-big", REDIRECTED, updated_at=T1, content_type="video/mp4")
-    store.put("gen-gone", {"v": 1}, updated_at=T1)
-    store.delete("gen-gone", deleted_at=T3)
+    put_every_kind(api.store, "gen")
     models = importlib.import_module(f"{PACKAGE}.models")
     types = importlib.import_module(f"{PACKAGE}.types")
     latest = _operation("latest_records_id_get")

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import ignored_auth, missing_required_header
-from test_read_api import REDIRECTED, SERVED_FROM_S3, T1, T2, T3, Api, api
+from test_read_api import Api, api, put_every_kind
 
 from handlers import read_api
 from vhs.local.read_api import signed_headers
@@ -89,29 +89,17 @@ class SigV4(requests.auth.AuthBase):
 
 @pytest.fixture(scope="module")
 def seeded(api: Api) -> Iterator[Api]:
-    """Records of every kind: JSON with retained versions and parts (one too large for a
-    response), a binary body, a body too large for a response, and a deleted record."""
-    store = api.store
-    store.put("json-1", {"title": "Moby-Dick"}, updated_at=T1)
-    store.put(
-        "json-1",
-        {"title": "Moby-Dick; or, The Whale"},
-        updated_at=T2,
-        parts={"ocr": (b"Call me Ishmael.", "text/plain"), "scan": REDIRECTED},
-    )
-    store.put("scan-1", SERVED_FROM_S3, updated_at=T1, content_type="image/png")
-    store.put("big-1", REDIRECTED, updated_at=T1, content_type="video/mp4")
-    store.put("gone-1", {"v": 1}, updated_at=T1)
-    store.delete("gone-1", deleted_at=T3)
+    """Records of every kind (test_read_api.put_every_kind), and what names them."""
+    put_every_kind(api.store, "fuzz")
     KNOWN.update(
-        id=["json-1", "scan-1", "big-1", "gone-1"],
+        id=["fuzz-json", "fuzz-scan", "fuzz-big", "fuzz-gone"],
         version=["1", "2", "3"],
         name=["ocr", "scan"],
         etag=[
-            api.get("json-1").headers["ETag"],
-            api.get("json-1", "/versions/1").headers["ETag"],
-            api.get("json-1", "/parts/ocr").headers["ETag"],
-            api.get("scan-1").headers["ETag"],
+            api.get("fuzz-json").headers["ETag"],
+            api.get("fuzz-json", "/versions/1").headers["ETag"],
+            api.get("fuzz-json", "/parts/ocr").headers["ETag"],
+            api.get("fuzz-scan").headers["ETag"],
         ],
     )
     yield api
