@@ -63,6 +63,7 @@ from ..resources import (
     SNS_MAX_MESSAGE_GROUP_ID,
     SNS_PUBLISH_BATCH_ENTRIES,
 )
+from .patch import patch_fields
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,10 @@ class Change:
     parts: Mapping[str, Mapping[str, Any]] | None = field(default=None, hash=False)
     # Set on a replay (`vhs reindex`): the run that published it. None on a live notification.
     replay_run: str | None = None
+    # An update of a JSON record: the JSON Patch from the previous version, or why there is
+    # none (patch.py). Both None (and absent from the message) for other changes.
+    patch: Sequence[Mapping[str, Any]] | None = field(default=None, hash=False)
+    patch_omitted: str | None = None
 
     @property
     def path(self) -> str | None:
@@ -125,6 +130,10 @@ class Change:
                 name: {**part, "path": f"{self.path}/parts/{name}"}
                 for name, part in self.parts.items()
             }
+        if self.patch is not None:
+            message["patch"] = list(self.patch)
+        if self.patch_omitted is not None:
+            message["patch_omitted"] = self.patch_omitted
         if self.replay_run is not None:
             message["replay"] = True
             message["replay_run"] = self.replay_run
@@ -279,6 +288,8 @@ def changes_from_images(
             unknown.append(version)
             continue
         changes.append(change_of(id, version, entry, bucket=bucket, prefix=prefix))
+    if new_version == old_version + 1 and changes and changes[0].change == STORED:
+        changes[0] = replace(changes[0], **patch_fields(old, new))
     return Derived(id, tuple(changes), unknown_versions=tuple(unknown))
 
 
