@@ -82,7 +82,7 @@ def version_at(
     found = _current_at(item.versions(), clock, moment)
     shown = stored_to_datetime(moment).isoformat()
     if found is None:
-        first, entry = item.versions()[0]
+        first, entry = retained[0]
         if first == 1:  # nothing precedes version 1: the record did not exist yet
             raise RecordNotFound(
                 item.id, why=f"no version by {shown}: the first {_time_of(entry, clock)}"
