@@ -105,7 +105,7 @@ def test_applying_the_patch_to_the_old_document_gives_exactly_the_new_one(pair):
                 {"op": "remove", "path": "/x"},
                 {"op": "add", "path": "/z", "value": 3},
             ],
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_patches_are_small_and_strict_about_json_types(old, new, patch):
