@@ -15,7 +15,8 @@ from typing import Any
 
 import jsonpatch
 
-from vhs.changes.feed import Change, changes_from_images
+from vhs import keys
+from vhs.changes.feed import Change, changes_from_images, chunks
 from vhs.changes.patch import NOT_INLINE, TOO_LARGE, UNREADABLE, patch_fields
 from vhs.changes.stream import event_image
 from vhs.patches import make_patch, patch_size
@@ -152,3 +153,29 @@ def test_an_inline_body_that_does_not_decode_still_notifies_without_a_patch(inpr
     event_broken = event_image(broken)
     assert base64.b64decode(event_broken["c"]["L"][0]["M"]["b"]["B"]) == b"not the body"
     assert patch_fields(event_broken, event_image(new)) == {"patch_omitted": UNREADABLE}
+
+
+def test_ten_of_the_longest_notifications_with_the_largest_patch_fit_one_publish_batch():
+    """The longest id (256 four-byte characters), location and content type, and a patch of
+    exactly the bound: under 24 KiB, ten to a PublishBatch."""
+    filler = [{"op": "replace", "path": "/t", "value": ""}]
+    value = "x" * (CHANGES.max_patch_bytes - patch_size(filler))
+    patch = [{"op": "replace", "path": "/t", "value": value}]
+    assert patch_size(patch) == CHANGES.max_patch_bytes
+    ids = ["🦀" * 255 + chr(0x4E00 + n) for n in range(20)]
+    longest = [
+        Change(
+            id,
+            10**12,
+            at(1).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "stored",
+            f"s3://{'b' * 63}/{keys.body_key('p' * 400, id, 'a' * 64)}",
+            "a" * 64,
+            5 * 2**30,
+            "application/json",
+            patch=patch,
+        )
+        for id in ids
+    ]
+    assert max(len(change.body().encode()) for change in longest) < 24 * 1024
+    assert [len(chunk) for _, chunk in chunks(longest)] == [10, 10]

@@ -20,7 +20,9 @@ delete; `path` is where the read API serves the version's body, relative to its 
 (``/records/<id, percent-encoded as one segment>/versions/<n>``; null for a delete), so a
 consumer fetches it over HTTP, with the content hash as its ETag, without reading the table.
 A replay (`vhs reindex`, reindex.py) adds ``"replay": true`` and ``"replay_run": <run id>``
-and is otherwise exactly the live notification of the same version. A purging delete adds
+and is otherwise exactly the live notification of the same version (less a patch). An update
+of a JSON record adds ``"patch"`` (its JSON Patch from the previous version) or
+``"patch_omitted"`` (why not): patch.py. A purging delete adds
 ``"purge": true``: every earlier version of the id is gone, so subscribers purge their copies
 too. A purge of an id already deleted keeps its version (the
 stream shows the same `v`, the tombstone newly flagged): it is notified again, with
