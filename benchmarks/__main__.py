@@ -23,6 +23,7 @@ BENCHMARKS = {
     "bulk-import": "benchmarks.bulk_import",
     "import-reading": "benchmarks.import_reading",
     "parts": "benchmarks.parts",
+    "time-travel": "benchmarks.time_travel",
     "volume": "benchmarks.volume",
     "atomicity": "benchmarks.atomicity",
 }

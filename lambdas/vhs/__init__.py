@@ -1,5 +1,6 @@
 """VHS, a versioned hybrid store on AWS: `VersionedHybridStore`, its values and errors."""
 
+from .diffs import Diff
 from .errors import (
     BodyHashMismatch,
     BodyTooLarge,
@@ -13,7 +14,9 @@ from .errors import (
     InvalidTimestamp,
     PartNotFound,
     PartTooLarge,
+    RecordDeleted,
     RecordNotFound,
+    VersionNotRetained,
     VhsError,
     WriteConflict,
 )
@@ -28,6 +31,7 @@ __all__ = [
     "ConfigurationError",
     "DanglingPointer",
     "DeleteResult",
+    "Diff",
     "IntegrityError",
     "InvalidId",
     "InvalidInput",
@@ -40,9 +44,11 @@ __all__ = [
     "PartTooLarge",
     "PutResult",
     "Record",
+    "RecordDeleted",
     "RecordNotFound",
     "Retention",
     "VersionInfo",
+    "VersionNotRetained",
     "VersionedHybridStore",
     "VhsError",
     "WriteConflict",

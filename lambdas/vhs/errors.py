@@ -87,8 +87,24 @@ class RecordNotFound(VhsError, LookupError):
     def __init__(self, id: str, version: int | None = None, why: str = "") -> None:
         self.id = id
         self.version = version
+        self.why = why
         what = f"{id!r}" if version is None else f"{id!r} version {version}"
         super().__init__(f"record {what} not found" + (f": {why}" if why else ""))
+
+
+class VersionNotRetained(RecordNotFound):
+    """The version asked for, by its number or as the one current at a time, is no longer
+    kept (retention, a purge, a delete's retention window) or was never written."""
+
+
+class RecordDeleted(RecordNotFound):
+    """The version current at the time asked for is a delete (`version`, at `deleted_at`:
+    the delete's own timestamp, RFC 3339)."""
+
+    def __init__(self, id: str, version: int, deleted_at: str, why: str) -> None:
+        super().__init__(id, why=why)
+        self.version = version
+        self.deleted_at = deleted_at
 
 
 class PartNotFound(RecordNotFound):

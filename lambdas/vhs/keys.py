@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 from urllib.parse import quote, unquote
 
-from .errors import InvalidId
+from .errors import InvalidId, InvalidInput
 
 MAX_ID_LENGTH = 256
 # S3 keys may be 1,024 bytes. 512 leaves room for a prefix of up to 400 bytes, the shard and
@@ -97,6 +97,13 @@ def id_pattern() -> str:
     spaces = "".join(f"\\u{c:04x}" for c in range(0x10000) if chr(c).isspace())
     forbidden = _char_class([r for r in _FORBIDDEN_RANGES if r != _SURROGATES])
     return rf"^(?![{spaces}]*{END})[^{forbidden[1:-1]}]*{END}"
+
+
+def validate_version(version: object, field: str = "version") -> int:
+    """A version number: a whole number >= 1 (not a bool)."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise InvalidInput(field, "must be a whole number >= 1")
+    return version
 
 
 def _keep(char: str) -> bool:

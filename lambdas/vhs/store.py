@@ -24,22 +24,16 @@ from botocore.exceptions import BotoCoreError, ClientError
 from . import keys
 from .aws import aws_client
 from .bodies import MULTIPART_THRESHOLD, S3BodyStore
-from .codec import (
-    CODECS,
-    MAX_BODY_SIZE,
-    MAX_CONTENT_TYPE_LENGTH,
-    Body,
-    compress,
-    encode_record,
-)
+from .codec import CODECS, MAX_BODY_SIZE, MAX_CONTENT_TYPE_LENGTH, Body, compress, encode_record
 from .deltas import UndecodableBody, history_after, inline_body, inline_part
+from .diffs import Diff, diff_versions
 from .errors import (
     BodyHashMismatch,
     ConfigurationError,
     DanglingPointer,
-    InvalidInput,
     PartNotFound,
     RecordNotFound,
+    VersionNotRetained,
     WriteConflict,
 )
 from .index import BodyCondemned, DynamoIndex
@@ -60,6 +54,7 @@ from .ordering import TOMBSTONE_HASH, Outcome, parse_timestamp
 from .parts import PartBody, encode_parts
 from .retention import Retention
 from .settings import StoreSettings
+from .timetravel import When, locate_at
 from .write_path import MAX_WRITE_WINDOW as MAX_WRITE_WINDOW  # the collector's too (gc.py)
 from .write_path import KnownCurrent, put_body, put_with_parts
 
@@ -324,20 +319,23 @@ class VersionedHybridStore:
 
     # --- reads -------------------------------------------------------------------------------
 
-    def get(self, id: str, version: int | None = None) -> Record:
-        """The current record, or a retained `version`. Raises RecordNotFound."""
-        return self.read(self.locate(id, version))
+    def get(self, id: str, version: int | None = None, **at: When) -> Record:
+        """The current record, a retained `version`, or the version current at a moment
+        (`as_of=`, `source_as_of=`: see `locate`). Raises RecordNotFound."""
+        return self.read(self.locate(id, version, **at))
 
-    def locate(self, id: str, version: int | None = None) -> StoredVersion:
-        """The current version of `id`, or a retained `version`, as one read of its item finds
-        it: its number, content hash, size, type and time, without its body (`read` reads
-        that). Raises RecordNotFound for an unknown id, a deleted record or a version not
-        retained, and InvalidInput for a bad id or version."""
+    def locate(
+        self, id: str, version: int | None = None, *, as_of: When = None, source_as_of: When = None
+    ) -> StoredVersion:
+        """The current version of `id`, a retained `version`, or the one current at `as_of`
+        (store clock) or `source_as_of` (source clock; timetravel.py), as one read of its item
+        finds it, without its body (`read` reads that). Raises InvalidInput for a bad id,
+        version or time; RecordNotFound (VersionNotRetained, RecordDeleted) for none such."""
+        if as_of is not None or source_as_of is not None:
+            return locate_at(self, id, version, as_of, source_as_of)
         id = keys.validate_id(id)
-        if version is not None and (
-            isinstance(version, bool) or not isinstance(version, int) or version < 1
-        ):
-            raise InvalidInput("version", "must be a whole number >= 1")
+        if version is not None:
+            keys.validate_version(version)
         item = self.index.read(id, current_only=version is None)
         if item is None:
             raise RecordNotFound(id, version)
@@ -350,7 +348,11 @@ class VersionedHybridStore:
                 if entry.deleted:
                     raise RecordNotFound(id, version, "that version is a delete")
                 return StoredVersion(item, number, entry, requested=version)
-        raise RecordNotFound(id, version, "not retained")
+        raise VersionNotRetained(id, version, "not retained")
+
+    def diff(self, id: str, a: int, b: int) -> Diff:
+        """From retained version `a` to `b`: a JSON Patch for JSON records (diffs.py)."""
+        return diff_versions(self, id, a, b)
 
     def read(self, found: StoredVersion) -> Record:
         """The record `found` (from `locate`) names, with its body."""

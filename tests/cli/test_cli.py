@@ -9,6 +9,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import jsonpatch
 import pytest
 
 from vhs_testing.cli import VHS, assert_documented, local_env, times_in, vhs
@@ -138,6 +139,42 @@ def test_bad_input_exits_non_zero_with_the_field_named(local_env, tmp_path: Path
     result = vhs(local_env, "put", "ok", str(record), "--updated-at", "2026-01-01T00:00:00")
     assert result.returncode == 2
     assert b"updated_at" in result.stderr
+
+
+def test_get_as_of_and_diff(local_env):
+    """`vhs get --as-of/--source-as-of` and `vhs diff`, their JSON as docs/cli.md gives it."""
+    first, second = {"title": "a", "tags": ["x"]}, {"title": "b", "tags": ["x", "y"]}
+    for record, day in ((first, "01"), (second, "02")):
+        stamp = f"2026-01-{day}T00:00:00Z"
+        put = vhs(
+            local_env, "put", "tt-1", "-", "--updated-at", stamp, stdin=json.dumps(record).encode()
+        )
+        assert put.returncode == 0, put.stderr
+    got = json_of(local_env, "get", "tt-1", "--source-as-of", "2026-01-01T12:00:00Z")
+    assert (got["version"], got["record"]) == (1, first)
+    assert_documented("vhs get", got)
+    later = json_of(local_env, "get", "tt-1", "--as-of", "2999-01-01T00:00:00Z")
+    assert (later["version"], later["record"]) == (2, second)
+    early = vhs(local_env, "get", "tt-1", "--as-of", "2000-01-01T00:00:00Z")
+    assert early.returncode == 3 and b"no version by" in early.stderr
+    assert (
+        vhs(
+            local_env, "get", "tt-1", "--version", "1", "--as-of", "2026-01-01T00:00:00Z"
+        ).returncode
+        == 2
+    )
+
+    diff = json_of(local_env, "diff", "tt-1", "1", "2")
+    assert_documented("vhs diff", diff)
+    assert (diff["kind"], diff["body_changed"]) == ("json", True)
+    assert jsonpatch.apply_patch(first, diff["patch"]) == second
+    table = vhs(local_env, "diff", "tt-1", "1", "2")
+    assert table.returncode == 0, table.stderr
+    assert (
+        "JSON Patch: 2 operations" in table.stdout.decode() and "/tags/1" in table.stdout.decode()
+    )
+    gone = vhs(local_env, "diff", "tt-1", "1", "9")
+    assert gone.returncode == 3 and b"not retained" in gone.stderr
 
 
 def test_raw_bodies(local_env, tmp_path: Path):

@@ -51,6 +51,7 @@ from hypothesis import (
 from hypothesis import strategies as st
 
 from vhs import RecordNotFound, Retention, VersionedHybridStore
+from vhs.errors import RecordDeleted, VersionNotRetained
 from vhs_testing.backends import Backend, open_backend
 from vhs_testing.lagging import LaggingDynamoDB
 from vhs_testing.model import JSON, Delete, ModelStore, Part, Put, Version, Write
@@ -330,6 +331,42 @@ def check_reads(
     for number in range(1, current.number + 2 if every_version else 1):
         version = model.retained(name, number, now)
         _check_get(store, id, number, None if version is None or version.deleted else version)
+    if every_version:
+        _check_as_of(store, model, id, name, now)
+
+
+def _check_as_of(store: VersionedHybridStore, model: ModelStore, id: str, name: str, now: float):
+    """`locate(as_of=)` at every write time of the id's versions, a second before each and
+    now, and `locate(source_as_of=)` at every timestamp of the histories, a microsecond before
+    each and a second after the last, as the model answers them at `now`."""
+    written = {v.written_at for v in model.versions[name]}
+    for moment in sorted({*written, *(w - 1 for w in written), now}):
+        when = datetime.fromtimestamp(moment, UTC)
+        _check_located(store, id, {"as_of": when}, model.as_of(name, moment, now))
+    stamps = [*TIMES, *(t - timedelta(microseconds=1) for t in TIMES), TIMES[-1] + timedelta(1)]
+    for stamp in stamps:
+        _check_located(store, id, {"source_as_of": stamp}, model.as_of(name, stamp, now))
+    answer, number = model.as_of(name, now, now)
+    if answer == "found":  # and the body, through get: the version's, as get(version=) reads it
+        assert store.get(id, as_of=datetime.fromtimestamp(now, UTC)).body == (
+            store.get(id, number).body
+        )
+
+
+def _check_located(store: VersionedHybridStore, id: str, at: dict[str, Any], expected) -> None:
+    answer, number = expected
+    note(f"as of: {answer}")
+    if answer == "found":
+        assert store.locate(id, **at).version == number, (id, at)
+        return
+    with pytest.raises(RecordNotFound) as raised:
+        store.locate(id, **at)
+    kind = {"deleted": RecordDeleted, "not retained": VersionNotRetained}.get(answer)
+    if kind is None:  # not yet written: neither of the two
+        assert type(raised.value) is RecordNotFound, (id, at, raised.value)
+    else:
+        assert isinstance(raised.value, kind), (id, at, answer, raised.value)
+        assert answer != "deleted" or raised.value.version == number, (id, at)
 
 
 def _check_get(store: VersionedHybridStore, id: str, number: int | None, version: Version | None):

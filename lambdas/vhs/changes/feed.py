@@ -20,7 +20,9 @@ delete; `path` is where the read API serves the version's body, relative to its 
 (``/records/<id, percent-encoded as one segment>/versions/<n>``; null for a delete), so a
 consumer fetches it over HTTP, with the content hash as its ETag, without reading the table.
 A replay (`vhs reindex`, reindex.py) adds ``"replay": true`` and ``"replay_run": <run id>``
-and is otherwise exactly the live notification of the same version. A purging delete adds
+and is otherwise exactly the live notification of the same version (less a patch). An update
+of a JSON record adds ``"patch"`` (its JSON Patch from the previous version) or
+``"patch_omitted"`` (why not): patch.py. A purging delete adds
 ``"purge": true``: every earlier version of the id is gone, so subscribers purge their copies
 too. A purge of an id already deleted keeps its version (the
 stream shows the same `v`, the tombstone newly flagged): it is notified again, with
@@ -63,6 +65,7 @@ from ..resources import (
     SNS_MAX_MESSAGE_GROUP_ID,
     SNS_PUBLISH_BATCH_ENTRIES,
 )
+from .patch import patch_fields
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,10 @@ class Change:
     parts: Mapping[str, Mapping[str, Any]] | None = field(default=None, hash=False)
     # Set on a replay (`vhs reindex`): the run that published it. None on a live notification.
     replay_run: str | None = None
+    # An update of a JSON record: the JSON Patch from the previous version, or why there is
+    # none (patch.py). Both None (and absent from the message) for other changes.
+    patch: Sequence[Mapping[str, Any]] | None = field(default=None, hash=False)
+    patch_omitted: str | None = None
 
     @property
     def path(self) -> str | None:
@@ -125,6 +132,10 @@ class Change:
                 name: {**part, "path": f"{self.path}/parts/{name}"}
                 for name, part in self.parts.items()
             }
+        if self.patch is not None:
+            message["patch"] = list(self.patch)
+        if self.patch_omitted is not None:
+            message["patch_omitted"] = self.patch_omitted
         if self.replay_run is not None:
             message["replay"] = True
             message["replay_run"] = self.replay_run
@@ -279,6 +290,8 @@ def changes_from_images(
             unknown.append(version)
             continue
         changes.append(change_of(id, version, entry, bucket=bucket, prefix=prefix))
+    if new_version == old_version + 1 and changes and changes[0].change == STORED:
+        changes[0] = replace(changes[0], **patch_fields(old, new))
     return Derived(id, tuple(changes), unknown_versions=tuple(unknown))
 
 

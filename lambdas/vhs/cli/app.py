@@ -3,7 +3,9 @@
     vhs local up [--port N]          start the local stack and print its environment
     vhs put ID FILE --updated-at T   store a record (JSON, or raw bytes with --raw)
     vhs get ID [--version N]         print a record's body (--part NAME: a part's bytes)
+    vhs get ID --as-of T             the version current at T (--source-as-of T: by updated_at)
     vhs history ID                   list the retained versions
+    vhs diff ID A B                  what changed from version A to B (JSON: a JSON Patch)
     vhs delete ID --deleted-at T     delete a record (--purge: drop its history now)
     vhs send FILE.jsonl              send messages to the ingest queue
     vhs import SOURCE...             import JSON Lines or CSV files (local or s3://) in bulk
@@ -38,7 +40,7 @@ from .dlq import add_filters, cmd_dlq_discard, cmd_dlq_list, cmd_dlq_redrive
 from .importer import cmd_import
 from .maintenance import cmd_gc, cmd_verify
 from .pipeline import cmd_invoke, cmd_local_up, cmd_send
-from .records import cmd_delete, cmd_get, cmd_history, cmd_put
+from .records import cmd_delete, cmd_diff, cmd_get, cmd_history, cmd_put
 from .reindex import cmd_reindex
 
 
@@ -152,12 +154,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "get", cmd_get, "print a record's body")
     p.add_argument("id")
-    p.add_argument("--version", type=int)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--version", type=int)
+    which.add_argument(
+        "--as-of",
+        metavar="T",
+        help="the version current at T (RFC 3339) by the store's write time: what a reader "
+        "would have seen then",
+    )
+    which.add_argument(
+        "--source-as-of",
+        metavar="T",
+        help="the version its source had dated latest at or before T (its updated_at)",
+    )
     p.add_argument("--part", metavar="NAME", help="print this part's bytes instead of the body")
     p.add_argument("--output", metavar="FILE", help="write the body or part to FILE")
 
     p = _command(sub, "history", cmd_history, "list the retained versions")
     p.add_argument("id")
+
+    p = _command(sub, "diff", cmd_diff, "what changed between two retained versions")
+    p.add_argument("id")
+    p.add_argument("a", type=int, help="the version to compare from")
+    p.add_argument("b", type=int, help="the version to compare to")
 
     p = _command(sub, "send", cmd_send, "send a JSON Lines file of messages to the ingest queue")
     p.add_argument("file", help="one message per line (see docs/ingest.md)")

@@ -1,4 +1,4 @@
-"""Records: `vhs put`, `get`, `history` and `delete`."""
+"""Records: `vhs put`, `get`, `history`, `diff` and `delete`."""
 
 from __future__ import annotations
 
@@ -67,7 +67,12 @@ def cmd_put(args: argparse.Namespace) -> int:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    record = open_store().get(args.id, version=args.version)
+    record = open_store().get(
+        args.id,
+        version=args.version,
+        as_of=getattr(args, "as_of", None),
+        source_as_of=getattr(args, "source_as_of", None),
+    )
     name = getattr(args, "part", None)
     output = getattr(args, "output", None)
     if name is not None or output is not None:
@@ -131,6 +136,51 @@ def _version_json(version: Any) -> dict[str, Any]:
     if not version.parts:
         del out["parts"]  # the shape of a record without parts is as it always was
     return out
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    diff = open_store().diff(args.id, args.a, args.b)
+    if args.json:
+        emit_json(diff.as_json())
+        return 0
+    from rich.table import Table
+
+    old, new = diff.old, diff.new
+    table = Table(title=f"{diff.id}: version {old.version} to {new.version}")
+    for column in ("", f"version {old.version}", f"version {new.version}", "change"):
+        table.add_column(column)
+    table.add_row("updated_at", old.updated_at.isoformat(), new.updated_at.isoformat(), "")
+    types_differ = "changed" if old.content_type != new.content_type else ""
+    table.add_row("content type", old.content_type, new.content_type, types_differ)
+    body = "changed" if diff.body_changed else "same"
+    table.add_row(
+        "body", _described(old.size, old.body_hash), _described(new.size, new.body_hash), body
+    )
+    for name, part in diff.parts.items():
+        sides = [
+            _described(p["size"], p["content_hash"]) if p else "-" for p in (part.old, part.new)
+        ]
+        table.add_row(f"part {name}", *sides, part.change)
+    console().print(table)
+    if diff.patch is not None:
+        patch = Table(title=f"JSON Patch: {len(diff.patch)} operations")
+        for column in ("op", "path", "value"):
+            patch.add_column(column)
+        for operation in diff.patch:
+            value = (
+                json.dumps(operation["value"], ensure_ascii=False) if "value" in operation else ""
+            )
+            patch.add_row(operation["op"], operation["path"], _cut(value, 80))
+        console().print(patch)
+    return 0
+
+
+def _described(size: int, content_hash: str) -> str:
+    return f"{size:,} bytes, {content_hash[:16]}…"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def cmd_delete(args: argparse.Namespace) -> int:

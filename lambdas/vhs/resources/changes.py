@@ -38,6 +38,10 @@ class ChangeFeedShape(FunctionShape, shape="change feed", timeout_seconds=60, me
     # the rest of the batch as failed (retried), rather than be killed mid-batch.
     stop_publishing_at_remaining_ms: int = 10_000
     dlq_retention_seconds: int = MAX_SQS_RETENTION_SECONDS
+    # The most a notification's JSON Patch (changes/patch.py) may take, as compact UTF-8 JSON;
+    # a larger one is left out ("patch_omitted": "too_large"). The rest of a notification is
+    # under 8 KiB, so ten of the largest still fit one PublishBatch's 256 KiB.
+    max_patch_bytes: int = 16 * 1024
     # A stream consumer falling this far behind is an alarm: records expire after 24 hours.
     iterator_age_alarm_seconds: int = 900
 
@@ -56,6 +60,10 @@ class ChangeFeedShape(FunctionShape, shape="change feed", timeout_seconds=60, me
         yield (
             0 <= self.stop_publishing_at_remaining_ms < self.function_timeout_seconds * 1000,
             "the publishing cut-off must be shorter than the function timeout",
+        )
+        yield (
+            0 <= self.max_patch_bytes <= SNS_MAX_MESSAGE_BYTES // SNS_PUBLISH_BATCH_ENTRIES,
+            "a notification's patch may take at most a tenth of one PublishBatch's 256 KiB",
         )
         yield (
             60 <= self.dlq_retention_seconds <= MAX_SQS_RETENTION_SECONDS,

@@ -277,6 +277,31 @@ class ModelStore:
         """Version `number` if a reader can still see it at `now` (deletes included)."""
         return next((v for v in self.history(id, now) if v.number == number), None)
 
+    def as_of(self, id: str, moment: float | datetime, now: float = 0.0) -> tuple[str, int | None]:
+        """What a read of `id` as of `moment` must answer at the clock `now` (docs/library.md,
+        "As of a moment"): by the store's clock when `moment` is seconds, by the source's
+        (updated_at) when it is a datetime. A version is current from its own time, or a
+        predecessor's if that is later; the answer is the last version current by `moment`:
+        ("found", n), ("deleted", n) for a delete, ("not retained", None) when that version,
+        or any before `moment` if there is none, is no longer visible, ("not yet", None)
+        before version 1, ("unknown", None) for an id never written."""
+        versions = self.versions.get(id, [])
+        if not versions:
+            return "unknown", None
+        found, latest = None, None
+        for version in versions:
+            own = version.at if isinstance(moment, datetime) else version.written_at
+            latest = own if latest is None else max(latest, own)
+            if latest > moment:
+                break
+            found = version
+        visible = {v.number: v for v in self.history(id, now)}
+        if found is None:
+            return ("not yet" if 1 in visible else "not retained"), None
+        if found.number not in visible:
+            return "not retained", None
+        return ("deleted" if found.deleted else "found"), found.number
+
 
 def winner(writes: Iterable[Write]) -> Write | None:
     """The write an id's state must end at: the one with the highest ordering key."""
