@@ -41,10 +41,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from handlers.observability import instrumented, logger_and_metrics
 from handlers.read_api_document import (
+    AS_OF,
     BODY_RESPONSES,
+    CLOCK,
+    CLOCKS,
     PART_RESPONSES,
     PROBLEM_JSON,
     PROBLEMS,
+    STORE_CLOCK,
+    Diff,
     History,
     IdSegment,
     Part,
@@ -117,9 +122,13 @@ def _bytes_route(path: str, summary: str, responses: dict[int | str, Any]) -> Ca
     return app.route(path, method=["GET", "HEAD"], summary=summary, responses=responses)
 
 
-@_bytes_route("/records/<id>", "The latest version of a record", BODY_RESPONSES)
+@_bytes_route(
+    "/records/<id>",
+    "The latest version of a record, or the one current at a moment",
+    BODY_RESPONSES,
+)
 def latest(id: IdSegment):
-    return _send(store().locate(_id(id)))
+    return _send(store().locate(_id(id), **_moment()))
 
 
 @_bytes_route("/records/<id>/versions/<version>", "A retained version of a record", BODY_RESPONSES)
@@ -179,6 +188,23 @@ def history(id: IdSegment) -> History:
     return History(id=record_id, versions=versions)
 
 
+@app.get(
+    "/records/<id>/versions/<a>/diff/<b>",
+    summary="What changed from retained version a to b: a JSON Patch for JSON records",
+    responses={
+        200: {
+            "description": "the two versions, whether the bodies differ, a JSON Patch (JSON "
+            "records), and each part's change",
+            "content": {"application/json": {"model": Diff}},
+        },
+        **PROBLEMS,
+    },
+)
+def diff(id: IdSegment, a: VersionNumber, b: VersionNumber):
+    answer = store().diff(_id(id), int(a), int(b)).as_json()
+    return Response(200, "application/json", json.dumps(answer, ensure_ascii=False))
+
+
 @app.get("/openapi.json", summary="This API's OpenAPI document")
 def openapi() -> Response[str]:
     return Response(200, "application/json", openapi_document())
@@ -215,6 +241,23 @@ def _send(found: StoredVersion) -> Response:
         content_type = served_content_type(record.content_type)
     metrics.add_metric(name="read_bytes", unit=MetricUnit.Bytes, value=len(record.body))
     return _body_response(record.body, content_type, response_limit(), headers)
+
+
+def _moment() -> dict[str, str]:
+    """`?as_of=T` (and `clock`) as `store.locate`'s arguments. Read from the raw query, where
+    "+" is a plus (an offset's sign), not the space of a form's encoding."""
+    query: dict[str, str] = {}
+    for pair in filter(None, (app.current_event.raw_query_string or "").split("&")):
+        name, _, value = (unquote(half, errors="strict") for half in pair.partition("="))
+        if name in query:
+            raise InvalidInput(name, "is given more than once")
+        query[name] = value
+    clock = query.get(CLOCK, STORE_CLOCK)
+    if clock not in CLOCKS:
+        raise InvalidInput(CLOCK, f"must be one of {', '.join(CLOCKS)}")
+    if AS_OF not in query:
+        return {}
+    return {CLOCKS[clock]: query[AS_OF]}
 
 
 def _part_name(segment: str) -> str:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from vhs import keys, settings
+from vhs.ordering import MAX_TIMESTAMP_LENGTH
 from vhs.parts import PART_NAME, PART_NAME_PATTERN
 from vhs.resources import READ_API
 
@@ -91,6 +92,57 @@ class History(BaseModel):
     versions: list[Version] = Field(description="the retained versions, oldest first")
 
 
+class DiffSide(BaseModel):
+    model_config = _EXACT
+    version: int = Field(ge=1)
+    updated_at: str = Field(description="RFC 3339", json_schema_extra=_DATE_TIME)
+    content_type: str
+    size: int = Field(ge=0, description="bytes of the body")
+    content_hash: str = Field(
+        pattern=CONTENT_HASH_PATTERN, description="the version's ETag (with parts: its manifest's)"
+    )
+    body_hash: str = Field(pattern=CONTENT_HASH_PATTERN, description="the body's own sha256")
+
+
+class PatchOperation(BaseModel):
+    # Not _EXACT: a remove has no value, and _EXACT makes a field with a default required.
+    model_config = ConfigDict(extra="forbid")
+    op: Literal["add", "remove", "replace"]
+    path: str = Field(description="an RFC 6901 JSON Pointer")
+    value: Any = Field(default=None, description="add and replace only: any JSON value")
+
+
+class PartSummary(BaseModel):
+    model_config = _EXACT
+    content_hash: str = Field(pattern=CONTENT_HASH_PATTERN)
+    size: int = Field(ge=0)
+    content_type: str
+
+
+class PartDiff(BaseModel):
+    model_config = _EXACT
+    change: Literal["added", "removed", "changed", "same"]
+    from_: PartSummary | None = Field(alias="from")
+    to: PartSummary | None
+
+
+class Diff(BaseModel):
+    """vhs.diffs.Diff.as_json()."""
+
+    model_config = _EXACT
+    id: str = Field(json_schema_extra=lambda schema: schema.update(_id_schema()))
+    from_: DiffSide = Field(alias="from")
+    to: DiffSide
+    kind: Literal["json", "opaque"]
+    body_changed: bool
+    patch: list[PatchOperation] | None = Field(
+        description="RFC 6902, from a's body to b's: [] when they are the same; null for opaque"
+    )
+    parts: dict[str, PartDiff] = Field(
+        json_schema_extra={"propertyNames": {"pattern": PART_NAME_SCHEMA_PATTERN}}
+    )
+
+
 PROBLEMS: dict[int | str, Any] = {
     code: {
         "description": description,
@@ -117,11 +169,39 @@ def _id_schema() -> dict[str, Any]:
 # The path parameters' schemas in the document: the rules the store checks (the id's and the
 # part name's, refused with a 400 naming `id` or `parts`), stated here rather than validated by
 # Powertools, whose failures would all be reported as the version's problem.
+def _version_schema() -> dict[str, Any]:
+    return {"type": "integer", "minimum": 1, "maximum": 10**MAX_VERSION_DIGITS - 1}
+
+
 _PARAMETER_SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "id": _id_schema,
-    "version": lambda: {"type": "integer", "minimum": 1, "maximum": 10**MAX_VERSION_DIGITS - 1},
+    "version": _version_schema,
+    "a": _version_schema,
+    "b": _version_schema,
     "name": lambda: {"type": "string", "pattern": PART_NAME_SCHEMA_PATTERN},
 }
+# A read as of a moment: `?as_of=T`, by the store's clock (when it wrote each version) unless
+# `clock=source` (the source's updated_at); CLOCKS maps each to store.locate's argument.
+AS_OF, CLOCK, STORE_CLOCK = "as_of", "clock", "store"
+CLOCKS = {STORE_CLOCK: "as_of", "source": "source_as_of"}
+MOMENT_PARAMETERS = [
+    {
+        "name": AS_OF,
+        "in": "query",
+        "required": False,
+        "description": "the version current at this moment (RFC 3339; any, ordering.parse_moment): "
+        "a 404 names why when there is none (not yet written, not retained, deleted at ...)",
+        "schema": {"type": "string", **_DATE_TIME, "maxLength": MAX_TIMESTAMP_LENGTH},
+    },
+    {
+        "name": CLOCK,
+        "in": "query",
+        "required": False,
+        "description": "as_of's clock: store (when the store wrote each version: what a reader "
+        "saw) or source (each version's updated_at: what the source said)",
+        "schema": {"type": "string", "enum": list(CLOCKS), "default": STORE_CLOCK},
+    },
+]
 IF_NONE_MATCH = {
     "name": "If-None-Match",
     "in": "header",
@@ -222,6 +302,8 @@ def document(app: LambdaFunctionUrlResolver) -> str:
             for bodiless in ("304", "307"):
                 # Powertools gives every response a JSON content; these have no body.
                 operation["responses"].get(bodiless, {}).pop("content", None)
+    for operation in document["paths"]["/records/{id}"].values():
+        operation["parameters"].extend(MOMENT_PARAMETERS)
     # The document is served as a JSON object, not the string the route returns it as.
     document["paths"]["/openapi.json"]["get"]["responses"]["200"]["content"] = {
         "application/json": {"schema": {"type": "object"}}

@@ -43,6 +43,10 @@ ABSENT_CONTENT_TYPE = JSON_CONTENT_TYPE
 # Timestamps are stored in one fixed-width UTC form, so that string order is time order.
 _STORED_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 _MIN_YEAR = 1000  # four-digit years keep the stored form fixed-width
+# Moments before and after every stored timestamp (the stored form sorts as time does), each
+# one a time stored_to_datetime reads back.
+_MIN_MOMENT = f"{_MIN_YEAR - 1:04d}-12-31T23:59:59.999999Z"
+_MAX_MOMENT = "9999-12-31T23:59:59.999999Z"
 
 
 class Outcome(enum.StrEnum):
@@ -93,17 +97,7 @@ def parse_timestamp(
     are refused: one far future timestamp would make every real update of that id stale for
     ever.
     """
-    if isinstance(value, bool) or not isinstance(value, datetime | str):
-        raise InvalidTimestamp(
-            f"must be a timezone-aware datetime or an RFC 3339 string, not {type(value).__name__}",
-            field,
-        )
-    if isinstance(value, str):
-        dt = _parse_rfc3339(value, field)
-    else:
-        dt = value
-        if dt.tzinfo is None or dt.utcoffset() is None:
-            raise InvalidTimestamp("naive datetime: a timezone is required", field)
+    dt = _aware(value, field)
     try:
         dt = dt.astimezone(UTC)
     except OverflowError:
@@ -120,6 +114,45 @@ def parse_timestamp(
     return dt.strftime(_STORED_FORMAT)
 
 
+def parse_moment(value: datetime | str, *, field: str) -> str:
+    """A moment to read as of, compared with stored timestamps: any RFC 3339 time (or aware
+    datetime) `parse_timestamp` reads, in the stored form. Unlike a timestamp it is never
+    stored, so nothing is refused for its range: a moment before the stored years is before
+    every version, one past them after every version, and a leap second is the last moment of
+    its minute's 59th."""
+    match = isinstance(value, str) and _RFC3339.fullmatch(value)
+    if match and match["second"] == "60":
+        value = f"{value[: match.start('second')]}59.999999{value[match.start('offset') :]}"
+    if match and value.startswith("0000"):
+        # RFC 3339's year 0 (a leap year, as 2000 is), which datetime has no room for.
+        try:
+            _aware(f"2000{value[4:]}", field)
+        except InvalidTimestamp:
+            raise InvalidTimestamp(f"not a valid date and time: {value!r}", field) from None
+        return _MIN_MOMENT
+    dt = _aware(value, field)
+    try:
+        dt = dt.astimezone(UTC)
+    except OverflowError:
+        return _MIN_MOMENT if dt.year < _MIN_YEAR else _MAX_MOMENT
+    if dt.year < _MIN_YEAR:
+        return _MIN_MOMENT
+    return dt.strftime(_STORED_FORMAT)
+
+
+def _aware(value: datetime | str, field: str) -> datetime:
+    if isinstance(value, bool) or not isinstance(value, datetime | str):
+        raise InvalidTimestamp(
+            f"must be a timezone-aware datetime or an RFC 3339 string, not {type(value).__name__}",
+            field,
+        )
+    if isinstance(value, str):
+        return _parse_rfc3339(value, field)
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidTimestamp("naive datetime: a timezone is required", field)
+    return value
+
+
 # RFC 3339 section 5.6's date-time, and nothing else of ISO 8601 (no basic format, week or
 # ordinal dates, missing seconds or hour-only offsets), which the shipped JSON Schema's
 # "date-time" format refuses too. "T" and "Z" may be lower case (section 5.6), and a space may
@@ -132,11 +165,11 @@ _RFC3339 = re.compile(
 )
 _DATE_ONLY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _NO_OFFSET = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9:.]+")
-_MAX_TIMESTAMP_LENGTH = 64
+MAX_TIMESTAMP_LENGTH = 64
 
 
 def _parse_rfc3339(text: str, field: str) -> datetime:
-    if len(text) > _MAX_TIMESTAMP_LENGTH:
+    if len(text) > MAX_TIMESTAMP_LENGTH:
         raise InvalidTimestamp(f"not an RFC 3339 timestamp: {len(text)} characters long", field)
     shown = repr(text)
     match = _RFC3339.fullmatch(text)

@@ -30,10 +30,10 @@ from typing import Any, Protocol
 from . import keys
 from .errors import InvalidInput, RecordDeleted, RecordNotFound, VersionNotRetained
 from .model import Entry, Item, StoredVersion
-from .ordering import parse_timestamp, stored_to_datetime
+from .ordering import parse_moment, stored_to_datetime
 from .retention import Retention
 
-# A moment: a timezone-aware datetime or an RFC 3339 string (ordering.parse_timestamp).
+# A moment: a timezone-aware datetime or an RFC 3339 string (ordering.parse_moment).
 When = datetime | str | None
 WRITTEN = "as_of"  # the store's clock (`written_at`)
 SOURCE = "source_as_of"  # the source's clock (`updated_at`)
@@ -55,7 +55,7 @@ def moment_of(version: int | None, as_of: When, source_as_of: When) -> tuple[str
     clock, value = (WRITTEN, as_of) if as_of is not None else (SOURCE, source_as_of)
     if version is not None:
         raise InvalidInput(clock, "give a version or a time, not both")
-    return clock, parse_timestamp(value, field=clock, max_future=None)  # type: ignore[arg-type]
+    return clock, parse_moment(value, field=clock)  # type: ignore[arg-type]
 
 
 def locate_at(

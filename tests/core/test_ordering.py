@@ -8,7 +8,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from vhs.errors import InvalidTimestamp
-from vhs.ordering import TOMBSTONE_HASH, OrderKey, Outcome, classify, parse_timestamp
+from vhs.ordering import (
+    TOMBSTONE_HASH,
+    OrderKey,
+    Outcome,
+    classify,
+    parse_moment,
+    parse_timestamp,
+)
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 T = "2026-11-25T12:00:00.000000Z"
@@ -53,3 +60,32 @@ def test_a_value_of_another_type_is_refused_naming_its_type(value):
         parse_timestamp(value)  # type: ignore[arg-type]
     assert raised.value.reason.endswith(f"not {type(value).__name__}")
     assert raised.value.field == "updated_at"
+
+
+@pytest.mark.parametrize(
+    "moment, stored",
+    [
+        ("2026-11-22T10:00:00+01:00", "2026-11-22T09:00:00.000000Z"),
+        # A leap second is the last moment of its minute's 59th, whatever its fraction.
+        ("2026-12-31T23:59:60Z", "2026-12-31T23:59:59.999999Z"),
+        ("2026-12-31T23:59:60.5+01:00", "2026-12-31T22:59:59.999999Z"),
+        # Outside the stored years, once in UTC: before or after every version.
+        ("1000-01-01T00:30:00+01:00", "0999-12-31T23:59:59.999999Z"),
+        ("0001-01-01T00:00:00+01:00", "0999-12-31T23:59:59.999999Z"),
+        ("0000-02-29T00:00:00Z", "0999-12-31T23:59:59.999999Z"),
+        ("9999-12-31T23:00:00-05:00", "9999-12-31T23:59:59.999999Z"),
+    ],
+)
+def test_a_moment_is_any_rfc_3339_time_and_never_refused_for_its_range(
+    moment: str, stored: str
+) -> None:
+    assert parse_moment(moment, field="as_of") == stored
+    if stored.startswith(("0999", "9999")) or ":60" in moment:
+        with pytest.raises(InvalidTimestamp):  # a timestamp to store is refused
+            parse_timestamp(moment)
+
+
+@pytest.mark.parametrize("moment", ["0000-02-30T00:00:00Z", "2026-02-29T00:00:00Z", "today"])
+def test_a_moment_that_is_no_time_is_refused_naming_the_field_and_value(moment: str) -> None:
+    with pytest.raises(InvalidTimestamp, match=f"as_of.*{moment}"):
+        parse_moment(moment, field="as_of")

@@ -352,6 +352,66 @@ def test_unknown_ids_and_versions_are_404_problems(api: Api) -> None:
     assert api.request("/no/such/route").problem()["status"] == 404
 
 
+def test_as_of_reads_the_version_current_then_by_either_clock(api: Api) -> None:
+    api.store.put("asof-1", {"v": 1}, updated_at=T1)
+    api.store.put("asof-1", {"v": 2}, updated_at=T2)
+    later = "2999-01-01T00:00:00%2B01:00"  # an offset's "+" sent encoded, as a client must
+    assert api.get("asof-1", f"?as_of={later}").json() == {"v": 2}
+    between = "2026-11-01T21:00:00Z"
+    answer = api.get("asof-1", f"?as_of={between}&clock=source")
+    assert answer.json() == {"v": 1} and answer.headers["X-Vhs-Version"] == "1"
+    # The same with the "+" of an offset unencoded: a plus, not a form's space.
+    assert api.get("asof-1", "?as_of=2026-11-01T22:00:00+01:00&clock=source").json() == {"v": 1}
+    # Before anything was written, by either clock: a 404 that says so.
+    for query in ("?as_of=2000-01-01T00:00:00Z", "?as_of=2000-01-01T00:00:00Z&clock=source"):
+        assert "no version by 2000-01-01" in api.get("asof-1", query).problem()["detail"]
+    api.store.delete("asof-1", deleted_at=T3)
+    problem = api.get("asof-1", f"?as_of={later}&clock=source").problem()
+    assert problem["status"] == 404 and "deleted" in problem["detail"]
+    assert api.get("asof-1", f"?as_of={T2}&clock=source").json() == {"v": 2}
+
+
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ("?as_of=yesterday", "as_of"),
+        ("?as_of=2026-11-01", "as_of"),
+        ("?as_of=2026-02-30T00:00:00Z", "as_of"),
+        ("?as_of=", "as_of"),
+        ("?as_of=2026-11-01T00:00:00Z&as_of=2026-11-02T00:00:00Z", "as_of"),
+        ("?clock=wall", "clock"),
+        (f"?as_of={T1}&clock=", "clock"),
+    ],
+)
+def test_a_bad_moment_is_a_400_naming_it(api: Api, query: str, field: str) -> None:
+    api.store.put("asof-2", {"v": 1}, updated_at=T1)
+    problem = api.get("asof-2", query).problem()
+    assert (problem["status"], problem["field"]) == (400, field), problem
+
+
+def test_a_diff_is_a_json_patch_for_json_records_and_hashes_for_others(api: Api) -> None:
+    api.store.put("diff-1", {"title": "Moby-Dick", "tags": ["whale"]}, updated_at=T1)
+    api.store.put(
+        "diff-1",
+        {"title": "Moby-Dick", "tags": ["whale", "sea"]},
+        updated_at=T2,
+        parts={"ocr": (b"Call me Ishmael.", "text/plain")},
+    )
+    answer = api.get("diff-1", "/versions/1/diff/2").json()
+    assert answer["kind"] == "json" and answer["body_changed"] is True
+    assert answer["patch"] == [{"op": "add", "path": "/tags/1", "value": "sea"}]
+    assert (answer["from"]["version"], answer["to"]["version"]) == (1, 2)
+    assert answer["parts"]["ocr"]["change"] == "added" and answer["parts"]["ocr"]["from"] is None
+    api.store.put("diff-2", SERVED_FROM_S3, updated_at=T1, content_type="image/png")
+    api.store.put("diff-2", REDIRECTED, updated_at=T2, content_type="image/png")
+    opaque = api.get("diff-2", "/versions/2/diff/1").json()
+    assert (opaque["kind"], opaque["patch"], opaque["body_changed"]) == ("opaque", None, True)
+    assert opaque["from"]["size"] == len(REDIRECTED) and opaque["to"]["size"] == len(SERVED_FROM_S3)
+    assert api.get("diff-1", "/versions/1/diff/3").problem()["status"] == 404
+    assert api.get("diff-1", "/versions/0/diff/1").problem()["field"] == "a"
+    assert api.get("diff-1", "/versions/1/diff/x").problem()["field"] == "b"
+
+
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "QUERY"])
 def test_a_method_a_route_lacks_is_405_naming_the_ones_it_has(api: Api, method: str) -> None:
     # QUERY: a method HTTP leaves open to clients, which a function URL passes on like any other.
@@ -362,6 +422,7 @@ def test_a_method_a_route_lacks_is_405_naming_the_ones_it_has(api: Api, method: 
         ("/records/known-2/parts/ocr", "GET, HEAD"),
         ("/records/known-2/versions/1/parts/ocr", "GET, HEAD"),
         ("/records/known-2/history", "GET"),
+        ("/records/known-2/versions/1/diff/1", "GET"),
         ("/openapi.json", "GET"),
     ]:
         answer = api.request(target, method=method)
@@ -488,15 +549,18 @@ def test_the_openapi_document_describes_the_routes_and_is_current(api: Api) -> N
         "/records/{id}/history",
         "/records/{id}/parts/{name}",
         "/records/{id}/versions/{version}/parts/{name}",
+        "/records/{id}/versions/{a}/diff/{b}",
         "/openapi.json",
     }
     assert set(paths["/records/{id}"]) == {"get", "head"}
+    moment = {p["name"]: p for p in paths["/records/{id}"]["get"]["parameters"]}
+    assert moment["as_of"]["in"] == moment["clock"]["in"] == "query"
     assert {"200", "304", "307", "400", "404"} <= set(paths["/records/{id}"]["get"]["responses"])
     parameters = {
         p["name"]: p for p in paths["/records/{id}/versions/{version}"]["get"]["parameters"]
     }
     assert parameters["version"]["in"] == "path" and parameters["version"]["required"]
-    assert set(document["components"]["schemas"]) >= {"Problem", "History", "Version"}
+    assert set(document["components"]["schemas"]) >= {"Problem", "History", "Version", "Diff"}
     # docs/read-api.openapi.json is this document (make openapi writes it).
     assert json.loads(OPENAPI_FILE.read_text()) == document, "run: make openapi"
 
@@ -633,6 +697,7 @@ def test_every_answer_is_one_the_document_declares(api: Api) -> None:
     version = "/records/{id}/versions/{version}"
     version_part = f"{version}/parts/{{name}}"
     history = "/records/{id}/history"
+    diff = "/records/{id}/versions/{a}/diff/{b}"
     requests = [
         (body, "conform-json", "", {}),
         (body, "conform-json", "", {"If-None-Match": etag}),
@@ -641,6 +706,11 @@ def test_every_answer_is_one_the_document_declares(api: Api) -> None:
         (body, "conform-gone", "", {}),
         (body, "never-stored", "", {}),
         (body, " ", "", {}),
+        (body, "conform-json", "?as_of=2999-01-01T00:00:00Z", {}),
+        (body, "conform-json", f"?as_of={T1}&clock=source", {}),
+        (body, "conform-json", "?as_of=2000-01-01T00:00:00%2B01:00", {}),
+        (body, "conform-gone", f"?as_of={T3}&clock=source", {}),
+        (body, "conform-json", "?clock=wall", {}),
         (version, "conform-json", "/versions/1", {}),
         (version, "conform-json", "/versions/1", {"If-None-Match": "*"}),
         (version, "conform-gone", "/versions/2", {}),
@@ -660,14 +730,20 @@ def test_every_answer_is_one_the_document_declares(api: Api) -> None:
         (history, "conform-gone", "/history", {}),
         (history, "never-stored", "/history", {}),
         (history, "a\x00", "/history", {}),
+        (diff, "conform-json", "/versions/1/diff/2", {}),
+        (diff, "conform-parts", "/versions/1/diff/1", {}),
+        (diff, "conform-bin", "/versions/1/diff/1", {}),
+        (diff, "conform-json", "/versions/1/diff/9", {}),
+        (diff, "conform-json", "/versions/0/diff/1", {}),
     ]
     seen: dict[str, set[int]] = {}
     for route, id, suffix, headers in requests:
-        methods = ("GET",) if route == history else ("GET", "HEAD")
+        methods = ("GET",) if route in (history, diff) else ("GET", "HEAD")
         for method in methods:
             answer = api.get(id, suffix, method=method, headers=headers)
             _conforms(document, route, method, answer)
             seen.setdefault(route, set()).add(answer.status)
     assert seen[body] == seen[part] == seen[version_part] == {200, 304, 307, 400, 404}
     assert seen[version] == {200, 304, 400, 404} and seen[history] == {200, 400, 404}
+    assert seen[diff] == {200, 400, 404}
     _conforms(document, "/openapi.json", "GET", api.request("/openapi.json"))

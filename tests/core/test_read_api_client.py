@@ -1,7 +1,8 @@
 """A client generated from the read API's OpenAPI document, as a consumer would generate one
 (openapi-python-client, with the one setting docs/read-api.md gives), reads every kind of
 answer from the local function URL: a JSON record, a binary one, a retained version, a part, a
-history, a 304, a redirected body, and the problems, each typed as the document declares."""
+history, a 304, a redirected body, a read as of a moment, a diff, and the problems, each typed
+as the document declares."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Generator, Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import ModuleType
 
@@ -90,6 +92,7 @@ def test_a_generated_client_reads_every_kind_of_answer(generated: ModuleType, ap
     version = _operation("version_records_id_versions_version_get")
     latest_part = _operation("latest_part_records_id_parts_name_get")
     history = _operation("history_records_id_history_get")
+    diff = _operation("diff_records_id_versions_a_diff_b_get")
     client = generated.Client(base_url=api.url, httpx_args={"auth": SigV4(api.region)})
     redirecting = generated.Client(
         base_url=api.url, follow_redirects=True, httpx_args={"auth": SigV4(api.region)}
@@ -132,6 +135,22 @@ def test_a_generated_client_reads_every_kind_of_answer(generated: ModuleType, ap
     assert kept.versions[1].parts["ocr"].path == "/records/gen-json/versions/2/parts/ocr"
     gone = history.sync("gen-gone", client=client)
     assert [(v.version, v.deleted) for v in gone.versions] == [(1, False), (2, True)]
+
+    # The version current at a moment, by the source's clock: an aware datetime, sent RFC 3339.
+    then = datetime(2026, 11, 1, 22, 0, tzinfo=timezone(timedelta(hours=1)))
+    clock = importlib.import_module(f"{PACKAGE}.models.latest_records_id_get_clock")
+    at = latest.sync(
+        "gen-json", client=client, as_of=then, clock=clock.LatestRecordsIdGetClock.SOURCE
+    )
+    assert json.loads(at.payload.read()) == {"title": "Moby-Dick"}
+
+    # A diff, typed: the JSON Patch from version 1 to 2, and the parts added.
+    change = diff.sync("gen-json", 1, 2, client=client)
+    assert isinstance(change, models.Diff) and change.kind == models.DiffKind.JSON
+    assert [(op.op, op.path, op.value) for op in change.patch] == [
+        ("replace", "/title", "Moby-Dick; or, The Whale")
+    ]
+    assert change.parts["ocr"].change == models.PartDiffChange.ADDED
 
     # Problems, typed: a deleted record's 404, and a 400 naming the field.
     missing = latest.sync("gen-gone", client=client)

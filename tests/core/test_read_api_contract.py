@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import ignored_auth, missing_required_header
-from test_read_api import Api, api, put_every_kind
+from test_read_api import T1, T2, T3, Api, api, put_every_kind
 
 from handlers import read_api
 from vhs.local.read_api import signed_headers
@@ -60,6 +60,15 @@ def flatmap_path_parameters(context: Any, path_parameters: dict[str, Any]) -> An
 
 
 @positive.hook
+def flatmap_query(context: Any, query: dict[str, Any] | None) -> Any:
+    """as_of, when generated, is sometimes a moment the stored records changed at."""
+    if not query or "as_of" not in query:
+        return st.just(query)
+    moments = st.one_of(st.just(query["as_of"]), st.sampled_from(KNOWN["as_of"]))
+    return moments.map(lambda moment: {**query, "as_of": moment})
+
+
+@positive.hook
 def flatmap_headers(context: Any, headers: dict[str, Any] | None) -> Any:
     """If-None-Match, when generated, is sometimes a stored ETag (or a list naming one)."""
     if not headers or "If-None-Match" not in headers:
@@ -94,6 +103,9 @@ def seeded(api: Api) -> Iterator[Api]:
     KNOWN.update(
         id=["fuzz-json", "fuzz-scan", "fuzz-big", "fuzz-gone"],
         version=["1", "2", "3"],
+        a=["1", "2"],
+        b=["1", "2", "3"],
+        as_of=[T1, T2, T3, "2026-11-01T12:00:00+01:00"],
         name=["ocr", "scan"],
         etag=[
             api.get("fuzz-json").headers["ETag"],
