@@ -23,6 +23,7 @@ BENCHMARKS = {
     "bulk-import": "benchmarks.bulk_import",
     "import-reading": "benchmarks.import_reading",
     "parts": "benchmarks.parts",
+    "item-layout": "benchmarks.item_layout",
     "volume": "benchmarks.volume",
     "atomicity": "benchmarks.atomicity",
 }

@@ -464,6 +464,11 @@ class DynamoIndex:
         # return none: read it, strongly consistent, to learn what refused the write.
         return False, self._read_current(id)
 
+    def rewrite(self, id: str, basis: dict) -> tuple[bool, dict]:
+        """Lay the item `basis` out anew in `self.layout`, if it is still as read (`vhs
+        migrate`): whether it was, and the item after (or as the refusal found it)."""
+        return self._conditional_update(id, *updates.rewrite(basis, self.layout))
+
     def purge(self, id: str) -> Item | None:
         """Mark the current delete of `id` as a purge and drop its whole history, if its
         current entry is a delete (one UpdateItem, idempotent). The item after it, or None

@@ -440,19 +440,19 @@ def _number(value: Any) -> int:
 
 def _time(value: Any) -> str:
     """An ordering timestamp in either layout, in ordering's stored form."""
-    if isinstance(value, Mapping) and "N" in value:
-        try:
-            return time_of_number(value["N"])
-        except BadField as error:
-            raise MalformedItem(str(error)) from None
-    return _string(value)
+    return _either(value, "N", time_of_number)
 
 
 def _hash(value: Any) -> str:
     """A sha256 (hex) or TOMBSTONE_HASH in either layout."""
-    if isinstance(value, Mapping) and "B" in value:
+    return _either(value, "B", hash_of_bytes)
+
+
+def _either(value: Any, kind: str, decode: Any) -> str:
+    """A value the compact layout holds as `kind` (decoded), or the text layout's string."""
+    if isinstance(value, Mapping) and kind in value:
         try:
-            return hash_of_bytes(value["B"])
+            return decode(value[kind])
         except BadField as error:
             raise MalformedItem(str(error)) from None
     return _string(value)

@@ -136,37 +136,60 @@ def replace(
             values[":p"] = {"L": held}
         else:
             update = "SET #c = :c REMOVE #p ADD #v :one"
-        # As read: the same version (writes), the same current updated_at (touches), the
-        # same number of earlier entries (trims, purges) and purge flag (purges).
-        unchanged = "#v = :seen_v AND #c[0].#t = :seen_t"
-        values[":seen_v"] = {"N": str(seen.version)}
-        values[":seen_t"] = basis[CURRENT]["L"][0]["M"][UPDATED_AT]  # as stored, either layout
-        if HISTORY in basis:
-            # A purge may have removed `p` since the read, leaving `v` as it was: say what
-            # a missing `p` means rather than leave size() of it to the engine (moto
-            # raises a ValueError, dynalite reads false).
-            unchanged += " AND attribute_exists(#p) AND size(#p) = :seen_held"
-            values[":seen_held"] = {"N": str(len(basis[HISTORY]["L"]))}
-        else:
-            unchanged += " AND attribute_not_exists(#p)"
-        if seen.current.purge:
-            names.add("#x")
-            unchanged += " AND #c[0].#x = :true"
-            values[":true"] = {"BOOL": True}
-        elif seen.current.deleted:
-            names.add("#x")
-            unchanged += " AND attribute_not_exists(#c[0].#x)"
-        if seen.current.deleted:
-            # The collector flags a delete whose history it collected without changing
-            # `v`: a history planned from an unflagged read must not drop the flag.
-            names.add("#dx")
-            if seen.current.dropped:
-                unchanged += " AND #c[0].#dx = :true"
-                values[":true"] = {"BOOL": True}
-            else:
-                unchanged += " AND attribute_not_exists(#c[0].#dx)"
+        unchanged = _as_read(basis, seen, values, names)
     condition = f"({ordering.newer_and_different(entry.order_key, _FORMS)}) AND {unchanged}"
     return _guarded(update, condition, values, names, guards)
+
+
+def rewrite(basis: dict, layout: Layout) -> Update:
+    """The item `basis` as it is, its entries laid out anew in `layout` (`vhs migrate`), only
+    if it is still as read: nothing else changes, not even `v`, so the change feed sees no
+    new version."""
+    seen = item_from_dynamo(basis)
+    if seen is None:
+        raise ValueError("only an item with entries can be laid out anew")
+    values: dict[str, Any] = {":c": {"L": [entry_to_dynamo(seen.current, layout)]}}
+    names = {"#c", "#p", "#v", "#t"}
+    held = [entry_to_dynamo(e, layout) for e in seen.history]
+    update = "SET #c = :c, #p = :p" if held else "SET #c = :c"
+    if held:
+        values[":p"] = {"L": held}
+    return Update(update, _as_read(basis, seen, values, names), values, names, {})
+
+
+def _as_read(basis: dict, seen: Item, values: dict[str, Any], names: set[str]) -> str:
+    """A condition that the item is still as `basis` (`seen`, parsed) holds it, with the
+    values and names it adds: what a write planned from a read of it requires."""
+    # As read: the same version (writes), the same current updated_at (touches), the
+    # same number of earlier entries (trims, purges) and purge flag (purges).
+    unchanged = "#v = :seen_v AND #c[0].#t = :seen_t"
+    values[":seen_v"] = {"N": str(seen.version)}
+    values[":seen_t"] = basis[CURRENT]["L"][0]["M"][UPDATED_AT]  # as stored, either layout
+    if HISTORY in basis:
+        # A purge may have removed `p` since the read, leaving `v` as it was: say what
+        # a missing `p` means rather than leave size() of it to the engine (moto
+        # raises a ValueError, dynalite reads false).
+        unchanged += " AND attribute_exists(#p) AND size(#p) = :seen_held"
+        values[":seen_held"] = {"N": str(len(basis[HISTORY]["L"]))}
+    else:
+        unchanged += " AND attribute_not_exists(#p)"
+    if seen.current.purge:
+        names.add("#x")
+        unchanged += " AND #c[0].#x = :true"
+        values[":true"] = {"BOOL": True}
+    elif seen.current.deleted:
+        names.add("#x")
+        unchanged += " AND attribute_not_exists(#c[0].#x)"
+    if seen.current.deleted:
+        # The collector flags a delete whose history it collected without changing
+        # `v`: a history planned from an unflagged read must not drop the flag.
+        names.add("#dx")
+        if seen.current.dropped:
+            unchanged += " AND #c[0].#dx = :true"
+            values[":true"] = {"BOOL": True}
+        else:
+            unchanged += " AND attribute_not_exists(#c[0].#dx)"
+    return unchanged
 
 
 def touch(entry: Entry, stored: Layout) -> Update:

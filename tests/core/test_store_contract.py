@@ -1,4 +1,5 @@
-"""The store's contract, run against every backend (in-process moto, moto's server, live AWS).
+"""The store's contract, run against every backend (in-process moto, moto's server, live AWS),
+with every write compact and with the item layouts mixed (`item_layouts`).
 
 Each test names the semantic of the issue it holds: two phases, order, content-addressed keys,
 inline bodies, the request floor, retention and bad input.
@@ -37,7 +38,22 @@ from vhs.model import VersionInfo
 from vhs.store import VersionedHybridStore, _largest_entry
 from vhs_testing.backends import Backend
 from vhs_testing.condemnation import SKEW, FakeTime, condemn, make_store
+from vhs_testing.layouts import LAYOUTS, MIXED
 from vhs_testing.records import at, large
+
+
+@pytest.fixture(autouse=True, params=LAYOUTS)
+def item_layouts(request: pytest.FixtureRequest) -> None:
+    """Every test of the contract twice: with every write compact, and on a store whose writes
+    alternate the item layouts id by id (vhs_testing.layouts), so the table holds items of both
+    and of each rewritten by the other."""
+    backends = [name for name in ("backend", "inprocess") if name in request.fixturenames]
+    if not backends:
+        if request.param == MIXED:
+            pytest.skip("no store: nothing to lay out")
+        return
+    for name in backends:
+        request.getfixturevalue(name).layouts = request.param
 
 
 def s3_keys(backend) -> list[str]:
