@@ -378,6 +378,12 @@ def entry_size(entry: Entry, layout: Layout = Layout.COMPACT) -> int:
     return 1 + value_size(entry_to_dynamo(entry, layout))
 
 
+def held_size(entry: Entry) -> int:
+    """The most `entry` may take of an item: its size in the larger of the layouts it can be
+    held in (a blind write moves an entry into the history as it was laid out)."""
+    return max(entry_size(entry, layout) for layout in Layout)
+
+
 def written_size(id: str, version: int, entries: int = 0) -> int:
     """The size of an item of `id` at `version` holding no entries, as a write lays it out
     (`c` and, when `entries` > 1, `p`: names and list overheads; no condemnation). Add

@@ -31,7 +31,7 @@ from vhs import (
 )
 from vhs.codec import MAX_BODY_SIZE
 from vhs.errors import ConfigurationError, InvalidInput
-from vhs.item import ITEM_BUDGET, entry_size
+from vhs.item import ITEM_BUDGET, held_size
 from vhs.keys import MAX_ID_LENGTH, body_key, encode_id
 from vhs.local.metering import RequestMeter
 from vhs.model import VersionInfo
@@ -1027,8 +1027,9 @@ def test_the_item_budget_admits_a_configuration_that_fills_it_exactly(inprocess:
     """Default retention: 5 versions, trimmed in batches of 2, so 8 entries held at most, each
     up to the threshold plus 397 bytes by DynamoDB's rules (a 255-character content type, the
     numbers, names and map overheads), beside 1,046 bytes of the item's own at its largest,
-    within item.ITEM_BUDGET (313,570): 1,046 + 8 * (38,668 + 397) = 313,566."""
-    assert entry_size(_largest_entry(38_668, MAX_BODY_SIZE)) == 38_668 + 397
+    within item.ITEM_BUDGET (313,570): 1,046 + 8 * (38,668 + 397) = 313,566. Measured in the
+    layout where it is largest (the text layout: an item may hold entries laid out so)."""
+    assert held_size(_largest_entry(38_668, MAX_BODY_SIZE)) == 38_668 + 397
     assert 1_046 + 8 * (38_668 + 397) <= ITEM_BUDGET < 1_046 + 8 * (38_669 + 397)
     assert build(inprocess, inline_threshold=38_668).inline_threshold == 38_668
     with pytest.raises(ConfigurationError) as raised:
