@@ -28,6 +28,7 @@ and their enforcement cannot drift apart. The item stores a key in one of two la
 from __future__ import annotations
 
 import enum
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -256,31 +257,52 @@ class StoredForm:
     h: str
     binary: str | None = None
 
-    def hash_is_lower(self, incoming: OrderKey) -> str:
+    def hash_is_lower(self, incoming: OrderKey) -> Dnf:
         if self.binary is None:
-            return f"#c[0].#h < {self.h}"
+            return [(f"#c[0].#h < {self.h}",)]
         if incoming.is_delete:
-            return f"attribute_type(#c[0].#h, {self.binary})"
-        return f"(attribute_type(#c[0].#h, {self.binary}) AND #c[0].#h < {self.h})"
+            return [(f"attribute_type(#c[0].#h, {self.binary})",)]
+        return [(f"attribute_type(#c[0].#h, {self.binary})", f"#c[0].#h < {self.h}")]
 
 
-def _stored_type_is_lower(incoming: OrderKey) -> str:
+# A condition in disjunctive normal form: OR of ANDs of comparisons. Written out so, with one
+# level of parentheses: dynalite's expression parser backtracks on every nested level (one
+# UpdateItem of the nested form took it 30 s); DynamoDB reads either alike.
+Dnf = list[tuple[str, ...]]
+
+
+def _all(*parts: Dnf) -> Dnf:
+    """The conjunction of `parts`, multiplied out."""
+    return [tuple(a for term in terms for a in term) for terms in itertools.product(*parts)]
+
+
+def _one(atom: str) -> Dnf:
+    return [(atom,)]
+
+
+def written(condition: Dnf) -> str:
+    return " OR ".join(
+        term[0] if len(term) == 1 else f"({' AND '.join(term)})" for term in condition
+    )
+
+
+def _stored_type_is_lower(incoming: OrderKey) -> Dnf:
     """The stored content type (absent: ABSENT_CONTENT_TYPE) sorts below the incoming one."""
     if incoming.content_type > ABSENT_CONTENT_TYPE:
-        return f"(attribute_not_exists({_CT}) OR {_CT} < :ct)"
-    return f"(attribute_exists({_CT}) AND {_CT} < :ct)"
+        return [(f"attribute_not_exists({_CT})",), (f"{_CT} < :ct",)]
+    return [(f"attribute_exists({_CT})", f"{_CT} < :ct")]
 
 
-def _stored_type_is_same(incoming: OrderKey) -> str:
+def _stored_type_is_same(incoming: OrderKey) -> Dnf:
     if incoming.content_type == ABSENT_CONTENT_TYPE:
-        return f"(attribute_not_exists({_CT}) OR {_CT} = :ct)"
-    return f"(attribute_exists({_CT}) AND {_CT} = :ct)"
+        return [(f"attribute_not_exists({_CT})",), (f"{_CT} = :ct",)]
+    return [(f"attribute_exists({_CT})", f"{_CT} = :ct")]
 
 
-def _stored_type_differs(incoming: OrderKey) -> str:
+def _stored_type_differs(incoming: OrderKey) -> Dnf:
     if incoming.content_type == ABSENT_CONTENT_TYPE:
-        return f"(attribute_exists({_CT}) AND {_CT} <> :ct)"
-    return f"(attribute_not_exists({_CT}) OR {_CT} <> :ct)"
+        return [(f"attribute_exists({_CT})", f"{_CT} <> :ct")]
+    return [(f"attribute_not_exists({_CT})",), (f"{_CT} <> :ct",)]
 
 
 def newer_and_different(incoming: OrderKey, forms: Sequence[StoredForm]) -> str:
@@ -288,22 +310,29 @@ def newer_and_different(incoming: OrderKey, forms: Sequence[StoredForm]) -> str:
     content differs. The three ways: a later timestamp with another hash or content type; the
     same timestamp and a higher hash; the same timestamp and hash and a higher content type.
     The current entry may be stored in any of `forms`."""
-    branches = []
+    condition = _one("attribute_not_exists(#c)")
     for form in forms:
         t, h = form.t, form.h
-        branches.append(
-            f"({form.guard} AND ("
-            f"(#c[0].#t < {t} AND (#c[0].#h <> {h} OR {_stored_type_differs(incoming)}))"
-            f" OR (#c[0].#t = {t} AND ({form.hash_is_lower(incoming)}"
-            f" OR (#c[0].#h = {h} AND {_stored_type_is_lower(incoming)})))))"
+        later = _all(
+            _one(f"#c[0].#t < {t}"), _one(f"#c[0].#h <> {h}") + _stored_type_differs(incoming)
         )
-    return " OR ".join(["attribute_not_exists(#c)", *branches])
+        same_time = _all(
+            _one(f"#c[0].#t = {t}"),
+            form.hash_is_lower(incoming)
+            + _all(_one(f"#c[0].#h = {h}"), _stored_type_is_lower(incoming)),
+        )
+        condition += _all(_one(form.guard), later + same_time)
+    return written(condition)
 
 
 def newer_and_same(incoming: OrderKey, form: StoredForm) -> str:
     """Only `updated_at` may move forward: the same content, a later timestamp, the current
     entry stored in `form`."""
-    return (
-        f"{form.guard} AND #c[0].#t < {form.t} AND #c[0].#h = {form.h}"
-        f" AND {_stored_type_is_same(incoming)}"
+    return written(
+        _all(
+            _one(form.guard),
+            _one(f"#c[0].#t < {form.t}"),
+            _one(f"#c[0].#h = {form.h}"),
+            _stored_type_is_same(incoming),
+        )
     )
