@@ -248,10 +248,16 @@ def _moment() -> dict[str, str]:
     "+" is a plus (an offset's sign), not the space of a form's encoding."""
     query: dict[str, str] = {}
     for pair in filter(None, (app.current_event.raw_query_string or "").split("&")):
-        name, _, value = (unquote(half, errors="strict") for half in pair.partition("="))
+        raw_name, _, raw_value = pair.partition("=")
+        name = unquote(raw_name, errors="replace")
+        if name not in (AS_OF, CLOCK):  # not this API's: ignored, as before
+            continue
         if name in query:
             raise InvalidInput(name, "is given more than once")
-        query[name] = value
+        try:
+            query[name] = unquote(raw_value, errors="strict")
+        except UnicodeDecodeError:
+            raise InvalidInput(name, "is not percent-encoded UTF-8") from None
     clock = query.get(CLOCK, STORE_CLOCK)
     if clock not in CLOCKS:
         raise InvalidInput(CLOCK, f"must be one of {', '.join(CLOCKS)}")

@@ -360,6 +360,9 @@ def test_as_of_reads_the_version_current_then_by_either_clock(api: Api) -> None:
     between = "2026-11-01T21:00:00Z"
     answer = api.get("asof-1", f"?as_of={between}&clock=source")
     assert answer.json() == {"v": 1} and answer.headers["X-Vhs-Version"] == "1"
+    # Parameters of no meaning here are ignored, repeated or not.
+    query = "?x=1&x=2&y=%FF&as_of=2026-11-01T21:00:00Z&clock=source"
+    assert api.get("asof-1", query).json() == {"v": 1}
     # The same with the "+" of an offset unencoded: a plus, not a form's space.
     assert api.get("asof-1", "?as_of=2026-11-01T22:00:00+01:00&clock=source").json() == {"v": 1}
     # Before anything was written, by either clock: a 404 that says so.
@@ -381,6 +384,7 @@ def test_as_of_reads_the_version_current_then_by_either_clock(api: Api) -> None:
         ("?as_of=2026-11-01T00:00:00Z&as_of=2026-11-02T00:00:00Z", "as_of"),
         ("?clock=wall", "clock"),
         (f"?as_of={T1}&clock=", "clock"),
+        ("?as_of=%FF", "as_of"),
     ],
 )
 def test_a_bad_moment_is_a_400_naming_it(api: Api, query: str, field: str) -> None:
