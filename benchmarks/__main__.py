@@ -24,6 +24,7 @@ BENCHMARKS = {
     "import-reading": "benchmarks.import_reading",
     "parts": "benchmarks.parts",
     "time-travel": "benchmarks.time_travel",
+    "item-layout": "benchmarks.item_layout",
     "volume": "benchmarks.volume",
     "atomicity": "benchmarks.atomicity",
 }

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from vhs.layouts import Layout
 from vhs.local.stack import MotoServer, client
 
 from . import measure, pricing, report, workload
 from .common import Progress, Report, environment, now, table
-from .report import DELTA_OFF, FLOOR, PEERS, RAW_VHS, VHS
+from .report import DELTA_OFF, FLOOR, PEERS, RAW_VHS, TEXT_LAYOUT, VHS
 from .systems import PynamodbMateStore, RawFloor, RawVhsRequests, VhsSystem, Wellcome2018Store
 
 
@@ -45,6 +46,7 @@ def build_systems(endpoint: str) -> dict[str, Any]:
         Wellcome2018Store(*clients(), probe, table="bench-wellcome"),
         RawFloor(*clients(), probe, table="bench-raw"),
         VhsSystem(*clients(), probe, table="bench-vhs-blind", name=DELTA_OFF, delta_history=False),
+        VhsSystem(*clients(), probe, table="bench-vhs-text", name=TEXT_LAYOUT, layout=Layout.TEXT),
         RawVhsRequests(*clients(), probe, scratch=clients(), table="bench-raw-vhs"),
     ]
     return {s.name: s for s in systems}
@@ -73,8 +75,8 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
     bodies = workload.size_mix(settings.mix_records)
     with MotoServer() as server:
         systems = build_systems(server.endpoint)
-        main = [systems[name] for name in (VHS, DELTA_OFF, *PEERS, FLOOR)]
-        for_mix = [systems[name] for name in (VHS, *PEERS, DELTA_OFF)]
+        main = [systems[name] for name in (VHS, TEXT_LAYOUT, DELTA_OFF, *PEERS, FLOOR)]
+        for_mix = [systems[name] for name in (VHS, TEXT_LAYOUT, *PEERS, DELTA_OFF)]
         timed = [systems[VHS], systems[FLOOR]]
         timed += [systems[name] for name in (RAW_VHS, *PEERS)] if settings.wall_peers else []
         # The mix first: storage is measured while the tables and buckets hold its records only.

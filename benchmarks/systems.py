@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 from pynamodb_mate.patterns.large_attribute.api import LargeAttributeMixin, split_s3_uri
 
 from vhs import VersionedHybridStore, resources
+from vhs.layouts import Layout
 from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
 from vhs.maintenance.gc import GarbageCollector
 
@@ -81,13 +82,15 @@ class OwnTableAndBucket:
 
 
 class VhsSystem:
-    """The store under test with its defaults (delta history unless `delta_history` is False)."""
+    """The store under test with its defaults (delta history unless `delta_history` is False),
+    its items laid out in `layout` (the text layout: the layout before, for comparison)."""
 
     def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, table: str, name: str = "VHS",
-                 delta_history: bool = True) -> None:  # fmt: skip
+                 delta_history: bool = True, layout: Layout = Layout.COMPACT) -> None:  # fmt: skip
         self.name, self.table, self.bucket = name, table, table
         self.options = {"prefix": "bench", "delta_history": delta_history}
         self.store = new_store(s3, dynamodb, table, **self.options)
+        self.store.index.layout = layout
         self.biller = Biller(probe, [s3], [dynamodb])
 
     def put(self, id: str, record: Any, updated_at: datetime, *, exists: bool,

@@ -31,9 +31,10 @@ from .item import (
     ID,
     VERSION,
     condemnation_of,
-    fit_history,
+    fit_stored,
     item_from_dynamo,
 )
+from .layouts import Layout, layout_of_entry
 from .model import Entry, Item
 from .ordering import Outcome
 from .resources import TABLE
@@ -121,6 +122,8 @@ class DynamoIndex:
         self.dynamodb = dynamodb_client
         self.table = table
         self.consistent_reads = consistent_reads
+        # What writes lay out: compact (layouts.py). Only tests and benchmarks set TEXT.
+        self.layout = Layout.COMPACT
 
     def _key(self, id: str) -> dict[str, Any]:
         return {ID: {"S": id}}
@@ -252,7 +255,7 @@ class DynamoIndex:
         for attempt in range(_MAX_ATTEMPTS):
             try:
                 ok, raw = self._conditional_update(
-                    id, *updates.new_version(entry, keep_history, guards)
+                    id, *updates.new_version(entry, keep_history, guards, self.layout)
                 )
             except ClientError as error:
                 if not (keep_history and fallback is not None and _item_too_large(error)):
@@ -331,7 +334,7 @@ class DynamoIndex:
                 return settled
             guards = updates.with_reused(plan.guards, plan.reuse, raw, plan.reuse_skew)
             ok, raw = self._conditional_update(
-                id, *updates.replace(id, entry, raw, plan.history, guards)
+                id, *updates.replace(id, entry, raw, plan.history, guards, self.layout)
             )
             result, basis = self._answered(id, entry, ok, raw, guards)
             if result is not None:
@@ -393,7 +396,8 @@ class DynamoIndex:
         if verdict is Outcome.STALE or incoming == current_key:
             return WriteResult(verdict, item.version, item), raw
         # Same content, later timestamp: move it forward.
-        ok, raw = self._conditional_update(id, *updates.touch(entry))
+        stored = layout_of_entry(raw[CURRENT]["L"][0]) or self.layout
+        ok, raw = self._conditional_update(id, *updates.touch(entry, stored))
         touched = item_from_dynamo(raw)
         # A refused touch whose item already holds our key was our own touch, its
         # response lost (or an identical write's): the state is the one we asked for.
@@ -407,8 +411,8 @@ class DynamoIndex:
         item = item_from_dynamo(raw)
         if item is None:
             return raw
-        try:
-            drop = fit_history(id, item.version, item.current, item.history)
+        try:  # measured as stored: a blind write leaves earlier entries in their layouts
+            drop = fit_stored(raw)
         except ItemTooLarge:  # written already (DynamoDB took it): all the history goes
             drop = len(item.history)
         if drop and self.trim(id, item.version, len(item.history), drop):
@@ -459,6 +463,11 @@ class DynamoIndex:
         # item that exists). Emulators without ReturnValuesOnConditionCheckFailure (dynalite)
         # return none: read it, strongly consistent, to learn what refused the write.
         return False, self._read_current(id)
+
+    def rewrite(self, id: str, basis: dict) -> tuple[bool, dict]:
+        """Lay the item `basis` out anew in `self.layout`, if it is still as read (`vhs
+        migrate`): whether it was, and the item after (or as the refusal found it)."""
+        return self._conditional_update(id, *updates.rewrite(basis, self.layout))
 
     def purge(self, id: str) -> Item | None:
         """Mark the current delete of `id` as a purge and drop its whole history, if its

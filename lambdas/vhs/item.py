@@ -2,7 +2,9 @@
 
 Every module that reads or writes the table (the index, the change feed, the collector,
 `vhs verify`) goes through this one, so the layout is written down once. Attribute names are
-short, because every byte is billed in write units:
+short, and values compact, because every byte is billed in write units. Entries are written in
+the compact layout and read in it or in the text layout every write made before (layouts.py:
+`t`, `h`, `bh` and `z` take one form or the other; `stored_layout` says which an item is in):
 
     id   S  the record id (partition key, from resources.TABLE)
     v    N  the current version number: 1, 2, 3... with no gaps and no reuse
@@ -17,17 +19,21 @@ short, because every byte is billed in write units:
              condemnation, or renewal, of one collector run), so a condemnation adds at most
              CONDEMNATION_BYTES to an item however many orphans an id has.
 
-    entry (M): t updated_at, h sha256 or "~" for a delete, n size, w written-at epoch seconds,
+    entry (M): t updated_at (N: microseconds since the epoch; text: the stored RFC 3339 form),
+               h sha256 (B: its 32 bytes; text: hex) or "~" for a delete,
+               n size, w written-at epoch seconds,
                k writer token, ct content type (absent: application/json),
-               b inline body, z codec of b (absent: not compressed),
+               b inline body, z codec of b (absent: not compressed; "zlib", or a
+               delta's one-letter tag, layouts.CODEC_TAGS; text: codec.py's names),
                x true on a purging delete (absent: false): retention keeps no earlier version,
                dx true on a delete whose dropped history the collector condemned (absent:
                false): what it dropped stays dropped (retention.py, docs/gc.md),
                and only on a version with parts (docs/design.md, "Parts"; h is then the
                sha256 of the version's manifest):
-               bh the body's own sha256, pt the parts: a map of name to part
-    part (M):  h sha256, n size, ct content type (absent: application/octet-stream),
-               b inline bytes, z codec of b (absent: not compressed; "same", with no b:
+               bh the body's own sha256 (as h), pt the parts: a map of name to part
+    part (M):  h sha256 (as an entry's), n size, ct content type (absent:
+               application/octet-stream), b inline bytes, z codec of b (absent: not
+               compressed; SAME ("s"; text: "same"), with no b:
                the bytes of the part with this h in the next version, deltas.py)
 
 A body lives inline (`b`) or in S3 under `keys.body_key(prefix, id, h)` (`bh` for a version
@@ -46,6 +52,17 @@ from typing import Any
 from . import keys
 from .codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, SAME
 from .errors import ItemTooLarge
+from .layouts import (
+    BadField,
+    Layout,
+    codec_of_text,
+    codec_value,
+    hash_of_bytes,
+    hash_value,
+    layout_of_entry,
+    time_of_number,
+    time_value,
+)
 from .model import Entry, Item, StoredPart
 from .ordering import TOMBSTONE_HASH
 from .resources import TABLE
@@ -121,10 +138,10 @@ def condemnation_of(raw: Mapping[str, Any]) -> Condemnation | None:
     return Condemnation(float(raw[CONDEMNED_UNTIL]["N"]), frozenset(bodies))
 
 
-def entry_to_dynamo(entry: Entry) -> dict[str, Any]:
+def entry_to_dynamo(entry: Entry, layout: Layout = Layout.COMPACT) -> dict[str, Any]:
     attrs: dict[str, Any] = {
-        UPDATED_AT: {"S": entry.updated_at},
-        CONTENT_HASH: {"S": entry.content_hash},
+        UPDATED_AT: time_value(entry.updated_at, layout),
+        CONTENT_HASH: hash_value(entry.content_hash, layout),
         SIZE: {"N": str(entry.size)},
         WRITTEN_AT: {"N": str(entry.written_at)},
         WRITER: {"S": entry.token},
@@ -138,23 +155,26 @@ def entry_to_dynamo(entry: Entry) -> dict[str, Any]:
     if entry.inline is not None:
         attrs[INLINE_BODY] = {"B": entry.inline}
         if entry.codec:
-            attrs[CODEC] = {"S": entry.codec}
+            attrs[CODEC] = codec_value(entry.codec, layout)
     if entry.parts:
-        attrs[BODY_HASH] = {"S": entry.body_sha256}
-        attrs[PARTS] = {"M": {part.name: _part_to_dynamo(part) for part in entry.parts}}
+        attrs[BODY_HASH] = hash_value(entry.body_sha256, layout)
+        attrs[PARTS] = {"M": {part.name: _part_to_dynamo(part, layout) for part in entry.parts}}
     return {"M": attrs}
 
 
-def _part_to_dynamo(part: StoredPart) -> dict[str, Any]:
-    attrs: dict[str, Any] = {CONTENT_HASH: {"S": part.content_hash}, SIZE: {"N": str(part.size)}}
+def _part_to_dynamo(part: StoredPart, layout: Layout) -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        CONTENT_HASH: hash_value(part.content_hash, layout),
+        SIZE: {"N": str(part.size)},
+    }
     if part.content_type != BINARY_CONTENT_TYPE:
         attrs[CONTENT_TYPE] = {"S": part.content_type}
     if part.codec == SAME:  # the next version's bytes (deltas.py): none of its own
-        attrs[CODEC] = {"S": SAME}
+        attrs[CODEC] = codec_value(SAME, layout)
     elif part.inline is not None:
         attrs[INLINE_BODY] = {"B": part.inline}
         if part.codec:
-            attrs[CODEC] = {"S": part.codec}
+            attrs[CODEC] = codec_value(part.codec, layout)
     return {"M": attrs}
 
 
@@ -163,15 +183,16 @@ def _part_from_dynamo(name: str, value: Mapping[str, Any], with_body: bool) -> S
     inline = None
     if INLINE_BODY in attrs:
         inline = bytes(attrs[INLINE_BODY]["B"]) if with_body else b""
-    elif attrs.get(CODEC, {}).get("S") == SAME:
+    codec = _codec(attrs[CODEC]) if CODEC in attrs else None
+    if inline is None and codec == SAME:
         inline = b""  # inline, in the version after it
     return StoredPart(
         name=name,
-        content_hash=_string(attrs[CONTENT_HASH]),
+        content_hash=_hash(attrs[CONTENT_HASH]),
         size=_number(attrs[SIZE]),
         content_type=_string(attrs[CONTENT_TYPE]) if CONTENT_TYPE in attrs else BINARY_CONTENT_TYPE,
         inline=inline,
-        codec=_string(attrs[CODEC]) if CODEC in attrs else None,
+        codec=codec,
     )
 
 
@@ -188,7 +209,7 @@ def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> En
     consumer that only needs where the body lives need not decode it."""
     try:
         attrs = value["M"]
-        content_hash = _string(attrs[CONTENT_HASH])
+        content_hash = _hash(attrs[CONTENT_HASH])
         content_type = _string(attrs[CONTENT_TYPE]) if CONTENT_TYPE in attrs else None
         if content_type is None and content_hash != TOMBSTONE_HASH:
             content_type = JSON_CONTENT_TYPE
@@ -196,17 +217,17 @@ def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> En
         if INLINE_BODY in attrs:
             inline = bytes(attrs[INLINE_BODY]["B"]) if with_body else b""
         return Entry(
-            updated_at=_string(attrs[UPDATED_AT]),
+            updated_at=_time(attrs[UPDATED_AT]),
             content_hash=content_hash,
             size=_number(attrs[SIZE]),
             written_at=_number(attrs[WRITTEN_AT]),
             token=_string(attrs[WRITER]),
             content_type=content_type,
             inline=inline,
-            codec=_string(attrs[CODEC]) if CODEC in attrs else None,
+            codec=_codec(attrs[CODEC]) if CODEC in attrs else None,
             purge=attrs[PURGE].get("BOOL") is True if PURGE in attrs else False,
             dropped=attrs[DROPPED].get("BOOL") is True if DROPPED in attrs else False,
-            body_hash=_string(attrs[BODY_HASH]) if BODY_HASH in attrs else None,
+            body_hash=_hash(attrs[BODY_HASH]) if BODY_HASH in attrs else None,
             parts=tuple(
                 _part_from_dynamo(name, part, with_body)
                 for name, part in sorted(attrs[PARTS]["M"].items())
@@ -253,6 +274,18 @@ def item_from_dynamo(raw: Mapping[str, Any], *, with_bodies: bool = True) -> Ite
         current=entry_from_dynamo(current[0], with_body=with_bodies),
         history=tuple(entry_from_dynamo(e, with_body=with_bodies) for e in history),
     )
+
+
+MIXED = "mixed"  # an item holding entries of both layouts (a blind write's: docs/design.md)
+
+
+def stored_layout(raw: Mapping[str, Any]) -> str | None:
+    """The layout an item's entries are stored in: a Layout, MIXED, or None (no entries)."""
+    held = [*raw.get(CURRENT, {}).get("L", []), *raw.get(HISTORY, {}).get("L", [])]
+    found = {layout_of_entry(entry) for entry in held}
+    if not found:
+        return None
+    return str(found.pop()) if len(found) == 1 and None not in found else MIXED
 
 
 def layout_problem(raw: Mapping[str, Any], item: Item | None) -> str | None:
@@ -339,10 +372,16 @@ def value_size(value: Mapping[str, Any]) -> int:
     raise ValueError(f"unknown DynamoDB attribute type {kind!r}")
 
 
-def entry_size(entry: Entry) -> int:
-    """What one entry takes of its item by DynamoDB's rules: its map, and the byte it takes as
-    an element of `c` or `p`."""
-    return 1 + value_size(entry_to_dynamo(entry))
+def entry_size(entry: Entry, layout: Layout = Layout.COMPACT) -> int:
+    """What one entry takes of its item by DynamoDB's rules, written in `layout`: its map, and
+    the byte it takes as an element of `c` or `p`."""
+    return 1 + value_size(entry_to_dynamo(entry, layout))
+
+
+def held_size(entry: Entry) -> int:
+    """The most `entry` may take of an item: its size in the larger of the layouts it can be
+    held in (a blind write moves an entry into the history as it was laid out)."""
+    return max(entry_size(entry, layout) for layout in Layout)
 
 
 def written_size(id: str, version: int, entries: int = 0) -> int:
@@ -355,15 +394,33 @@ def written_size(id: str, version: int, entries: int = 0) -> int:
     return item_size(raw)
 
 
-def fit_history(id: str, version: int, current: Entry, history: Sequence[Entry]) -> int:
+def fit_history(
+    id: str,
+    version: int,
+    current: Entry,
+    history: Sequence[Entry],
+    layout: Layout = Layout.COMPACT,
+) -> int:
     """How many of the oldest entries of `history` a write of `current` as `version` of `id`
-    must leave out for its item to stay within ITEM_BUDGET (0: none). Raises ItemTooLarge
-    when the current entry alone would not fit."""
-    alone = written_size(id, version, 1) + entry_size(current)
+    (in `layout`) must leave out for its item to stay within ITEM_BUDGET (0: none). Raises
+    ItemTooLarge when the current entry alone would not fit."""
+    sizes = [entry_size(entry, layout) for entry in history]
+    return _fit(id, version, entry_size(current, layout), sizes)
+
+
+def fit_stored(raw: Mapping[str, Any]) -> int:
+    """`fit_history` of an item as it is stored (its entries measured in their own layouts):
+    how many of its oldest history entries must go for it to fit ITEM_BUDGET."""
+    held = raw.get(HISTORY, {}).get("L", [])
+    current = 1 + value_size(raw[CURRENT]["L"][0])
+    return _fit(_string(raw[ID]), _number(raw[VERSION]), current, [1 + value_size(e) for e in held])
+
+
+def _fit(id: str, version: int, current: int, sizes: Sequence[int]) -> int:
+    alone = written_size(id, version, 1) + current
     if alone > ITEM_BUDGET:
         raise ItemTooLarge(id, alone, ITEM_BUDGET)
-    sizes = [entry_size(entry) for entry in history]
-    size = written_size(id, version, 1 + len(sizes)) + entry_size(current) + sum(sizes)
+    size = written_size(id, version, 1 + len(sizes)) + current + sum(sizes)
     drop = 0
     while size > ITEM_BUDGET and drop < len(sizes):
         size -= sizes[drop]
@@ -385,6 +442,30 @@ def _number(value: Any) -> int:
         return int(value["N"])
     except (KeyError, TypeError, ValueError):
         raise MalformedItem(f"expected a number, got {value!r}") from None
+
+
+def _time(value: Any) -> str:
+    """An ordering timestamp in either layout, in ordering's stored form."""
+    return _either(value, "N", time_of_number)
+
+
+def _hash(value: Any) -> str:
+    """A sha256 (hex) or TOMBSTONE_HASH in either layout."""
+    return _either(value, "B", hash_of_bytes)
+
+
+def _either(value: Any, kind: str, decode: Any) -> str:
+    """A value the compact layout holds as `kind` (decoded), or the text layout's string."""
+    if isinstance(value, Mapping) and kind in value:
+        try:
+            return decode(value[kind])
+        except BadField as error:
+            raise MalformedItem(str(error)) from None
+    return _string(value)
+
+
+def _codec(value: Any) -> str:
+    return codec_of_text(_string(value))
 
 
 def _string(value: Any) -> str:

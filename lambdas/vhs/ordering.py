@@ -21,13 +21,16 @@ The content type in the key is the one the item stores, with absence read as
 `application/json` too, which only makes two deletes at one time equal, as they should be.
 
 The DynamoDB condition expressions that enforce these rules are built here too, so the rules
-and their enforcement cannot drift apart.
+and their enforcement cannot drift apart. The item stores a key in one of two layouts
+(layouts.py): each expression takes the forms (`StoredForm`) it compares in.
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -111,6 +114,11 @@ def parse_timestamp(
             raise InvalidTimestamp(
                 f"{dt.isoformat()} is more than {_describe(max_future)} in the future", field
             )
+    return stored_form(dt)
+
+
+def stored_form(dt: datetime) -> str:
+    """A UTC datetime (years 1000-9999) in the stored, fixed-width form."""
     return dt.strftime(_STORED_FORMAT)
 
 
@@ -219,8 +227,9 @@ def classify(current: OrderKey | None, incoming: OrderKey) -> Outcome:
 
 # --- Enforcement in DynamoDB ---------------------------------------------------------------
 # The current entry is the single element of the list attribute `c` (see index.py). These
-# expressions use the placeholders #c, #t, #h, #ct and the values :t, :h, :ct, which
-# `condition_values` gives (every expression uses all of them: DynamoDB refuses unused ones).
+# expressions use the placeholders #c, #t, #h, #ct, the value :ct, and for each StoredForm
+# they compare in, its own placeholders (layouts.key_values gives them all: every expression
+# uses all of them, as DynamoDB requires).
 #
 # The stored content type is absent for ABSENT_CONTENT_TYPE, and a comparison with an absent
 # attribute is false, so the content type's part of each expression is chosen here, for the
@@ -231,46 +240,99 @@ def classify(current: OrderKey | None, incoming: OrderKey) -> Outcome:
 _CT = "#c[0].#ct"
 
 
-def _stored_type_is_lower(incoming: OrderKey) -> str:
-    """The stored content type (absent: ABSENT_CONTENT_TYPE) sorts below the incoming one."""
-    if incoming.content_type > ABSENT_CONTENT_TYPE:
-        return f"(attribute_not_exists({_CT}) OR {_CT} < :ct)"
-    return f"(attribute_exists({_CT}) AND {_CT} < :ct)"
+@dataclass(frozen=True)
+class StoredForm:
+    """How one item layout stores the current entry's key: `guard`, a condition that holds
+    only for an entry stored so, and the placeholders of the incoming `updated_at` and hash
+    typed as it stores them. Each order comparison is made only between values of one type
+    (moto raises on two, where DynamoDB reads false; = and <> are defined on any two).
+
+    `binary`: the layout stores a put's hash as bytes and a delete's TOMBSTONE_HASH as a
+    string, and this placeholder's value is the type name "B". A tombstone sorts after every
+    digest in either form, so "the stored hash is lower" is, for an incoming delete, "the
+    stored hash is binary" (a put's), and for an incoming put, a binary one lower than it."""
+
+    guard: str
+    t: str
+    h: str
+    binary: str | None = None
+
+    def hash_is_lower(self, incoming: OrderKey) -> Dnf:
+        if self.binary is None:
+            return [(f"#c[0].#h < {self.h}",)]
+        if incoming.is_delete:
+            return [(f"attribute_type(#c[0].#h, {self.binary})",)]
+        return [(f"attribute_type(#c[0].#h, {self.binary})", f"#c[0].#h < {self.h}")]
 
 
-def _stored_type_is_same(incoming: OrderKey) -> str:
-    if incoming.content_type == ABSENT_CONTENT_TYPE:
-        return f"(attribute_not_exists({_CT}) OR {_CT} = :ct)"
-    return f"(attribute_exists({_CT}) AND {_CT} = :ct)"
+# A condition in disjunctive normal form: OR of ANDs of comparisons. Written out so, with one
+# level of parentheses: dynalite's expression parser backtracks on every nested level (one
+# UpdateItem of the nested form took it 30 s); DynamoDB reads either alike.
+Dnf = list[tuple[str, ...]]
 
 
-def _stored_type_differs(incoming: OrderKey) -> str:
-    if incoming.content_type == ABSENT_CONTENT_TYPE:
-        return f"(attribute_exists({_CT}) AND {_CT} <> :ct)"
-    return f"(attribute_not_exists({_CT}) OR {_CT} <> :ct)"
+def _all(*parts: Dnf) -> Dnf:
+    """The conjunction of `parts`, multiplied out."""
+    return [tuple(a for term in terms for a in term) for terms in itertools.product(*parts)]
 
 
-def newer_and_different(incoming: OrderKey) -> str:
-    """A new version may be written: nothing is current, or the incoming key is higher and the
-    content differs. The three ways: a later timestamp with another hash or content type; the
-    same timestamp and a higher hash; the same timestamp and hash and a higher content type."""
-    return (
-        "attribute_not_exists(#c)"
-        f" OR (#c[0].#t < :t AND (#c[0].#h <> :h OR {_stored_type_differs(incoming)}))"
-        " OR (#c[0].#t = :t AND (#c[0].#h < :h"
-        f" OR (#c[0].#h = :h AND {_stored_type_is_lower(incoming)})))"
+def _one(atom: str) -> Dnf:
+    return [(atom,)]
+
+
+def written(condition: Dnf) -> str:
+    return " OR ".join(
+        term[0] if len(term) == 1 else f"({' AND '.join(term)})" for term in condition
     )
 
 
-def newer_and_same(incoming: OrderKey) -> str:
-    """Only `updated_at` may move forward: the same content, a later timestamp."""
-    return f"#c[0].#t < :t AND #c[0].#h = :h AND {_stored_type_is_same(incoming)}"
+def _stored_type_is_lower(incoming: OrderKey) -> Dnf:
+    """The stored content type (absent: ABSENT_CONTENT_TYPE) sorts below the incoming one."""
+    if incoming.content_type > ABSENT_CONTENT_TYPE:
+        return [(f"attribute_not_exists({_CT})",), (f"{_CT} < :ct",)]
+    return [(f"attribute_exists({_CT})", f"{_CT} < :ct")]
 
 
-def condition_values(incoming: OrderKey) -> dict[str, dict[str, str]]:
-    """The values :t, :h and :ct of the expressions above, for `incoming`."""
-    return {
-        ":t": {"S": incoming.updated_at},
-        ":h": {"S": incoming.content_hash},
-        ":ct": {"S": incoming.content_type},
-    }
+def _stored_type_is_same(incoming: OrderKey) -> Dnf:
+    if incoming.content_type == ABSENT_CONTENT_TYPE:
+        return [(f"attribute_not_exists({_CT})",), (f"{_CT} = :ct",)]
+    return [(f"attribute_exists({_CT})", f"{_CT} = :ct")]
+
+
+def _stored_type_differs(incoming: OrderKey) -> Dnf:
+    if incoming.content_type == ABSENT_CONTENT_TYPE:
+        return [(f"attribute_exists({_CT})", f"{_CT} <> :ct")]
+    return [(f"attribute_not_exists({_CT})",), (f"{_CT} <> :ct",)]
+
+
+def newer_and_different(incoming: OrderKey, forms: Sequence[StoredForm]) -> str:
+    """A new version may be written: nothing is current, or the incoming key is higher and the
+    content differs. The three ways: a later timestamp with another hash or content type; the
+    same timestamp and a higher hash; the same timestamp and hash and a higher content type.
+    The current entry may be stored in any of `forms`."""
+    condition = _one("attribute_not_exists(#c)")
+    for form in forms:
+        t, h = form.t, form.h
+        later = _all(
+            _one(f"#c[0].#t < {t}"), _one(f"#c[0].#h <> {h}") + _stored_type_differs(incoming)
+        )
+        same_time = _all(
+            _one(f"#c[0].#t = {t}"),
+            form.hash_is_lower(incoming)
+            + _all(_one(f"#c[0].#h = {h}"), _stored_type_is_lower(incoming)),
+        )
+        condition += _all(_one(form.guard), later + same_time)
+    return written(condition)
+
+
+def newer_and_same(incoming: OrderKey, form: StoredForm) -> str:
+    """Only `updated_at` may move forward: the same content, a later timestamp, the current
+    entry stored in `form`."""
+    return written(
+        _all(
+            _one(form.guard),
+            _one(f"#c[0].#t < {form.t}"),
+            _one(f"#c[0].#h = {form.h}"),
+            _stored_type_is_same(incoming),
+        )
+    )

@@ -37,7 +37,7 @@ from .errors import (
     WriteConflict,
 )
 from .index import BodyCondemned, DynamoIndex
-from .item import INLINE, ITEM_BUDGET, entry_size, written_size
+from .item import INLINE, ITEM_BUDGET, held_size, written_size
 from .model import (
     DeleteResult,
     Entry,
@@ -107,7 +107,7 @@ class VersionedHybridStore:
         # item budget by DynamoDB's rules; every write also measures the item it makes.
         held = self.retention.max_held + 1
         overhead = written_size(_LONGEST_ID, _HIGHEST_VERSION, held)
-        largest = entry_size(_largest_entry(inline_threshold, max_body_size))
+        largest = held_size(_largest_entry(inline_threshold, max_body_size))
         if overhead + held * largest > ITEM_BUDGET:
             raise ConfigurationError(
                 f"{held} versions of up to {largest} bytes each (an inline body of up to "

@@ -37,6 +37,7 @@ from .item import (
     fit_history,
     item_from_dynamo,
 )
+from .layouts import CONDITION_FORMS, Layout, key_values
 from .model import Entry, Item
 
 # The attribute names the requests use, by placeholder.
@@ -51,6 +52,9 @@ NAMES = {
     "#x": PURGE,
     "#dx": DROPPED,
 }
+
+# A write's condition reads the current entry in whichever layout it is stored (layouts.py).
+_FORMS = [CONDITION_FORMS[layout] for layout in Layout]
 
 # The writer's half of the garbage collector's protocol (docs/gc.md).
 NOT_CONDEMNED_SINCE_UPLOAD = (
@@ -83,9 +87,12 @@ class Update(NamedTuple):
     extra_names: dict[str, str]
 
 
-def new_version(entry: Entry, keep_history: bool, guards: Mapping[str, float]) -> Update:
-    """Make `entry` current, the current entry appended to the history as it is (dropped
-    with it, without `keep_history`), if ordering admits it."""
+def new_version(
+    entry: Entry, keep_history: bool, guards: Mapping[str, float], layout: Layout
+) -> Update:
+    """Make `entry` current (written in `layout`), the current entry appended to the history
+    as it is, in its own layout (dropped with it, without `keep_history`), if ordering admits
+    it."""
     if keep_history:
         update = (
             "SET #p = list_append(if_not_exists(#p, :empty), if_not_exists(#c, :empty)), "
@@ -93,80 +100,111 @@ def new_version(entry: Entry, keep_history: bool, guards: Mapping[str, float]) -
         )
     else:
         update = "SET #c = :c REMOVE #p ADD #v :one"
-    values, names = _entry_values(entry)
+    values, names = _entry_values(entry, layout)
     if keep_history:
         values[":empty"] = {"L": []}
     return _guarded(
-        update, f"({ordering.newer_and_different(entry.order_key)})", values, names, guards
+        update, f"({ordering.newer_and_different(entry.order_key, _FORMS)})", values, names, guards
     )
 
 
 def replace(
-    id: str, entry: Entry, basis: dict, history: HistoryPlan, guards: Mapping[str, float]
+    id: str,
+    entry: Entry,
+    basis: dict,
+    history: HistoryPlan,
+    guards: Mapping[str, float],
+    layout: Layout,
 ) -> Update:
     """Write `entry` as the next version of the item `basis`, with the history `history`
-    gives for it, only if the item is still as `basis` holds it. Raises ItemTooLarge when
-    the entry alone does not fit the item budget."""
+    gives for it, the whole item in `layout`, only if the item is still as `basis` holds it.
+    Raises ItemTooLarge when the entry alone does not fit the item budget."""
     seen = item_from_dynamo(basis)
-    values, names = _entry_values(entry)
+    values, names = _entry_values(entry, layout)
     if seen is None:
-        fit_history(id, 1, entry, ())  # raises ItemTooLarge if the entry alone is too big
+        fit_history(id, 1, entry, (), layout)  # raises ItemTooLarge if the entry alone is too big
         update, unchanged = "SET #c = :c ADD #v :one", "attribute_not_exists(#c)"
         names.discard("#p")
     else:
         planned = history(seen)
         # Within the item budget, measured as written: the oldest history goes first (its
         # bodies become orphans for the collector, as retention's drops do).
-        planned = planned[fit_history(id, seen.version + 1, entry, planned) :]
-        held = [entry_to_dynamo(e) for e in planned]
+        planned = planned[fit_history(id, seen.version + 1, entry, planned, layout) :]
+        held = [entry_to_dynamo(e, layout) for e in planned]
         if held:
             update = "SET #c = :c, #p = :p ADD #v :one"
             values[":p"] = {"L": held}
         else:
             update = "SET #c = :c REMOVE #p ADD #v :one"
-        # As read: the same version (writes), the same current updated_at (touches), the
-        # same number of earlier entries (trims, purges) and purge flag (purges).
-        unchanged = "#v = :seen_v AND #c[0].#t = :seen_t"
-        values[":seen_v"] = {"N": str(seen.version)}
-        values[":seen_t"] = {"S": seen.current.updated_at}
-        if HISTORY in basis:
-            # A purge may have removed `p` since the read, leaving `v` as it was: say what
-            # a missing `p` means rather than leave size() of it to the engine (moto
-            # raises a ValueError, dynalite reads false).
-            unchanged += " AND attribute_exists(#p) AND size(#p) = :seen_held"
-            values[":seen_held"] = {"N": str(len(basis[HISTORY]["L"]))}
-        else:
-            unchanged += " AND attribute_not_exists(#p)"
-        if seen.current.purge:
-            names.add("#x")
-            unchanged += " AND #c[0].#x = :true"
-            values[":true"] = {"BOOL": True}
-        elif seen.current.deleted:
-            names.add("#x")
-            unchanged += " AND attribute_not_exists(#c[0].#x)"
-        if seen.current.deleted:
-            # The collector flags a delete whose history it collected without changing
-            # `v`: a history planned from an unflagged read must not drop the flag.
-            names.add("#dx")
-            if seen.current.dropped:
-                unchanged += " AND #c[0].#dx = :true"
-                values[":true"] = {"BOOL": True}
-            else:
-                unchanged += " AND attribute_not_exists(#c[0].#dx)"
-    condition = f"({ordering.newer_and_different(entry.order_key)}) AND {unchanged}"
+        unchanged = _as_read(basis, seen, values, names)
+    condition = f"({ordering.newer_and_different(entry.order_key, _FORMS)}) AND {unchanged}"
     return _guarded(update, condition, values, names, guards)
 
 
-def touch(entry: Entry) -> Update:
+def rewrite(basis: dict, layout: Layout) -> Update:
+    """The item `basis` as it is, its entries laid out anew in `layout` (`vhs migrate`), only
+    if it is still as read: nothing else changes, not even `v`, so the change feed sees no
+    new version."""
+    seen = item_from_dynamo(basis)
+    if seen is None:
+        raise ValueError("only an item with entries can be laid out anew")
+    values: dict[str, Any] = {":c": {"L": [entry_to_dynamo(seen.current, layout)]}}
+    names = {"#c", "#p", "#v", "#t"}
+    held = [entry_to_dynamo(e, layout) for e in seen.history]
+    update = "SET #c = :c, #p = :p" if held else "SET #c = :c"
+    if held:
+        values[":p"] = {"L": held}
+    return Update(update, _as_read(basis, seen, values, names), values, names, {})
+
+
+def _as_read(basis: dict, seen: Item, values: dict[str, Any], names: set[str]) -> str:
+    """A condition that the item is still as `basis` (`seen`, parsed) holds it, with the
+    values and names it adds: what a write planned from a read of it requires."""
+    # As read: the same version (writes), the same current updated_at (touches), the
+    # same number of earlier entries (trims, purges) and purge flag (purges).
+    unchanged = "#v = :seen_v AND #c[0].#t = :seen_t"
+    values[":seen_v"] = {"N": str(seen.version)}
+    values[":seen_t"] = basis[CURRENT]["L"][0]["M"][UPDATED_AT]  # as stored, either layout
+    if HISTORY in basis:
+        # A purge may have removed `p` since the read, leaving `v` as it was: say what
+        # a missing `p` means rather than leave size() of it to the engine (moto
+        # raises a ValueError, dynalite reads false).
+        unchanged += " AND attribute_exists(#p) AND size(#p) = :seen_held"
+        values[":seen_held"] = {"N": str(len(basis[HISTORY]["L"]))}
+    else:
+        unchanged += " AND attribute_not_exists(#p)"
+    if seen.current.purge:
+        names.add("#x")
+        unchanged += " AND #c[0].#x = :true"
+        values[":true"] = {"BOOL": True}
+    elif seen.current.deleted:
+        names.add("#x")
+        unchanged += " AND attribute_not_exists(#c[0].#x)"
+    if seen.current.deleted:
+        # The collector flags a delete whose history it collected without changing
+        # `v`: a history planned from an unflagged read must not drop the flag.
+        names.add("#dx")
+        if seen.current.dropped:
+            unchanged += " AND #c[0].#dx = :true"
+            values[":true"] = {"BOOL": True}
+        else:
+            unchanged += " AND attribute_not_exists(#c[0].#dx)"
+    return unchanged
+
+
+def touch(entry: Entry, stored: Layout) -> Update:
     """Move the current entry's `updated_at` forward to `entry`'s, and nothing else. Its
     content is `entry`'s already (the condition requires the same hash and content type), and
     its writer token stays that version's writer's, so that writer still recognises its own
-    write if its response was lost and it retries after the touch."""
-    incoming = entry.order_key
+    write if its response was lost and it retries after the touch. The entry stays in the
+    layout it is `stored` in (the condition requires that too), its time written so."""
+    incoming, form = entry.order_key, CONDITION_FORMS[stored]
+    values = key_values(incoming, [stored])
+    values.pop(form.binary or "", None)  # only an order comparison of hashes names it
     return Update(
-        "SET #c[0].#t = :t",
-        ordering.newer_and_same(incoming),
-        ordering.condition_values(incoming),
+        f"SET #c[0].#t = {form.t}",
+        ordering.newer_and_same(incoming, form),
+        values,
         {"#c", "#t", "#h", "#ct"},
         {},
     )
@@ -279,13 +317,13 @@ def trim(version: int, held: int, count: int) -> Guarded:
     )
 
 
-def _entry_values(entry: Entry) -> tuple[dict[str, Any], set[str]]:
-    """The values and names every write of a new current entry uses: the entry, the version
-    increment and the ordering condition's values."""
+def _entry_values(entry: Entry, layout: Layout) -> tuple[dict[str, Any], set[str]]:
+    """The values and names every write of a new current entry uses: the entry (in `layout`),
+    the version increment and the ordering condition's values."""
     values: dict[str, Any] = {
-        ":c": {"L": [entry_to_dynamo(entry)]},
+        ":c": {"L": [entry_to_dynamo(entry, layout)]},
         ":one": {"N": "1"},
-        **ordering.condition_values(entry.order_key),
+        **key_values(entry.order_key, Layout),
     }
     return values, {"#c", "#p", "#v", "#t", "#h", "#ct"}
 

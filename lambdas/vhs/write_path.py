@@ -30,7 +30,7 @@ from . import keys
 from .codec import Body
 from .errors import InvalidPart, WriteConflict
 from .index import BodyCondemned
-from .item import INLINE, entry_size, item_from_dynamo
+from .item import INLINE, held_size, item_from_dynamo
 from .model import Entry, Item, PutResult, StoredPart
 from .ordering import OrderKey, Outcome, classify
 from .parts import PartBody, manifest_hash
@@ -234,11 +234,11 @@ def entry_with_parts(
     # Within what one held entry may take of the item: inline parts move to S3, largest
     # first, until it fits; their names and hashes alone must fit (docs/design.md).
     bodies = {p.body.sha256: p.body for p in parts}
-    while entry_size(entry) > store.entry_budget:
+    while held_size(entry) > store.entry_budget:
         inline_parts = [p for p in entry.parts if p.inline is not None]
         if not inline_parts:
             raise InvalidPart(
-                f"{len(parts)} parts take {entry_size(entry)} bytes of the item, "
+                f"{len(parts)} parts take {held_size(entry)} bytes of the item, "
                 f"more than this store's retention leaves each version "
                 f"({store.entry_budget} bytes): fewer parts, shorter names or content "
                 "types, or a lower retention",

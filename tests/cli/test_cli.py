@@ -418,6 +418,15 @@ def test_every_command_writes_its_documented_json(local_env, tmp_path: Path):
     assert_documented("vhs dlq discard", discarded)
 
 
+def test_migrate_writes_its_documented_json_and_a_second_run_writes_nothing(local_env):
+    assert vhs(local_env, "put", "migrate-1", "-", "--updated-at", "2026-01-01T00:00:00Z",
+               stdin=b'{"n": 1}').returncode == 0  # fmt: skip
+    first = json_of(local_env, "migrate")
+    assert_documented("vhs migrate", first)
+    again = json_of(local_env, "migrate")
+    assert (again["rewritten"], again["compact"], again["ok"]) == (0, again["items"], True)
+
+
 def test_local_up_json_is_documented(tmp_path: Path):
     from vhs.local.stack import free_port
 

@@ -8,11 +8,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from vhs.errors import InvalidTimestamp
+from vhs.layouts import CONDITION_FORMS
 from vhs.ordering import (
     TOMBSTONE_HASH,
     OrderKey,
     Outcome,
     classify,
+    newer_and_different,
+    newer_and_same,
     parse_moment,
     parse_timestamp,
 )
@@ -89,3 +92,29 @@ def test_a_moment_is_any_rfc_3339_time_and_never_refused_for_its_range(
 def test_a_moment_that_is_no_time_is_refused_naming_the_field_and_value(moment: str) -> None:
     with pytest.raises(InvalidTimestamp, match=f"as_of.*{moment}"):
         parse_moment(moment, field="as_of")
+
+
+def _grouping_depth(condition: str) -> int:
+    """How deep grouping parentheses nest (a function call's own do not count)."""
+    depth, deepest, calls = 0, 0, []
+    for index, char in enumerate(condition):
+        if char == "(":
+            call = index > 0 and (condition[index - 1].isalnum() or condition[index - 1] == "_")
+            calls.append(call)
+            depth += not call
+            deepest = max(deepest, depth)
+        elif char == ")":
+            depth -= not calls.pop()
+    return deepest
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "image/png", "zzz/last"])
+@pytest.mark.parametrize("content_hash", ["a" * 64, TOMBSTONE_HASH])
+def test_the_ordering_conditions_nest_no_group_in_another(content_hash: str, content_type: str):
+    # dynalite's parser backtracks on every nested group: one UpdateItem of the nested form of
+    # these conditions took it 30 s. Written flat (an OR of ANDs), it takes milliseconds.
+    incoming = OrderKey.of("2026-11-22T10:00:00.000000Z", content_hash, content_type)
+    forms = list(CONDITION_FORMS.values())
+    assert _grouping_depth(newer_and_different(incoming, forms)) == 1
+    for form in forms:
+        assert _grouping_depth(newer_and_same(incoming, form)) <= 1

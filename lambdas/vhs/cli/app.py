@@ -11,6 +11,7 @@
     vhs import SOURCE...             import JSON Lines or CSV files (local or s3://) in bulk
     vhs gc [--dry-run] [--grace 1h]  delete bodies nothing references
     vhs verify [--deep]              check every current and retained pointer
+    vhs migrate                      lay every item out compactly, at once
     vhs reindex [IDS...] [--since T]  replay current records to the change feed (--resume FILE)
     vhs dlq list|redrive|discard     the ingest dead-letter queue
     vhs invoke ingest EVENT.json     run the ingest handler on an event, here (- reads stdin)
@@ -38,7 +39,7 @@ from ..errors import RecordNotFound, VhsError
 from ..resources import REINDEX
 from .dlq import add_filters, cmd_dlq_discard, cmd_dlq_list, cmd_dlq_redrive
 from .importer import cmd_import
-from .maintenance import cmd_gc, cmd_verify
+from .maintenance import cmd_gc, cmd_migrate, cmd_verify
 from .pipeline import cmd_invoke, cmd_local_up, cmd_send
 from .records import cmd_delete, cmd_diff, cmd_get, cmd_history, cmd_put
 from .reindex import cmd_reindex
@@ -244,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--segments", type=int, default=4, help="parallel scan segments")
     p.add_argument("--workers", type=int, default=16, help="concurrent S3 lookups")
     p.add_argument("--consistent", action="store_true", help="strongly consistent scan")
+
+    p = _command(sub, "migrate", cmd_migrate, "lay every item out compactly, at once")
+    p.add_argument("--segments", type=_positive, default=4, help="parallel scan segments")
 
     p = _command(sub, "reindex", cmd_reindex, "replay current records to the change feed")
     p.add_argument("ids", nargs="*", help="only these ids (default: every record)")

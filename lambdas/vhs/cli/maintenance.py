@@ -1,5 +1,5 @@
-"""Maintenance: `vhs gc` (delete bodies nothing references) and `vhs verify` (check every
-current and retained pointer)."""
+"""Maintenance: `vhs gc` (delete bodies nothing references), `vhs verify` (check every
+current and retained pointer) and `vhs migrate` (lay every item out compactly)."""
 
 from __future__ import annotations
 
@@ -105,6 +105,28 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print_counts(
             "verification" + (" (deep: every S3 body hashed)" if args.deep else ""),
             [(name.replace("_", " "), getattr(report, name)) for name in VERIFY_COUNTS]
+            + [(f"  items in the {name} layout", n) for name, n in sorted(report.layouts.items())]
             + [(f"  {kind}", count) for kind, count in sorted(report.by_kind.items())],
         )
+    return 0 if report.ok else 1
+
+
+MIGRATE_COUNTS = ("items", "compact", "rewritten", "unversioned", "unparseable", "conflicts")
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from ..operator.migrate import migrate
+
+    with progress(console=console_err(), disable=args.json, time_remaining=False) as bar:
+        task = bar.add_task("laying items out compactly", total=None)
+        report = migrate(
+            open_store(),
+            segments=args.segments,
+            progress=lambda state: bar.update(task, completed=state.items),
+        )
+    if args.json:
+        emit_json(report.as_dict())
+    else:
+        print_counts("migration", [(name, getattr(report, name)) for name in MIGRATE_COUNTS])
+    # Exit 1 when some items were left as they were (unparseable, or kept changing).
     return 0 if report.ok else 1

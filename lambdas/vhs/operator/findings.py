@@ -49,6 +49,10 @@ class VerifyReport:
     bytes_hashed: int = 0  # bytes read and hashed (inline bodies, and S3 bodies with deep)
     raced: int = 0  # dangling pointers a concurrent writer or retention explained away
     findings_total: int = 0
+    # Versioned items by the layout of their entries: "compact", "text" (written before the
+    # compact layout) or "mixed" (both: docs/design.md, "Item layouts"). `vhs migrate`
+    # rewrites the last two.
+    layouts: dict[str, int] = field(default_factory=dict)
     by_kind: dict[str, int] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)  # the first `max_findings`
     deep: bool = False

@@ -38,7 +38,7 @@ from .. import keys
 from ..aws import is_object_missing
 from ..deltas import UndecodableBody, inline_bodies, inline_part
 from ..index import scan_pages
-from ..item import ID, item_from_dynamo, layout_problem
+from ..item import ID, item_from_dynamo, layout_problem, stored_layout
 from ..model import Entry, Item
 from ..store import VersionedHybridStore
 from .findings import (
@@ -188,6 +188,9 @@ class Verifier:
             with self._lock:
                 self._report.unversioned += 1
             return
+        layout = str(stored_layout(raw))
+        with self._lock:
+            self._report.layouts[layout] = self._report.layouts.get(layout, 0) + 1
         self._check_item(item)
 
     def _check_item(self, item: Item) -> None:

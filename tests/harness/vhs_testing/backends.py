@@ -26,6 +26,7 @@ import boto3
 from vhs import VersionedHybridStore, resources
 from vhs.local.moto_dynamodb import direct_responses
 from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, client
+from vhs_testing.layouts import COMPACT, MIXED, alternate_layouts
 
 BACKENDS = ["inprocess", "server", "dynalite", "live"]
 
@@ -46,6 +47,7 @@ class Backend:
     region: str = DEFAULT_REGION
     dynamodb_endpoint: str | None = None
     stores: list[VersionedHybridStore] = field(default_factory=list)
+    layouts: str = COMPACT  # MIXED: stores whose writes alternate layouts (vhs_testing.layouts)
 
     def id(self, name: str) -> str:
         return f"{self.namespace}{name}"
@@ -59,6 +61,8 @@ class Backend:
             dynamodb_client=options.pop("dynamodb_client", self.dynamodb),
             **options,
         )
+        if self.layouts == MIXED:
+            alternate_layouts(store)
         self.stores.append(store)
         return store
 

@@ -1,0 +1,129 @@
+"""The two forms an entry's ordering key, hashes and codec names take in the item (item.py).
+
+DynamoDB bills a write by the started kilobyte of the item, so the bytes of every held entry
+are paid again on every update of the id. The compact layout, which every write makes, stores
+
+* `t`, the ordering timestamp, as a number: microseconds since 1970-01-01T00:00:00Z, the
+  precision of the stored form ordering.py compares (never coarser), negative before 1970;
+* `h` (and `bh`, and a part's `h`), a sha256, as its 32 raw bytes; a delete's TOMBSTONE_HASH
+  stays the one-character string "~", which the conditions order after every binary digest
+  (ordering.StoredForm);
+* `z`, a delta's codec, as one character (CODEC_TAGS); zlib, the current entry's codec, held
+  once an item, keeps its name.
+
+The text layout, which every write made before, stores the same values as text: `t` in the
+stored RFC 3339 form, hashes as lowercase hex, codecs by their names. Items in it are read as
+they are; a write rewrites what it writes in the compact layout (docs/design.md, "Item
+layouts"). Both forms are defined here, field by field, so the one that is no longer written
+cannot drift from the one that is: the text form is written only where a test or benchmark
+sets `DynamoIndex.layout`.
+
+DynamoDB orders numbers by value and binary values by their unsigned bytes, so every
+comparison the ordering conditions make gives the same answer in either layout; a comparison
+between two types is never made, because each branch of a condition first checks the form
+the current entry is stored in (`CONDITION_FORMS`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .codec import DELTA, SAME
+from .ordering import TOMBSTONE_HASH, OrderKey, StoredForm, stored_form, stored_to_datetime
+
+
+class Layout(enum.StrEnum):
+    COMPACT = "compact"  # what every write makes
+    TEXT = "text"  # what every write made before: read, and rewritten by the next write
+
+
+CODEC_TAGS = {DELTA: "d", SAME: "s"}
+_CODEC_NAMES = {tag: name for name, tag in CODEC_TAGS.items()}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+# The stored form's range (ordering.parse_timestamp: four-digit years).
+_EARLIEST = (datetime(1000, 1, 1, tzinfo=UTC) - _EPOCH) // _MICROSECOND
+_LATEST = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - _EPOCH) // _MICROSECOND
+
+# How each layout stores the current entry's key, for the ordering conditions: a check that
+# the entry is stored so (attribute_type), and the placeholders of the incoming key's
+# `updated_at` and hash typed as it stores them. Their values: `key_values`.
+CONDITION_FORMS = {
+    Layout.COMPACT: StoredForm("attribute_type(#c[0].#t, :N)", ":t", ":h", binary=":B"),
+    Layout.TEXT: StoredForm("attribute_type(#c[0].#t, :S)", ":tx", ":hx"),
+}
+_TYPE_NAMES = {
+    Layout.COMPACT: {":N": {"S": "N"}, ":B": {"S": "B"}},
+    Layout.TEXT: {":S": {"S": "S"}},
+}
+
+
+class BadField(ValueError):
+    """A stored value that neither layout writes (item.py reports it as a MalformedItem)."""
+
+
+def time_value(stored: str, layout: Layout) -> dict[str, str]:
+    """The DynamoDB value of an ordering timestamp (ordering's stored form) in `layout`."""
+    if layout is Layout.TEXT:
+        return {"S": stored}
+    return {"N": str((stored_to_datetime(stored) - _EPOCH) // _MICROSECOND)}
+
+
+def time_of_number(number: Any) -> str:
+    """The stored form of a timestamp the compact layout holds (a number's text)."""
+    try:
+        micros = int(number)
+    except (TypeError, ValueError):
+        raise BadField(f"expected a whole number of microseconds, got {number!r}") from None
+    if not _EARLIEST <= micros <= _LATEST:
+        raise BadField(f"a time out of the stored form's range: {number!r}")
+    return stored_form(_EPOCH + micros * _MICROSECOND)
+
+
+def hash_value(content_hash: str, layout: Layout) -> dict[str, Any]:
+    """The DynamoDB value of a sha256 (hex) or TOMBSTONE_HASH in `layout`."""
+    if layout is Layout.TEXT or content_hash == TOMBSTONE_HASH:
+        return {"S": content_hash}
+    return {"B": bytes.fromhex(content_hash)}
+
+
+def hash_of_bytes(data: bytes | str) -> str:
+    """The hex sha256 the compact layout holds as bytes (base64 text in a Lambda event's
+    stream image)."""
+    try:
+        data = base64.b64decode(data, validate=True) if isinstance(data, str) else bytes(data)
+    except (binascii.Error, TypeError, ValueError):
+        raise BadField(f"expected binary, got {data!r}") from None
+    return data.hex()
+
+
+def codec_value(codec: str, layout: Layout) -> dict[str, str]:
+    return {"S": codec if layout is Layout.TEXT else CODEC_TAGS.get(codec, codec)}
+
+
+def codec_of_text(text: str) -> str:
+    """The codec a `z` names in either layout: a tag, or a name (the text layout's)."""
+    return _CODEC_NAMES.get(text, text)
+
+
+def layout_of_entry(value: Mapping[str, Any]) -> Layout | None:
+    """The layout an entry's map is in, by the form of its `t` (None: neither)."""
+    stamp = value.get("M", {}).get("t", {}) if isinstance(value, Mapping) else {}
+    return Layout.COMPACT if "N" in stamp else Layout.TEXT if "S" in stamp else None
+
+
+def key_values(incoming: OrderKey, layouts: Iterable[Layout]) -> dict[str, dict[str, Any]]:
+    """The values of the ordering conditions' placeholders for `incoming`, in each of
+    `layouts` (those whose CONDITION_FORMS the condition names: DynamoDB refuses unused ones)."""
+    values: dict[str, dict[str, Any]] = {":ct": {"S": incoming.content_type}}
+    for layout in layouts:
+        form = CONDITION_FORMS[layout]
+        values[form.t] = time_value(incoming.updated_at, layout)
+        values[form.h] = hash_value(incoming.content_hash, layout)
+        values |= _TYPE_NAMES[layout]
+    return values
