@@ -26,7 +26,11 @@ from .measure import Samples
 from .report import dollars
 from .systems import VhsSystem
 
-OPTIONS = {"--puts": (int, 11, 11, "puts of the record: a create, then edits")}
+OPTIONS = {
+    "--puts": (int, 11, 11, "puts of the record: a create, then edits"),
+    "--records": (int, 150, 20, "small records of the size mix in the bound's sample"),
+}
+MIX_PUTS = 10  # the steady-state mix's puts of each record (docs/benchmarks.md, "Workload")
 # What each field of an entry holds, in the order the table lists them.
 FIELDS = {
     "t": "the ordering timestamp",
@@ -59,6 +63,44 @@ def write_units(size: int) -> int:
     return pricing.write_units(size, size, succeeded=True)
 
 
+def bytes_only(raw: dict[str, Any]) -> int:
+    """The smallest item that could hold what `raw` holds, whatever its layout: its id and the
+    compressed bytes of its entries (`b`), with no name, hash, time, size, token or overhead."""
+    entries = [*raw[CURRENT]["L"], *raw.get(HISTORY, {}).get("L", [])]
+    return value_size(raw["id"]) + sum(value_size(e["M"]["b"]) for e in entries if "b" in e["M"])
+
+
+def layout_bound(server: Any, records: int, progress: Progress) -> list[list[str]]:
+    """Mean write units of each small put of the size mix's steady-state workload (a create
+    and edits, docs/benchmarks.md "Workload"), billed on the compact item and on bytes_only:
+    how far any layout of the same compressed bytes could take the small class."""
+    bodies = [b for b in workload.size_mix(1000) if b.size_class == "small"][:records]
+    probe = client("dynamodb", server.endpoint)
+    system = VhsSystem(client("s3", server.endpoint), client("dynamodb", server.endpoint),
+                       probe, table="layout-bound")  # fmt: skip
+    units = {"compact": [[0] * MIX_PUTS for _ in bodies], "bound": [[0] * MIX_PUTS for _ in bodies]}
+    for n, body in enumerate(bodies):
+        progress(f"bound: record {n + 1} of {len(bodies)}, {MIX_PUTS} puts")
+        rng, record, before = random.Random(f"{workload.SEED}/bound/{n}"), body.record, {}
+        for put in range(MIX_PUTS):
+            if put:
+                record = workload.revise(record, rng, workload.timestamp(put))
+            system.put(body.id, record, workload.timestamp(put), exists=put > 0)
+            raw = probe.get_item(TableName=system.table, Key={"id": {"S": body.id}})["Item"]
+            for name, size in (("compact", item_size(raw)), ("bound", bytes_only(raw))):
+                units[name][n][put] = pricing.write_units(before.get(name, 0), size,
+                                                          succeeded=True)  # fmt: skip
+                before[name] = size
+
+    def mean(name: str, puts: int) -> float:
+        return sum(sum(row[:puts]) for row in units[name]) / (puts * len(bodies))
+
+    mixes = (("puts 1-2 (the two-version mix)", 2),
+             (f"puts 1-{MIX_PUTS} (the steady-state mix)", MIX_PUTS))  # fmt: skip
+    return [[label, f"{mean('compact', puts):.3f}", f"{mean('bound', puts):.3f}"]
+            for label, puts in mixes]  # fmt: skip
+
+
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
     record = Samples.build().small[0]
     rng = random.Random(f"{workload.SEED}/item-layout")
@@ -78,6 +120,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
                 system.put("steady", version, workload.timestamp(day), exists=day > 1)
             items[layout] = probe.get_item(TableName=system.table,
                                            Key={"id": {"S": "steady"}})["Item"]  # fmt: skip
+        bound = layout_bound(server, options.records, progress)
     counts = {layout: accounting(raw) for layout, raw in items.items()}
     sizes = {layout: item_size(raw) for layout, raw in items.items()}
     problems = [f"{layout}: the fields add up to {sum(c.values())}, not {sizes[layout]}"
@@ -116,6 +159,11 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
         table(["field", "holds", "text layout (bytes)", "compact layout (bytes)", "saved"],
               rows, right=2),
         summary,
+        f"Write units of a small put, mean over {options.records} small records of the size "
+        f"mix, {MIX_PUTS} puts each: billed on the compact item, and on the bound, an item of "
+        "nothing but the record's id and its compressed bytes (no layout can hold less):",
+        table(["puts", "compact layout (WU)", "bound: compressed bytes only (WU)"], bound,
+              right=1),
     ])  # fmt: skip
     data = {str(layout): {"item_bytes": sizes[layout], "fields": dict(counts[layout])}
             for layout in items}  # fmt: skip
