@@ -24,6 +24,7 @@ from vhs import VersionedHybridStore, resources
 from vhs.ingest.batch import _ingest_one, ingest_batch
 from vhs.ingest.coalesce import losers, read_candidate
 from vhs.ingest.ingestor import Ingestor
+from vhs.layouts import Layout, time_value
 from vhs.ordering import OrderKey, parse_timestamp
 
 IDS = [f"hot-{n}" for n in range(4)]
@@ -173,7 +174,7 @@ def test_a_winner_that_fails_takes_no_loser_with_it(stack):  # noqa: F811
     latest = parse_timestamp("2026-01-01T00:03:00Z")
 
     def fail_the_winner(params: dict[str, Any], **_: Any) -> None:
-        if params["ExpressionAttributeValues"][":t"] == {"S": latest}:
+        if params["ExpressionAttributeValues"][":t"] == time_value(latest, Layout.COMPACT):
             raise RuntimeError("the winner's write fails")
 
     worker.store.index.dynamodb.meta.events.register(
