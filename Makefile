@@ -93,9 +93,10 @@ format: $(STAMP)
 
 # One worker per core (pytest-xdist): most tests wait on a moto server of their worker's own, so
 # two workers keep both cores of a small CI machine busy. worksteal: an idle worker takes tests
-# queued for the other, so one long test near the end does not leave a core idle.
+# queued for the other, so one long test near the end does not leave a core idle. The 25
+# slowest tests are listed at the end: where make test's 15 minutes go.
 unit: $(STAMP) $(NODE_STAMP)
-	$(BIN)/python -m pytest -q -n auto --dist worksteal
+	$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=25
 
 ## bench: every benchmark (python -m benchmarks all); writes their figures in docs/benchmarks.md
 bench: $(STAMP)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,14 +48,20 @@ class Reindex:
 
 class FastClock:
     """A clock that moves `step` seconds each time it is read: the worker's context counts
-    down from its 900 s timeout in a few reads, so it stops early and the Choice loops."""
+    down from its 900 s timeout in a few reads, so it stops early and the Choice loops.
+
+    Each thread reads a clock of its own. The Map runs its segments in threads of their own,
+    and on AWS each invocation's context counts down alone: with one shared clock, a
+    segment's reads would spend another's time, and under load an invocation could find its
+    time gone before its first page (a timeout, and a retry without a cursor)."""
 
     def __init__(self, step: float) -> None:
-        self.now, self.step = 0.0, step
+        self.step = step
+        self._thread = threading.local()
 
     def __call__(self) -> float:
-        self.now += self.step
-        return self.now
+        self._thread.now = getattr(self._thread, "now", 0.0) + self.step
+        return self._thread.now
 
 
 def reindex_run(clock: Any = None) -> Iterator[Reindex]:
