@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from ..errors import InvalidInput
 from .output import console, emit_json
 
 
@@ -105,8 +106,7 @@ def cmd_dlq_redrive(args: argparse.Namespace) -> int:
 def cmd_dlq_discard(args: argparse.Namespace) -> int:
     selection = _dlq_filter(args)
     if selection.selects_everything and not args.all:
-        print("error: give a filter, or --all to discard every dead letter", file=sys.stderr)
-        return 2
+        raise InvalidInput("--all", "give a filter, or --all to discard every dead letter")
     report = _dlq().discard(
         selection,
         everything=args.all,
