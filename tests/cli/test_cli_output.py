@@ -78,6 +78,14 @@ def test_import_without_a_terminal_writes_progress_lines(
     assert progress and progress[-1].startswith(f"progress: {size} bytes of {size} bytes at ")
 
 
+def test_gc_without_a_terminal_writes_progress_lines(
+    in_process: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--json", "gc", "--dry-run", "--shard", "00", "--shard", "01"]) == 0
+    progress = [line for line in capsys.readouterr().err.splitlines() if "progress" in line]
+    assert progress[-1].startswith("progress: 2 of 2 shards at "), progress
+
+
 def test_verify_counts_a_missing_id_as_looked_up(
     in_process: None, local_env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -202,26 +210,17 @@ def test_import_summary_counts_in_the_singular_and_the_plural(
 def test_a_part_takes_its_content_type_after_the_file(
     local_env: dict[str, str], tmp_path: Path
 ) -> None:
-    scan, notes = tmp_path / "scan;1.tiff", tmp_path / "notes.txt"
-    scan.write_bytes(os.urandom(1000))
-    notes.write_bytes(b"plain")
-    put = json_of(
-        local_env,
-        "put",
-        "typed-1",
-        "-",
-        "--part",
-        f"scan={scan};type=image/tiff",
-        "--part",
-        f"notes={notes}",
-        stdin=b"{}",
-    )
+    files = {"scan": tmp_path / "scan;1.tiff", "notes": tmp_path / "notes.txt"}
+    for name, path in files.items():
+        path.write_bytes(name.encode() * 100)
+    parts = ["--part", f"scan={files['scan']};type=image/tiff", "--part", f"notes={files['notes']}"]
+    put = json_of(local_env, "put", "typed-1", "-", *parts, stdin=b"{}")
     assert put["parts"]["scan"]["content_type"] == "image/tiff"
     got = json_of(local_env, "get", "typed-1")
     assert got["parts"]["scan"]["content_type"] == "image/tiff"
     assert got["parts"]["notes"]["content_type"] == "application/octet-stream"
     part = vhs(local_env, "get", "typed-1", "--part", "scan")
-    assert part.stdout == scan.read_bytes()  # a ';' in the file's name is the name's
+    assert part.stdout == files["scan"].read_bytes()  # a ';' in the file's name is the name's
 
 
 def test_a_stale_put_reports_no_location(local_env: dict[str, str]) -> None:

@@ -22,7 +22,9 @@ AWS's own, for a deployed stack).
 
 This module is the parser and the dispatch; the commands live by concern in records,
 pipeline, maintenance and dlq, and import what they need (boto, rich, the store) only when
-they run, so that `vhs --help` and a mistyped command stay quick.
+they run, so that `vhs --help` and a mistyped command stay quick. Whatever a command (or the
+parser) raises is reported in one place, boundary.run: one line on standard error, the exit
+status docs/cli.md gives, and under --json a JSON document on standard output.
 """
 
 from __future__ import annotations
