@@ -243,3 +243,18 @@ def test_a_stale_put_reports_no_location(local_env: dict[str, str]) -> None:
     assert stale["content_hash"] == hashlib.sha256(body).hexdigest()
     plain = vhs(local_env, *late, stdin=body)
     assert plain.stdout == b"stale-1: stale, version 2\n"
+
+
+def test_a_reader_that_stops_reading_stops_the_command_silently(
+    local_env: dict[str, str],
+) -> None:
+    """`vhs get ID | head -c 10`: no `error: Broken pipe`, no traceback; 141, as a shell
+    reports a command SIGPIPE stopped."""
+    assert vhs(local_env, "put", "pipe-1", "-", "--raw", stdin=os.urandom(200_000)).returncode == 0
+    reading = subprocess.Popen(
+        [*VHS, "get", "pipe-1"], env=local_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert reading.stdout and reading.stderr
+    reading.stdout.close()  # before it writes a byte: it starts in a fresh interpreter
+    assert reading.wait(timeout=60) == 141
+    assert reading.stderr.read() == b""

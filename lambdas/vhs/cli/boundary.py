@@ -5,7 +5,8 @@ credentials, an endpoint that does not answer) ever shows a traceback.
 
 The exit statuses are docs/cli.md's: 0 done; 1 done, but something failed or was found; 2 bad
 input or configuration; 3 not found; 4 AWS (or the local stack) could not be reached or kept
-failing, so trying again later may work; 130 interrupted (Ctrl-C or SIGTERM).
+failing, so trying again later may work; 130 interrupted (Ctrl-C or SIGTERM); 141 standard
+output closed early (a pipe's reader that stopped reading), silently.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..errors import IntegrityError, RecordNotFound, VhsError, WriteConflict
 from .output import emit_json
 
 DONE, FOUND, BAD_INPUT, NOT_FOUND, UNAVAILABLE, INTERRUPTED = 0, 1, 2, 3, 4, 130
+CLOSED_PIPE = 141  # as a shell reports a command SIGPIPE stopped
 
 # AWS error codes that mean the configuration names something that is not there, or the
 # credentials are not accepted: the user's to fix, not worth retrying.
@@ -209,6 +211,11 @@ def run(command: Callable[[], int], argv: Sequence[str]) -> int:
             return command()
     except SystemExit:
         raise
+    except BrokenPipeError:
+        # The reader went away (`vhs history ID | head -1`): nothing to say, and nobody to
+        # say it to. Standard output goes to /dev/null, so the flush at exit cannot fail too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return CLOSED_PIPE
     except BaseException as error:
         if flagged(argv, "--traceback"):
             import traceback
