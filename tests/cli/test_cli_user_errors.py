@@ -268,3 +268,24 @@ def test_a_record_not_found_under_json(local_env: dict[str, str], files: dict[st
     run = _run(["get", "never-stored"], local_env, files, as_json=True)
     assert assert_one_line(run, NOT_FOUND).startswith("not found: ")
     assert assert_json_error(run, NOT_FOUND)["kind"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "says"),
+    [
+        ("UnrecognizedClientException", BAD_INPUT, "AWS_PROFILE"),
+        ("AccessDeniedException", BAD_INPUT, "aws sts get-caller-identity"),
+        ("ResourceNotFoundException", BAD_INPUT, "check the configuration"),
+        ("ProvisionedThroughputExceededException", UNAVAILABLE, "try again later"),
+    ],
+)
+def test_what_aws_refuses_is_told_by_its_code(code: str, status: int, says: str) -> None:
+    """The refusals moto does not make (it checks no credentials or permissions), as botocore
+    raises them."""
+    from botocore.exceptions import ClientError
+
+    from vhs.cli.boundary import failure_of
+
+    failure = failure_of(ClientError({"Error": {"Code": code, "Message": "no"}}, "GetItem"))
+    assert (failure.status, failure.as_json()["exit_status"]) == (status, status)
+    assert says in failure.line and "\n" not in failure.line

@@ -49,12 +49,9 @@ CREDENTIALS_CODES = frozenset(
         "SignatureDoesNotMatch",
         "ExpiredToken",
         "ExpiredTokenException",
-        "AccessDenied",
-        "AccessDeniedException",
-        "AuthorizationError",
-        "403",
     }
 )
+DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "AuthorizationError", "403"})
 CREDENTIALS_HINT = (
     "set AWS_PROFILE (aws configure, aws sso login) or AWS_ACCESS_KEY_ID and "
     "AWS_SECRET_ACCESS_KEY; for the local stack, the exports `vhs local up` prints"
@@ -162,6 +159,12 @@ def failure_of(error: BaseException) -> Failure:
         code = str(error.response.get("Error", {}).get("Code", ""))
         if code in CREDENTIALS_CODES:
             return Failure(BAD_INPUT, f"AWS refused the credentials: {error}: {CREDENTIALS_HINT}")
+        if code in DENIED_CODES:
+            return Failure(
+                BAD_INPUT,
+                f"{error}: these credentials may not do this (whose are they: aws sts "
+                "get-caller-identity)",
+            )
         if code in MISSING_RESOURCE_CODES:
             return Failure(
                 BAD_INPUT, f"{error}: check the configuration (VHS_* variables, or --stack NAME)"
@@ -240,7 +243,6 @@ def first_request(dynamodb: Any, table: str) -> dict[str, Any]:
     try:
         return dict(dynamodb.describe_table(TableName=table)["Table"])
     except ClientError as error:
-        code = error_code(error)
-        if code != "AccessDeniedException" and code in MISSING_RESOURCE_CODES | CREDENTIALS_CODES:
+        if error_code(error) in MISSING_RESOURCE_CODES | CREDENTIALS_CODES:
             raise
         return {}
