@@ -116,8 +116,8 @@ class PutResult:
     id: str
     outcome: Outcome
     version: int
-    content_hash: str
-    location: str
+    content_hash: str  # of the body (the version, with parts) put, whatever the outcome
+    location: str | None  # "inline" or s3://...; None when stale: nothing was stored
     body_hash: str | None = None  # with parts: the body's own sha256 (content_hash: the version's)
     parts: Mapping[str, PartInfo] = field(default_factory=dict)
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from . import keys
 from .codec import Body
 from .errors import InvalidPart, WriteConflict
-from .index import BodyCondemned
+from .index import BodyCondemned, WriteResult
 from .item import INLINE, held_size, item_from_dynamo
 from .model import Entry, Item, PutResult, StoredPart
 from .ordering import OrderKey, Outcome, classify
@@ -122,7 +122,7 @@ def put_body(store: VersionedHybridStore, id: str, body: Body, stamp: str) -> Pu
         raise WriteConflict(f"{id!r}: the garbage collector kept condemning its body")
     store._settled(result.item)
     location = "inline" if inline is not None else store.bodies.location(key)
-    return PutResult(id, result.outcome, result.version, body.sha256, location)
+    return PutResult(id, result.outcome, result.version, body.sha256, _stored(result, location))
 
 
 def put_with_parts(
@@ -188,10 +188,16 @@ def put_with_parts(
         result.outcome,
         result.version,
         entry.content_hash,
-        location,
+        _stored(result, location),
         body_hash=body.sha256,
         parts=store._parts_info(id, entry),
     )
+
+
+def _stored(result: WriteResult, location: str) -> str | None:
+    """Where the put's body is: nowhere when it was stale (refused: nothing was written, and
+    the version reported is the current one, another body or a delete)."""
+    return None if result.outcome is Outcome.STALE else location
 
 
 def entry_with_parts(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import jsonpatch
 import pytest
 
-from vhs_testing.cli import VHS, assert_documented, local_env, times_in, vhs
+from vhs_testing.cli import VHS, assert_documented, json_of, local_env, vhs
 
 __all__ = ["local_env"]  # the fixture: `vhs local up` for every test here
 
@@ -354,18 +353,6 @@ def test_every_table_prints_data_as_text_never_as_markup(local_env, tmp_path: Pa
 
 
 # --- Every command's --json: the shapes docs/cli.md documents, and one form of time ----------
-
-# RFC 3339 with a `T`, in UTC with a numeric offset: what `get` writes (datetime.isoformat()).
-RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00")
-
-
-def json_of(env: dict[str, str], *args: str, stdin: bytes | None = None, status: int = 0) -> object:
-    result = vhs(env, "--json", *args, stdin=stdin)
-    assert result.returncode == status, (args, result.stderr)
-    output = json.loads(result.stdout)  # one JSON document, nothing else
-    for key, stamp in times_in(output):
-        assert RFC3339.fullmatch(stamp), f"vhs {' '.join(args)}: {key} = {stamp!r}"
-    return output
 
 
 def test_every_command_writes_its_documented_json(local_env, tmp_path: Path):

@@ -23,7 +23,9 @@ AWS's own, for a deployed stack).
 
 This module is the parser and the dispatch; the commands live by concern in records,
 pipeline, maintenance and dlq, and import what they need (boto, rich, the store) only when
-they run, so that `vhs --help` and a mistyped command stay quick.
+they run, so that `vhs --help` and a mistyped command stay quick. Whatever a command (or the
+parser) raises is reported in one place, boundary.run: one line on standard error, the exit
+status docs/cli.md gives, and under --json a JSON document on standard output.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import settings
-from ..errors import RecordNotFound, VhsError
 from ..resources import REINDEX
+from .boundary import Parser, run
 from .dlq import add_filters, cmd_dlq_discard, cmd_dlq_list, cmd_dlq_redrive
 from .importer import cmd_import
 from .maintenance import cmd_gc, cmd_migrate, cmd_verify
@@ -74,6 +76,14 @@ def _count(text: str, least: int) -> int:
     return value
 
 
+def _shard(text: str) -> str:
+    from ..keys import all_shards
+
+    if text not in all_shards():
+        raise argparse.ArgumentTypeError(f"not a shard: {text!r} (two lowercase hex digits, 00-ff)")
+    return text
+
+
 def _positive(text: str) -> int:
     return _count(text, 1)
 
@@ -83,8 +93,11 @@ def _non_negative(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vhs", description="VHS: a versioned hybrid store")
+    parser = Parser(prog="vhs", description="VHS: a versioned hybrid store")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument(
+        "--traceback", action="store_true", help="print the traceback of an error, too"
+    )
     parser.add_argument(
         "--stack",
         metavar="NAME",
@@ -149,8 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--part",
         action="append",
         default=[],
-        metavar="NAME=FILE",
-        help="a named binary part stored beside the record (repeatable), e.g. scan=scan.tiff",
+        metavar="NAME=FILE[;type=TYPE]",
+        help="a named binary part stored beside the record (repeatable), e.g. scan=scan.tiff "
+        "or 'scan=scan.tiff;type=image/tiff' to give its content type (quoted: ';' ends a "
+        "shell command)",
     )
 
     p = _command(sub, "get", cmd_get, "print a record's body")
@@ -237,7 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "gc", cmd_gc, "delete S3 bodies that no retained version references")
     p.add_argument("--dry-run", action="store_true", help="report only; delete nothing")
     p.add_argument("--grace", default="1h", help="skip objects younger than this (default 1h)")
-    p.add_argument("--shard", action="append", help="only this shard (00-ff); repeatable")
+    p.add_argument(
+        "--shard", action="append", type=_shard, help="only this shard (00-ff); repeatable"
+    )
 
     p = _command(sub, "verify", cmd_verify, "check every current and retained pointer")
     p.add_argument("ids", nargs="*", help="only these ids (default: the whole table)")
@@ -317,20 +334,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
+    """Run the command line `argv` (default: this process's); its exit status. Every error,
+    the parser's too, is reported by `boundary.run`: one line, and a JSON document under
+    --json."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    def command() -> int:
+        args = build_parser().parse_args(argv)
         if args.stack:
             from .stackconfig import env_from_stacks
 
             os.environ.update(env_from_stacks(args.stack))
-        return args.handler(args)
-    except RecordNotFound as error:
-        print(f"not found: {error}", file=sys.stderr)
-        return 3
-    except VhsError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return int(args.handler(args))
+
+    return run(command, argv)
 
 
 if __name__ == "__main__":

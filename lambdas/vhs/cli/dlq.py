@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
-from .output import console, emit_json
+from ..errors import InvalidInput
+from .output import console, emit_json, tracking
 
 
 def _dlq() -> Any:
@@ -40,6 +43,13 @@ def _reason(letter: Any) -> str:
     return f"{letter.reason}\n(it claims, unverified: {letter.unverified_reason})"
 
 
+@contextlib.contextmanager
+def _sweeping(queue: Any, description: str, args: argparse.Namespace) -> Iterator[Any]:
+    """Progress over one pass of the DLQ: a step per message looked at, of those visible."""
+    with tracking(description, total=queue.depth().visible, unit="messages", json=args.json) as bar:
+        yield lambda report: bar.advance()
+
+
 def add_filters(p: argparse.ArgumentParser) -> None:
     """The options that select dead letters (redrive and discard)."""
     p.add_argument("--type", action="append", help="error type, e.g. InvalidMessage")
@@ -59,7 +69,14 @@ def cmd_dlq_list(args: argparse.Namespace) -> int:
 
     queue = _dlq()
     depth = queue.depth()
-    letters = queue.list(limit=args.limit, resolve_claim_checks=args.resolve)
+    with tracking(
+        "reading dead letters", total=depth.visible, unit="messages", json=args.json
+    ) as bar:
+        letters = queue.list(
+            limit=args.limit,
+            resolve_claim_checks=args.resolve,
+            progress=lambda n: bar.update(n, depth.visible),
+        )
     if args.json:
         emit_json([letter.as_dict() for letter in letters])
         return 0
@@ -84,9 +101,13 @@ def cmd_dlq_list(args: argparse.Namespace) -> int:
 
 def cmd_dlq_redrive(args: argparse.Namespace) -> int:
     queue = _dlq()
-    report = queue.redrive(
-        _dlq_filter(args), dry_run=args.dry_run, use_move_task=False if args.no_move_task else None
-    )
+    with _sweeping(queue, "redriving dead letters", args) as advance:
+        report = queue.redrive(
+            _dlq_filter(args),
+            dry_run=args.dry_run,
+            use_move_task=False if args.no_move_task else None,
+            progress=advance,
+        )
     if args.json:
         emit_json(report.as_dict())
     elif report.task_handle:
@@ -105,14 +126,16 @@ def cmd_dlq_redrive(args: argparse.Namespace) -> int:
 def cmd_dlq_discard(args: argparse.Namespace) -> int:
     selection = _dlq_filter(args)
     if selection.selects_everything and not args.all:
-        print("error: give a filter, or --all to discard every dead letter", file=sys.stderr)
-        return 2
-    report = _dlq().discard(
-        selection,
-        everything=args.all,
-        include_unverified=args.include_unverified,
-        dry_run=args.dry_run,
-    )
+        raise InvalidInput("--all", "give a filter, or --all to discard every dead letter")
+    queue = _dlq()
+    with _sweeping(queue, "discarding dead letters", args) as advance:
+        report = queue.discard(
+            selection,
+            everything=args.all,
+            include_unverified=args.include_unverified,
+            dry_run=args.dry_run,
+            progress=advance,
+        )
     if args.json:
         emit_json(report.as_dict())
     else:

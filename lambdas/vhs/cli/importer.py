@@ -42,7 +42,8 @@ from ..ingest.bulk import (
     chunked,
 )
 from ..ingest.bulk_sources import SourceFile, file_lines, read_header, resolve_sources
-from .output import console_err, emit_json
+from .boundary import first_request
+from .output import emit_json, plural, tracking
 
 DEFAULT_DIRECTORY = Path(".vhs/import")
 
@@ -261,6 +262,8 @@ def open_run(
         )
     s3 = s3 or (ingestor.s3 if needs_s3 else None)
     files, skipped = resolve_sources(sources, fmt, s3)
+    # Before the report is opened: a line would fail only after its retries.
+    first_request(ingestor.store.index.dynamodb, ingestor.store.table_name)
     description = {
         "sources": [s if s.startswith("s3://") else str(Path(s).resolve()) for s in sources],
         "format": fmt,
@@ -290,16 +293,9 @@ def open_run(
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from rich.markup import escape
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-
+    """Import the sources, with progress (a bar, or lines on standard error without a
+    terminal). Ctrl-C or SIGTERM (the CLI raises KeyboardInterrupt for both) stops it with
+    the checkpoint saved and the summary printed."""
     mapping = CsvMapping.parse(args.map or [])
     if args.map and args.format == "jsonl":
         raise InvalidInput("--map", "only goes with CSV")
@@ -314,19 +310,15 @@ def cmd_import(args: argparse.Namespace) -> int:
         chunk_lines=args.chunk_lines,
     )
     total = sum(f.size for f in imported.files)
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=console_err(),
-        disable=args.json or not sys.stderr.isatty(),
-    )
     interrupted = False
-    with bar:
-        task = bar.add_task(escape(f"importing {len(imported.files)} files"), total=total)
-        imported.progress = lambda n: bar.advance(task, n)
+    with tracking(
+        f"importing {plural(len(imported.files), 'file')}",
+        total=total,
+        unit="bytes",
+        json=args.json,
+        transfer=True,
+    ) as tracked:
+        imported.progress = tracked.advance
         try:
             tally = imported.run()
         except KeyboardInterrupt:
@@ -355,12 +347,12 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"{name} {tally.counts[name]}" for name in tally.as_json() if name != "coalesced"
         )
         print(
-            f"imported {result['lines']} lines of {result['files']} files in {seconds:.1f} s: "
-            f"{counts} ({tally.coalesced} coalesced)"
+            f"imported {plural(result['lines'], 'line')} of {plural(result['files'], 'file')} "
+            f"in {seconds:.1f} s: {counts} ({tally.coalesced} coalesced)"
         )
         if imported.report.entries:
             print(
-                f"  report: {imported.report.path} ({imported.report.entries} lines)",
+                f"  report: {imported.report.path} ({plural(imported.report.entries, 'line')})",
                 file=sys.stderr,
             )
         if interrupted:

@@ -7,7 +7,9 @@ import argparse
 import sys
 from typing import Any
 
-from .output import console_err, emit_json, print_counts, progress
+from ..errors import InvalidInput
+from .boundary import first_request
+from .output import console_err, emit_json, print_counts, tracking
 from .records import open_store
 
 
@@ -18,13 +20,14 @@ def cmd_gc(args: argparse.Namespace) -> int:
     try:
         grace = parse_duration(args.grace)
     except ValueError as error:
-        print(f"error: --grace: {error}", file=sys.stderr)
-        return 2
+        raise InvalidInput("--grace", str(error)) from None
     shards = args.shard or all_shards()
-    collector = GarbageCollector(open_store(), grace=grace, dry_run=args.dry_run)
-    with progress(console=console_err(), disable=args.json) as bar:
-        task = bar.add_task("collecting shards", total=len(shards))
-        total = collector.run(shards, progress=lambda shard, report: bar.advance(task))
+    store = open_store()
+    # The collector reports a shard it cannot list and goes on to the next.
+    first_request(store.index.dynamodb, store.table_name)
+    collector = GarbageCollector(store, grace=grace, dry_run=args.dry_run)
+    with tracking("collecting shards", total=len(shards), unit="shards", json=args.json) as bar:
+        total = collector.run(shards, progress=lambda shard, report: bar.advance())
     # Exit 1 when some ids or shards could not be collected (the rest was).
     status = 0 if total.ok else 1
     if args.json:
@@ -92,11 +95,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 )
             )
 
-    with progress(console=err, disable=args.json, time_remaining=False) as bar:
-        task = bar.add_task("verifying items", total=None)
+    with tracking(
+        "verifying items",
+        total=None,
+        unit="items",
+        json=args.json,
+        console=err,
+        time_remaining=False,
+    ) as bar:
 
         def advance(state: Any) -> None:
-            bar.update(task, completed=state.items, total=state.estimated_items)
+            bar.update(state.looked_up, state.estimated_items)
 
         report = verifier.run(args.ids or None, on_finding=shown, progress=advance)
     if args.json:

@@ -14,7 +14,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .output import console_err, emit_json, json_value, progress
+from ..errors import InvalidInput
+from .output import emit_json, json_value, plural, tracking
 
 
 def cmd_local_up(args: argparse.Namespace) -> int:
@@ -164,8 +165,6 @@ def cmd_send(args: argparse.Namespace) -> int:
     batches with a summary of what was sent and the --from-line that sends only the rest."""
     import time
 
-    from rich.markup import escape
-
     from ..operator.producer import Producer
 
     path = Path(args.file)
@@ -179,18 +178,12 @@ def cmd_send(args: argparse.Namespace) -> int:
     producer = Producer.from_env(validate=not args.no_validate, max_queued=args.max_queued)
     stop = threading.Event()
     started = time.monotonic()
-    drawn = not args.json and sys.stderr.isatty()
-    lines_log = _ProgressLines(total, started, every=0 if drawn else PROGRESS_LINE_SECONDS)
     with (
         _stop_on_interrupt(stop),
-        progress(console=console_err(), disable=not drawn, rate="msg") as bar,
+        tracking(
+            f"sending {path.name}", total=total, unit="lines", json=args.json, rate="msg"
+        ) as tracked,
     ):
-        # The description column reads markup: a file name is data.
-        task = bar.add_task(f"sending {escape(path.name)}", total=total, status="")
-
-        def advance(n: int) -> None:
-            bar.advance(task, n)
-            lines_log.advance(n)
 
         def waiting(held: int | None) -> None:
             status = (
@@ -198,10 +191,9 @@ def cmd_send(args: argparse.Namespace) -> int:
                 if held is None
                 else f"waiting: the queue holds {held:,} (the pipeline is the bottleneck)"
             )
-            bar.update(task, status=status)
-            lines_log.waiting(held)
+            tracked.waiting(held, status)
 
-        report = producer.send_lines(lines, progress=advance, stop=stop, waiting=waiting)
+        report = producer.send_lines(lines, progress=tracked.advance, stop=stop, waiting=waiting)
     seconds = time.monotonic() - started
     summary = {
         "lines": total,
@@ -227,49 +219,10 @@ def cmd_send(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-# Without a terminal to draw a bar on (a log, --json), `vhs send` writes a progress line to
-# standard error this often.
-PROGRESS_LINE_SECONDS = 10.0
-
-
-class _ProgressLines:
-    """Progress as lines on standard error, every `every` seconds (0: never): lines done, the
-    rate since the last line, and whether the sender is waiting on the queue."""
-
-    def __init__(self, total: int, started: float, *, every: float) -> None:
-        self.total, self.started, self.every = total, started, every
-        self.done = 0
-        self.last_at, self.last_done = started, 0
-        self.held: int | None = None
-
-    def advance(self, n: int) -> None:
-        self.done += n
-        self._maybe_print()
-
-    def waiting(self, held: int | None) -> None:
-        self.held = held
-        self._maybe_print()
-
-    def _maybe_print(self) -> None:
-        import time
-
-        now = time.monotonic()
-        if not self.every or now - self.last_at < self.every:
-            return
-        rate = (self.done - self.last_done) / (now - self.last_at)
-        queue = "" if self.held is None else f"; waiting: the queue holds {self.held:,}"
-        print(
-            f"progress: {self.done:,} of {self.total:,} lines at {now - self.started:.0f}s "
-            f"({rate:,.1f}/s{queue})",
-            file=sys.stderr,
-            flush=True,
-        )
-        self.last_at, self.last_done = now, self.done
-
-
 def _print_send_summary(path: Path, summary: dict[str, Any], report: Any, last: int | None) -> None:
     print(
-        f"sent {report.sent} of {summary['lines']} lines ({report.claim_checks} by claim check), "
+        f"sent {report.sent:,} of {plural(summary['lines'], 'line')} "
+        f"({report.claim_checks} by claim check), "
         f"refused {len(report.refused)}, not sent {len(report.not_sent)} "
         f"in {summary['seconds']:.1f}s ({summary['rate'] or 0:,.1f} messages/s)"
     )
@@ -331,13 +284,9 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     try:
         event = read_event(args.event)
     except OSError as error:
-        print(
-            f"error: cannot read the event from {where}: {error.strerror or error}", file=sys.stderr
-        )
-        return 2
+        raise InvalidInput("EVENT", f"cannot read {where}: {error.strerror or error}") from None
     except ValueError as error:
-        print(f"error: the event in {where} is not JSON: {error}", file=sys.stderr)
-        return 2
+        raise InvalidInput("EVENT", f"the event in {where} is not JSON: {error}") from None
 
     failures: list[str] = []
 

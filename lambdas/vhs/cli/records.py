@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidInput
 from .output import console, emit_json, now
 
 
@@ -20,6 +21,21 @@ def open_store() -> Any:
     return VersionedHybridStore.from_env()
 
 
+# `--part NAME=FILE;type=TYPE`: curl's -F spelling of a part's content type.
+PART_TYPE = ";type="
+
+
+def part_spec(spec: str) -> tuple[str, str, str | None]:
+    """(name, file, content type or None) of a `--part NAME=FILE[;type=TYPE]`."""
+    name, equals, rest = spec.partition("=")
+    path, typed, content_type = rest.rpartition(PART_TYPE) if PART_TYPE in rest else (rest, "", "")
+    if not equals or not name or not path or (typed and not content_type):
+        raise InvalidInput(
+            "--part", f"{spec!r}: expected NAME=FILE or NAME=FILE;type=TYPE, e.g. scan=scan.tiff"
+        )
+    return name, path, content_type or None
+
+
 def cmd_put(args: argparse.Namespace) -> int:
     data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
     record: Any = data
@@ -27,19 +43,17 @@ def cmd_put(args: argparse.Namespace) -> int:
         try:
             record = json.loads(data)
         except ValueError:
-            print(f"{args.file} is not JSON; pass --raw to store it as bytes", file=sys.stderr)
-            return 2
+            raise InvalidInput(
+                "FILE", f"{args.file} is not JSON; pass --raw to store it as bytes"
+            ) from None
     with contextlib.ExitStack() as files:
-        parts = {}
+        parts: dict[str, Any] = {}
         for spec in getattr(args, "part", None) or []:
-            name, equals, path = spec.partition("=")
-            if not equals or not name or not path:
-                print(f"--part {spec!r}: expected NAME=FILE, e.g. scan=scan.tiff", file=sys.stderr)
-                return 2
+            name, path, content_type = part_spec(spec)
             if name in parts:
-                print(f"--part {name!r} is given twice", file=sys.stderr)
-                return 2
-            parts[name] = files.enter_context(open(path, "rb"))
+                raise InvalidInput("--part", f"{name!r} is given twice")
+            part = files.enter_context(open(path, "rb"))
+            parts[name] = part if content_type is None else (part, content_type)
         result = open_store().put(
             args.id,
             record,
@@ -60,7 +74,8 @@ def cmd_put(args: argparse.Namespace) -> int:
             out["parts"] = {name: asdict(part) for name, part in result.parts.items()}
         emit_json(out)
     else:
-        print(f"{result.id}: {result.outcome}, version {result.version} ({result.location})")
+        where = f" ({result.location})" if result.location else ""
+        print(f"{result.id}: {result.outcome}, version {result.version}{where}")
         for name, part in result.parts.items():
             print(f"  part {name}: {part.size:,} bytes ({part.location})")
     return 0
@@ -83,7 +98,7 @@ def cmd_get(args: argparse.Namespace) -> int:
             part = record.parts[name]  # type: ignore[index]
             emit_json({**asdict(part), "body_base64": base64.b64encode(data).decode()})
         else:
-            sys.stdout.buffer.write(data)
+            write_out(data)
         return 0
     if args.json:
         out: dict[str, Any] = {
@@ -102,10 +117,18 @@ def cmd_get(args: argparse.Namespace) -> int:
             out["body_base64"] = base64.b64encode(record.body).decode()
         emit_json(out)
     else:
-        sys.stdout.buffer.write(record.body)
-        if sys.stdout.isatty():
-            sys.stdout.write("\n")
+        write_out(record.body)
     return 0
+
+
+def write_out(data: bytes) -> None:
+    """The bytes of a body or part on standard output: exactly them to a pipe or file; on a
+    terminal, with a newline after them if they do not end with one, so the prompt starts
+    on a line of its own."""
+    sys.stdout.buffer.write(data)
+    if sys.stdout.isatty() and not data.endswith(b"\n"):
+        sys.stdout.buffer.write(b"\n")
+    sys.stdout.buffer.flush()
 
 
 def cmd_history(args: argparse.Namespace) -> int:

@@ -38,7 +38,8 @@ from ..changes.reindex import (
 )
 from ..errors import ConfigurationError, InvalidInput
 from ..resources import REINDEX
-from .output import console_err, emit_json, now, print_counts, progress
+from .boundary import first_request
+from .output import cli_time, console_err, emit_json, now, print_counts, tracking
 
 CHECKPOINT_DIR = Path(".vhs") / "reindex"
 CHECKPOINT_VERSION = 1
@@ -101,7 +102,8 @@ class Checkpoint:
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as error:
-            raise InvalidInput("resume", f"cannot read the checkpoint {path}: {error}") from None
+            why = getattr(error, "strerror", None) or error
+            raise InvalidInput("resume", f"cannot read the checkpoint {path}: {why}") from None
         if not isinstance(data, dict) or data.get("version") != CHECKPOINT_VERSION:
             raise InvalidInput("resume", f"{path} is not a vhs reindex checkpoint")
         segments = [
@@ -230,7 +232,13 @@ def _summary(checkpoint: Checkpoint, status: str) -> dict[str, Any]:
         "segments": checkpoint.total_segments,
         "segments_done": sum(s.done for s in checkpoint.segments),
         "rate": checkpoint.rate,
-        "selection": checkpoint.selection.as_dict(),
+        # The selection's times are kept in the store's form (the checkpoint, the state
+        # machine's input); the CLI writes every time in its own.
+        "selection": {
+            **checkpoint.selection.as_dict(),
+            "since": cli_time(checkpoint.selection.since),
+            "until": cli_time(checkpoint.selection.until),
+        },
         "started_at": checkpoint.started_at,
         "finished_at": now(),
         **checkpoint.totals().as_dict(),
@@ -257,11 +265,13 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     target = _target()
     stop = threading.Event()
     err = console_err()
-    with progress(console=err, disable=args.json) as bar:
-        task = bar.add_task("replaying records", total=_estimate(target, checkpoint))
+    total = _estimate(target, checkpoint)
+    with tracking(
+        "replaying records", total=total, unit="records", json=args.json, console=err
+    ) as bar:
         runner = threading.Thread(
             target=_run_catching,
-            args=(target, checkpoint, stop, lambda c: bar.update(task, completed=_seen(c))),
+            args=(target, checkpoint, stop, lambda c: bar.update(_seen(c), total)),
             name="vhs-reindex-run",
         )
         runner.start()
@@ -314,12 +324,11 @@ def _seen(checkpoint: Checkpoint) -> int:
 
 
 def _estimate(target: Target, checkpoint: Checkpoint) -> int | None:
+    """The progress's total: the ids asked for, or the table's ItemCount (which lags by up to
+    6 hours)."""
+    table = first_request(target.dynamodb, target.table)
     if checkpoint.selection.ids is not None:
         return len(checkpoint.selection.ids)
-    try:
-        table = target.dynamodb.describe_table(TableName=target.table)["Table"]
-    except Exception:  # only for the progress bar's total (ItemCount lags by up to 6 h)
-        return None
     return int(table.get("ItemCount", 0)) or None
 
 

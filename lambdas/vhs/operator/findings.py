@@ -71,7 +71,15 @@ class VerifyProgress:
     items: int  # items read so far
     versions: int  # retained versions checked so far (S3 ones once their lookup is done)
     findings: int
-    estimated_items: int | None  # DescribeTable's ItemCount (updated about every 6 hours)
+    # DescribeTable's ItemCount (updated about every 6 hours), or the number of ids asked for
+    estimated_items: int | None
+    missing: int = 0  # ids asked for that have no item (each a not_found finding)
+
+    @property
+    def looked_up(self) -> int:
+        """Items read and ids found missing: what `estimated_items` counts, when ids are
+        given."""
+        return self.items + self.missing
 
 
 ProgressCallback = Callable[[VerifyProgress], None]

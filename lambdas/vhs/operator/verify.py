@@ -424,8 +424,11 @@ class Verifier:
             return
         with self._lock:
             report = self._report
+            missing = report.by_kind.get(str(FindingKind.NOT_FOUND), 0)
             self._progress(
-                VerifyProgress(report.items, report.versions, report.findings_total, self._estimate)
+                VerifyProgress(
+                    report.items, report.versions, report.findings_total, self._estimate, missing
+                )
             )
 
 

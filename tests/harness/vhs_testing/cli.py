@@ -3,6 +3,7 @@ fixture, a command against it, and its `--json` output held to the shapes docs/c
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -45,6 +46,9 @@ def vhs(env: dict[str, str], *args: str, stdin: bytes | None = None) -> subproce
 
 CLI_DOC = Path(__file__).resolve().parents[3] / "docs" / "cli.md"
 LOOKS_LIKE_A_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d")
+# The CLI's one form of time (docs/cli.md): RFC 3339 with a `T`, in UTC with a numeric offset,
+# what `get` writes (datetime.isoformat()).
+RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00")
 
 
 def documented_shapes() -> dict[str, tuple[set[str], set[str]]]:
@@ -102,3 +106,12 @@ def assert_documented(section: str, output: object, *, more_allowed: bool = Fals
     if not more_allowed:
         undocumented = {f for f in present if f not in always | optional and not f.endswith("[]")}
         assert not undocumented, f"{section}: not in docs/cli.md: {sorted(undocumented)}"
+
+
+def json_of(env: dict[str, str], *args: str, stdin: bytes | None = None, status: int = 0) -> object:
+    result = vhs(env, "--json", *args, stdin=stdin)
+    assert result.returncode == status, (args, result.stderr)
+    output = json.loads(result.stdout)  # one JSON document, nothing else
+    for key, stamp in times_in(output):
+        assert RFC3339.fullmatch(stamp), f"vhs {' '.join(args)}: {key} = {stamp!r}"
+    return output
