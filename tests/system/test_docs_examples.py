@@ -147,14 +147,21 @@ RUNNABLE = [d for d in DOCUMENTS if any(e.skip_reason is None for e in examples(
 @pytest.mark.slow
 @pytest.mark.parametrize("document", RUNNABLE, ids=lambda d: d.name)
 def test_every_example_runs_as_written(document: Path, tmp_path: Path):
-    result = subprocess.run(
-        ["bash", "-c", document_script(document)],
-        cwd=tmp_path,
-        env=workspace(tmp_path),
-        capture_output=True,
-        timeout=SECONDS_PER_DOCUMENT,
-        stdin=subprocess.DEVNULL,
-    )
+    env = workspace(tmp_path)
+    try:
+        result = subprocess.run(
+            ["bash", "-c", document_script(document)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            timeout=SECONDS_PER_DOCUMENT,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        # The shell's trap stops the stack, unless the shell itself was killed (a timeout).
+        subprocess.run(
+            ["vhs", "local", "down"], cwd=tmp_path, env=env, capture_output=True, timeout=60
+        )
     stderr = result.stderr.decode(errors="replace")
     reached = [line for line in stderr.splitlines() if line.startswith(">>> example ")]
     assert result.returncode == 0, (

@@ -100,9 +100,10 @@ def detach(args: argparse.Namespace, serve: Callable[..., int]) -> int:
     note = running() if ready else None
     if note is None:
         os.waitpid(pid, 0)
-        tail = LOG.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
+        logged = LOG.read_text(encoding="utf-8", errors="replace").splitlines()
+        errors = [line.removeprefix("error: ") for line in logged if line.startswith("error: ")]
         print(
-            f"error: the local stack did not start ({tail[0] if tail else 'no output'}; "
+            f"error: the local stack did not start ({errors[-1] if errors else 'see its log'}; "
             f"its log: {LOG})",
             file=sys.stderr,
         )
@@ -137,7 +138,8 @@ def _serve_detached(args: argparse.Namespace, serve: Callable[..., int], pipe: i
 
         status = serve(argparse.Namespace(**{**vars(args), "json": False}), ready)
     except BaseException as error:  # the log is the only place left to say so
-        print(f"error: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        text = " ".join(str(error).split())
+        print(f"error: {type(error).__name__}: {text}", file=sys.stderr, flush=True)
     finally:
         mine = running()
         if mine is not None and mine["pid"] == os.getpid():
