@@ -37,7 +37,7 @@ from typing import Any
 
 from .. import settings
 from ..errors import RecordNotFound, VhsError
-from ..resources import REINDEX
+from ..resources import DEFAULT_PORT, REINDEX
 from .dlq import add_filters, cmd_dlq_discard, cmd_dlq_list, cmd_dlq_redrive
 from .importer import cmd_import
 from .local_session import cmd_local_down
@@ -98,7 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     local_sub = local.add_subparsers(dest="local_command", required=True)
     up = local_sub.add_parser("up", help="start it; print its environment, then 'ready'")
     up.add_argument(
-        "--port", type=int, default=None, help=f"port (default {settings.LOCAL_PORT} or 4567)"
+        "--port",
+        type=int,
+        default=None,
+        help=f"port (default: {settings.LOCAL_PORT}, or {DEFAULT_PORT})",
     )
     up.add_argument(
         "--detach",
