@@ -1,4 +1,5 @@
-"""Every example in README.md and docs/*.md runs as written, against the local stack.
+"""Every example in README.md, events/README.md and docs/*.md runs as written, against the
+local stack.
 
 The examples are read from the documents, not copied here: each fenced block whose language
 is `sh`, `bash`, `console` (its `$ ` lines) or `python` is one. A document's examples run in
@@ -28,7 +29,11 @@ import pytest
 from vhs.local.stack import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [
+    ROOT / "README.md",
+    ROOT / "events" / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
 EXAMPLE_LANGUAGES = {"sh", "bash", "console", "python"}
 # Fenced blocks that are not examples: data, output, diagrams, usage synopses.
 OTHER_LANGUAGES = {"", "json", "text", "yaml", "mermaid"}
@@ -145,7 +150,7 @@ RUNNABLE = [d for d in DOCUMENTS if any(e.skip_reason is None for e in examples(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("document", RUNNABLE, ids=lambda d: d.name)
+@pytest.mark.parametrize("document", RUNNABLE, ids=lambda d: str(d.relative_to(ROOT)))
 def test_every_example_runs_as_written(document: Path, tmp_path: Path):
     env = workspace(tmp_path)
     try:
