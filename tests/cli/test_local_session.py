@@ -11,6 +11,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from vhs import settings
 from vhs.local.stack import free_port
 from vhs_testing.cli import VHS
@@ -44,6 +46,17 @@ def session_env(tmp_path: Path) -> dict[str, str]:
         "PATH": f"{tools}{os.pathsep}{env['PATH']}",
         settings.LOCAL_PORT: str(free_port()),
     }
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["get b1", "send records.jsonl", "dlq list", "reindex", "gc --dry-run", "verify"],
+)
+def test_every_missing_configuration_hints_at_the_command_that_returns(tmp_path: Path, command):
+    (tmp_path / "records.jsonl").write_text('{"id": "b1"}\n')
+    result = shell(f"vhs {command} || echo exit=$?", tmp_path, session_env(tmp_path))
+    assert result.stdout.splitlines()[-1] == "exit=2"
+    assert settings.LOCAL_ENV_HINT in result.stderr
 
 
 def test_the_hint_of_a_missing_configuration_loads_the_stack_and_returns(tmp_path: Path):
