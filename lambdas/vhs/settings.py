@@ -83,6 +83,14 @@ IMPORT_RESULTS_PREFIX = "VHS_IMPORT_RESULTS_PREFIX"
 IMPORT_WRITE_WORKERS = "VHS_IMPORT_WRITE_WORKERS"
 IMPORT_CHUNK_LINES = "VHS_IMPORT_CHUNK_LINES"
 
+# --- the local stack ----------------------------------------------------------------------
+# The port `vhs local up` serves on when --port is not given (default
+# vhs.resources.local.DEFAULT_PORT).
+LOCAL_PORT = "VHS_LOCAL_PORT"
+# What a command missing its configuration suggests: a command that loads the local stack's
+# environment and returns (starting the stack in the background when none is running here).
+LOCAL_ENV_HINT = 'try: eval "$(vhs local up --detach)"'
+
 # --- Powertools (its own names, set for every function) -----------------------------------
 POWERTOOLS_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
 POWERTOOLS_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
@@ -201,9 +209,7 @@ class StoreSettings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> StoreSettings:
-        table, bucket = require(
-            TABLE_NAME, BUCKET_NAME, hint="try: eval $(vhs local up)", environ=environ
-        )
+        table, bucket = require(TABLE_NAME, BUCKET_NAME, hint=LOCAL_ENV_HINT, environ=environ)
         days = get(RETAIN_DAYS, environ=environ)
         try:
             retain_days = float(days) if days else None

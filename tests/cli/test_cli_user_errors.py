@@ -33,6 +33,7 @@ COMMANDS = {
     "gc": ["gc", "--dry-run", "--shard", "00"],
     "verify": ["verify"],
     "verify ids": ["verify", "e1"],
+    "migrate": ["migrate"],
     "reindex": ["reindex", "--checkpoint", "{checkpoint}"],
     "reindex ids": ["reindex", "e1", "--checkpoint", "{checkpoint}"],
     "dlq list": ["dlq", "list"],
@@ -80,6 +81,8 @@ BAD_ARGUMENTS = {
     "gc --shard 2d0": ["gc", "--shard", "2d0"],
     "gc --grace": ["gc", "--grace", "soon"],
     "verify --segments": ["verify", "--segments", "many"],
+    "verify --workers": ["verify", "--workers", "0"],
+    "migrate --segments": ["migrate", "--segments", "0"],
     "reindex --since": ["reindex", "--since", "yesterday"],
     "reindex --rate": ["reindex", "--rate", "fast"],
     "dlq list --limit": ["dlq", "list", "--limit", "x"],
@@ -245,7 +248,7 @@ def test_each_situation_says_what_to_do(outcomes: dict[tuple[str, bool], Run]) -
     assert (error["kind"], error["field"]) == ("bad_input", "--shard")
 
 
-@pytest.mark.parametrize("command", ["get", "gc", "verify", "reindex", "dlq list"])
+@pytest.mark.parametrize("command", ["get", "gc", "verify", "migrate", "reindex", "dlq list"])
 def test_a_table_bucket_or_queue_that_is_not_there(
     command: str, local_env: dict[str, str], files: dict[str, str]
 ) -> None:

@@ -188,3 +188,24 @@ def test_a_winner_that_fails_takes_no_loser_with_it(stack):  # noqa: F811
     assert isinstance(results[1], RuntimeError)
     assert [results[0].outcome, results[2].outcome] == ["stale", "stored"]
     assert worker.store.get("x").json() == {"m": 2}
+
+
+def test_the_demo_reports_a_coalesced_duplicate_without_a_version(stack):  # noqa: F811
+    """A duplicate coalesced into its twin wrote nothing, so its log line names no version:
+    `make demo` says it was coalesced, never `unchanged (vNone)`."""
+    import logging
+
+    from vhs.local.demo import _outcome
+
+    lines: list[dict[str, Any]] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append({**record.__dict__, "message": record.getMessage()})
+
+    log = logging.getLogger("test-demo-outcomes")
+    log.addHandler(Capture())
+    log.setLevel(logging.INFO)
+    message = {"id": "twin", "updated_at": "2026-01-01T00:00:00Z", "record": {"n": 1}}
+    ingest_batch(handler_module().ingestor(), message_event(message, message)["Records"], log=log)
+    assert sorted(_outcome(line) for line in lines) == ["stored (v1)", "unchanged (coalesced)"]

@@ -169,3 +169,66 @@ def test_an_event_that_cannot_be_read(local_env, tmp_path: Path):
     not_json = invoked(local_env, "ingest", "-", stdin=b"not json", status=2)
     [line] = error_lines(not_json.stderr)
     assert line.startswith("error: the event in standard input is not JSON")
+
+
+@pytest.mark.parametrize(
+    ("function", "event", "named"),
+    [
+        ("gc", "sam-sqs-receive-message.json", "an event whose Records come from aws:sqs"),
+        ("gc", "sam-dynamodb-update.json", "an event whose Records come from aws:dynamodb"),
+        ("ingest", "sam-dynamodb-update.json", "an event whose Records come from aws:dynamodb"),
+        ("changes", "sqs-small-record.json", "an event whose Records come from aws:sqs"),
+        ("ingest", "sam-cloudwatch-scheduled-event.json", "an EventBridge event (Scheduled Event)"),
+        ("read-api", "reindex-segment.json", "an object with cursor, run, segment"),
+        ("reindex", "sam-read-api-get.json", "a function URL request"),
+        ("import", "sqs-small-record.json", "an event whose Records come from aws:sqs"),
+    ],
+)
+def test_an_event_of_another_kind_is_refused_before_the_handler_runs(
+    local_env, function, event, named
+):
+    """Not the function's kind of event: one line naming both kinds, exit 2, and nothing run
+    (the garbage collector would have read an SQS event as "collect every shard")."""
+    result = invoked(local_env, function, str(EVENTS / event), status=2)
+    [line] = result.stderr.decode().splitlines()
+    assert line.startswith(f"error: the event in {EVENTS / event} is not one for {function}: ")
+    assert line.endswith(f"; this is {named}")
+    assert result.stdout == b""
+
+
+def test_gc_refuses_an_unknown_field_and_runs_no_collection(local_env):
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=local_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    orphan = body_key("", "not-collected", hashlib.sha256(b"kept").hexdigest())
+    s3.put_object(Bucket=local_env["VHS_BUCKET_NAME"], Key=orphan, Body=b"kept")
+    env = {**local_env, "VHS_GC_GRACE": "0s"}
+    result = invoked(env, "gc", "-", stdin=b'{"shard": ["00"]}', status=2)
+    assert b"it takes a gc event" in result.stderr and b"an object with shard" in result.stderr
+    assert s3.list_objects_v2(Bucket=local_env["VHS_BUCKET_NAME"], Prefix=orphan)["KeyCount"] == 1
+
+
+def test_every_function_has_its_kind_of_event_and_the_docs_name_them_all():
+    """One list of the functions `vhs invoke` runs: settings.FUNCTIONS, the parser's choices.
+    The event check knows each, and the README's synopsis and docs/cli.md name exactly them."""
+    import re
+
+    from vhs import settings
+    from vhs.cli.app import build_parser
+    from vhs.local.event_shapes import KINDS
+
+    functions = list(settings.FUNCTIONS)
+    assert list(KINDS) == functions
+    invoke = build_parser()._subparsers._group_actions[0].choices["invoke"]
+    [choices] = [a.choices for a in invoke._actions if a.dest == "function"]
+    assert list(choices) == functions
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    [synopsis] = re.findall(r"^vhs invoke ([\w|-]+) EVENT", readme, re.MULTILINE)
+    assert synopsis.split("|") == functions
+    cli = (root / "docs" / "cli.md").read_text(encoding="utf-8")
+    [listed] = re.findall(r"FUNCTION is\s+one of the CDK app's functions: ([^.]+)\.", cli)
+    assert re.findall(r"`([\w-]+)`", listed) == functions
+    local = (root / "docs" / "local.md").read_text(encoding="utf-8")
+    [named] = re.findall(r"the CDK app gives them: ([^.]+)\.", local)
+    assert re.findall(r"`([\w-]+)`", named) == functions

@@ -1,6 +1,8 @@
 """The `vhs` command line.
 
     vhs local up [--port N]          start the local stack and print its environment
+    vhs local up --detach            the same in the background: eval "$(vhs local up --detach)"
+    vhs local down                   stop the stack `up --detach` started
     vhs put ID FILE --updated-at T   store a record (JSON, or raw bytes with --raw)
     vhs get ID [--version N]         print a record's body (--part NAME: a part's bytes)
     vhs get ID --as-of T             the version current at T (--source-as-of T: by updated_at)
@@ -14,7 +16,7 @@
     vhs migrate                      lay every item out compactly, at once
     vhs reindex [IDS...] [--since T]  replay current records to the change feed (--resume FILE)
     vhs dlq list|redrive|discard     the ingest dead-letter queue
-    vhs invoke ingest EVENT.json     run the ingest handler on an event, here (- reads stdin)
+    vhs invoke FUNCTION EVENT.json   run a handler on an event, here (- reads stdin)
 
 Every command takes --json for output that scripts can parse (docs/cli.md gives each
 command's fields), and --stack NAME to read its configuration from a deployed stage's stack
@@ -37,10 +39,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import settings
-from ..resources import REINDEX
+from ..resources import DEFAULT_PORT, REINDEX
 from .boundary import Parser, run
 from .dlq import add_filters, cmd_dlq_discard, cmd_dlq_list, cmd_dlq_redrive
 from .importer import cmd_import
+from .local_session import cmd_local_down
 from .maintenance import cmd_gc, cmd_migrate, cmd_verify
 from .pipeline import cmd_invoke, cmd_local_up, cmd_send
 from .records import cmd_delete, cmd_diff, cmd_get, cmd_history, cmd_put
@@ -108,7 +111,19 @@ def build_parser() -> argparse.ArgumentParser:
     local = sub.add_parser("local", help="the local stack on moto's server")
     local_sub = local.add_subparsers(dest="local_command", required=True)
     up = local_sub.add_parser("up", help="start it; print its environment, then 'ready'")
-    up.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default 4567)")
+    up.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help=f"port (default: {settings.LOCAL_PORT}, or {DEFAULT_PORT})",
+    )
+    up.add_argument(
+        "--detach",
+        action="store_true",
+        help="run it in the background: print its environment once ready, and return "
+        '(eval "$(vhs local up --detach)"); if one runs from this directory, print its '
+        "environment instead",
+    )
     up.add_argument(
         "--host",
         default="127.0.0.1",
@@ -151,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--moto-sqs-as-is", action="store_true", help=argparse.SUPPRESS)
     up.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     up.set_defaults(handler=cmd_local_up)
+    down = local_sub.add_parser("down", help="stop the stack `up --detach` started here")
+    down.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    down.set_defaults(handler=cmd_local_down)
 
     p = _command(sub, "put", cmd_put, "store a record")
     p.add_argument("id")
@@ -259,8 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "verify", cmd_verify, "check every current and retained pointer")
     p.add_argument("ids", nargs="*", help="only these ids (default: the whole table)")
     p.add_argument("--deep", action="store_true", help="read and hash every S3 body")
-    p.add_argument("--segments", type=int, default=4, help="parallel scan segments")
-    p.add_argument("--workers", type=int, default=16, help="concurrent S3 lookups")
+    p.add_argument("--segments", type=_positive, default=4, help="parallel scan segments")
+    p.add_argument("--workers", type=_positive, default=16, help="concurrent S3 lookups")
     p.add_argument("--consistent", action="store_true", help="strongly consistent scan")
 
     p = _command(sub, "migrate", cmd_migrate, "lay every item out compactly, at once")
@@ -308,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = _command(sub, "invoke", cmd_invoke, "run a handler on an event file, in this process")
-    p.add_argument("function", choices=list(settings.FUNCTIONS))  # ingest, changes, gc, reindex
+    p.add_argument("function", choices=list(settings.FUNCTIONS))
     p.add_argument(
         "event",
         help="an event JSON file, e.g. events/sqs-small-record.json, or - for standard input",

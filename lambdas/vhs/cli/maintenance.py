@@ -126,12 +126,17 @@ MIGRATE_COUNTS = ("items", "compact", "rewritten", "unversioned", "unparseable",
 def cmd_migrate(args: argparse.Namespace) -> int:
     from ..operator.migrate import migrate
 
-    with progress(console=console_err(), disable=args.json, time_remaining=False) as bar:
-        task = bar.add_task("laying items out compactly", total=None)
+    store = open_store()
+    first_request(store.index.dynamodb, store.table_name)
+    with tracking(
+        "laying items out compactly",
+        total=None,
+        unit="items",
+        json=args.json,
+        time_remaining=False,
+    ) as bar:
         report = migrate(
-            open_store(),
-            segments=args.segments,
-            progress=lambda state: bar.update(task, completed=state.items),
+            store, segments=args.segments, progress=lambda state: bar.update(state.items, None)
         )
     if args.json:
         emit_json(report.as_dict())

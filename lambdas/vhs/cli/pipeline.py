@@ -9,7 +9,7 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,27 @@ from .output import emit_json, json_value, plural, tracking
 
 
 def cmd_local_up(args: argparse.Namespace) -> int:
+    if args.detach:
+        from .local_session import detach
+
+        return detach(args, serve_local_stack)
+    return serve_local_stack(args)
+
+
+def print_env(env: dict[str, str], *, as_json: bool) -> None:
+    """The local stack's environment: one JSON object, or a shell's export lines."""
+    if as_json:
+        emit_json(env)
+    else:
+        for name, value in env.items():
+            print(f"export {name}={value}")
+
+
+def serve_local_stack(
+    args: argparse.Namespace, ready: Callable[[dict[str, str]], None] | None = None
+) -> int:
+    """Run the local stack until SIGINT or SIGTERM: print its environment, then `ready(env)`
+    (by default, the line "ready"); on the way out, a line saying it stopped."""
     from .. import settings
     from ..local.read_api import LocalReadApi
     from ..local.stack import DEFAULT_BUCKET, DEFAULT_TABLE, LocalStack, MotoServer
@@ -33,7 +54,9 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         text = json.dumps(fields, default=json_value) if args.json else line
         print(text, file=console, flush=True)
 
-    port = DEFAULT_PORT if args.port is None else args.port
+    port = (
+        settings.whole_number(settings.LOCAL_PORT, DEFAULT_PORT) if args.port is None else args.port
+    )
     server = MotoServer(port, bind=args.host, sqs_index=not args.moto_sqs_as_is)
     with server, contextlib.ExitStack() as running:
         stack = LocalStack(
@@ -77,11 +100,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         env[settings.READ_API_URL] = running.enter_context(
             LocalReadApi(stack, port=args.read_api_port, function_log=Path(args.read_api_log))
         ).url
-        if args.json:
-            emit_json(env)
-        else:
-            for name, value in env.items():
-                print(f"export {name}={value}")
+        print_env(env, as_json=args.json)
         if args.sam_env_vars:
             from ..local.sam import write_env_vars_file
 
@@ -98,9 +117,18 @@ def cmd_local_up(args: argparse.Namespace) -> int:
             f"(service lambda) with these credentials (its logs: {args.read_api_log})",
             file=sys.stderr,
         )
-        print("ready", flush=True)
+        if ready is None:
+            print("ready", flush=True)
+        else:
+            ready(env)
         stop.wait()
         # Leaving the ExitStack stops polling and lets the batch in hand finish.
+    print(
+        f"stopped: the local stack on {server.endpoint}; what it held is gone (moto keeps "
+        "it in memory)",
+        file=sys.stderr,
+        flush=True,
+    )
     return 0
 
 
@@ -278,6 +306,7 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     an error is one line on standard error (the traceback with --debug) and exit status 1."""
     import traceback
 
+    from ..local.event_shapes import WrongEvent, check_event
     from ..local.invoke import describe, invoke, output_to
 
     where = "standard input" if args.event == "-" else args.event
@@ -287,6 +316,12 @@ def cmd_invoke(args: argparse.Namespace) -> int:
         raise InvalidInput("EVENT", f"cannot read {where}: {error.strerror or error}") from None
     except ValueError as error:
         raise InvalidInput("EVENT", f"the event in {where} is not JSON: {error}") from None
+    try:
+        check_event(args.function, event)
+    except WrongEvent as error:
+        raise InvalidInput(
+            "EVENT", f"the event in {where} is not one for {args.function}: {error}"
+        ) from None
 
     failures: list[str] = []
 

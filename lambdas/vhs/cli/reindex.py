@@ -220,7 +220,7 @@ def run_local(
 
 
 def _target() -> Target:
-    return Target.from_env(hint="try: eval $(vhs local up), or --stack")
+    return Target.from_env(hint=f"{settings.LOCAL_ENV_HINT}, or --stack")
 
 
 def _summary(checkpoint: Checkpoint, status: str) -> dict[str, Any]:

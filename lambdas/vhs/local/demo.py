@@ -187,7 +187,7 @@ def _outcomes_table(store: VersionedHybridStore) -> Table:
     outcomes: dict[str, list[str]] = defaultdict(list)
     for line in read_function_log(FUNCTION_LOG):
         if line.get("message") in OUTCOMES and line.get("record_id"):
-            outcomes[line["record_id"]].append(f"{line['message']} (v{line.get('version')})")
+            outcomes[line["record_id"]].append(_outcome(line))
     table = Table(title="what the pipeline did with each id, in arrival order")
     for column in ("id", "outcomes", "current", "versions held", "body"):
         table.add_column(column)
@@ -213,6 +213,16 @@ def _outcomes_table(store: VersionedHybridStore) -> Table:
             body,
         )
     return table
+
+
+def _outcome(line: dict[str, Any]) -> str:
+    """One message's outcome from its log line: with the version it wrote or found, or, for
+    a message coalesced into another of its batch (vhs.ingest.coalesce), the one it was
+    coalesced into (its line names no version: it wrote nothing)."""
+    if line.get("coalesced_into"):
+        return f"{line['message']} (coalesced)"
+    version = line.get("version")
+    return line["message"] if version is None else f"{line['message']} (v{version})"
 
 
 def _short(text: str, width: int) -> str:

@@ -184,7 +184,8 @@ class DeadLetterQueue:
         from ..aws import aws_client
 
         (dlq_url,) = settings.require(
-            settings.DLQ_URL, hint="the Ingest stack's DeadLetterQueueUrl"
+            settings.DLQ_URL,
+            hint=f"{settings.LOCAL_ENV_HINT}, or --stack: the Ingest stack's DeadLetterQueueUrl",
         )
         queue_url = settings.get(settings.QUEUE_URL) or None
         return cls(

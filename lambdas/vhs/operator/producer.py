@@ -164,7 +164,7 @@ class Producer:
 
         from ..aws import aws_client
 
-        (queue_url,) = settings.require(settings.QUEUE_URL, hint="try: vhs local up")
+        (queue_url,) = settings.require(settings.QUEUE_URL, hint=settings.LOCAL_ENV_HINT)
         staging_bucket = settings.get(settings.STAGING_BUCKET) or None
         if options.get("max_queued") is None and is_local_endpoint(
             os.environ.get("AWS_ENDPOINT_URL")
