@@ -164,11 +164,11 @@ def test_a_handler_error_is_one_line_and_a_non_zero_exit(local_env):
 def test_an_event_that_cannot_be_read(local_env, tmp_path: Path):
     missing = invoked(local_env, "ingest", str(tmp_path / "missing.json"), status=2)
     assert error_lines(missing.stderr) == [
-        f"error: cannot read the event from {tmp_path / 'missing.json'}: No such file or directory"
+        f"error: EVENT: cannot read {tmp_path / 'missing.json'}: No such file or directory"
     ]
     not_json = invoked(local_env, "ingest", "-", stdin=b"not json", status=2)
     [line] = error_lines(not_json.stderr)
-    assert line.startswith("error: the event in standard input is not JSON")
+    assert line.startswith("error: EVENT: the event in standard input is not JSON")
 
 
 @pytest.mark.parametrize(
@@ -191,7 +191,9 @@ def test_an_event_of_another_kind_is_refused_before_the_handler_runs(
     (the garbage collector would have read an SQS event as "collect every shard")."""
     result = invoked(local_env, function, str(EVENTS / event), status=2)
     [line] = result.stderr.decode().splitlines()
-    assert line.startswith(f"error: the event in {EVENTS / event} is not one for {function}: ")
+    assert line.startswith(
+        f"error: EVENT: the event in {EVENTS / event} is not one for {function}: "
+    )
     assert line.endswith(f"; this is {named}")
     assert result.stdout == b""
 
