@@ -3,7 +3,10 @@
 Event: `{}` collects every shard; `{"parallel": N}` splits the shards over N asynchronous
 invocations of this same function (fan-out); `{"shards": ["00", ...]}` collects those;
 `{"dry_run": true}` only reports. An invocation that runs short of time hands the shards it
-has not reached to a fresh invocation of itself, so a bucket of any size is collected.
+has not reached to a fresh invocation of itself, so a bucket of any size is collected. An
+EventBridge scheduled event is read as `{}`. Any other field, or an event that is no object, is
+refused before anything runs: read as "every shard", a typo (`"shard"`) or another service's
+event would be a whole collection nobody asked for.
 """
 
 from __future__ import annotations
@@ -51,6 +54,35 @@ def _continue(context: Any, event: dict[str, Any]) -> None:
     )
 
 
+# The fields a gc event may have (handed-on invocations included).
+EVENT_FIELDS = frozenset({"shards", "parallel", "dry_run", "resume_after"})
+
+
+def is_scheduled_event(event: Any) -> bool:
+    """An EventBridge schedule's own event (the rule passes it when it sets no input)."""
+    return (
+        isinstance(event, dict)
+        and event.get("source") == "aws.events"
+        and event.get("detail-type") == "Scheduled Event"
+    )
+
+
+def checked_event(event: Any) -> dict[str, Any]:
+    """The gc event `event` is: itself when every field is one of EVENT_FIELDS, {} for a
+    scheduled event; else InvalidInput naming the first field that is not."""
+    if is_scheduled_event(event):
+        return {}
+    if not isinstance(event, dict):
+        raise InvalidInput("event", f"must be a JSON object, not {type(event).__name__}")
+    unknown = sorted(set(event) - EVENT_FIELDS)
+    if unknown:
+        raise InvalidInput(
+            unknown[0],
+            f"is not a field of a gc event (its fields: {', '.join(sorted(EVENT_FIELDS))})",
+        )
+    return event
+
+
 def _shards(event: dict[str, Any]) -> list[str]:
     """The event's shards (every shard when it names none), each once, in order."""
     if "shards" not in event:
@@ -71,7 +103,7 @@ def _parallel(event: dict[str, Any]) -> int:
 
 @instrumented(logger, metrics)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    event = event if isinstance(event, dict) else {}
+    event = checked_event(event)
     shards = _shards(event)
     dry_run = bool(event.get("dry_run", False))
     parallel = _parallel(event)

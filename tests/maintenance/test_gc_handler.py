@@ -16,6 +16,7 @@ from vhs.errors import InvalidInput
 from vhs.keys import all_shards, shard_of
 from vhs.local.invoke import LambdaContext, invoke, load_handler
 from vhs.local.stack import environment
+from vhs_testing.events import EVENTS
 from vhs_testing.records import large
 
 
@@ -104,6 +105,11 @@ def test_fan_out_never_makes_more_invocations_than_shards(gc_env, invocations):
         ({"shards": "00"}, "shards"),
         ({"shards": ["0g"]}, "shards"),
         ({"shards": ["00", 1]}, "shards"),
+        # Read as "every shard", these would each be a whole collection.
+        ({"shard": ["00"]}, "shard"),
+        ({"Records": [{"eventSource": "aws:sqs"}]}, "Records"),
+        ([], "event"),
+        ("00", "event"),
     ],
 )
 def test_a_bad_event_is_refused_naming_its_field(gc_env, invocations, event, field):
@@ -111,6 +117,15 @@ def test_a_bad_event_is_refused_naming_its_field(gc_env, invocations, event, fie
         load_handler("gc")(event, LambdaContext())
     assert raised.value.field == field
     assert invocations == []
+
+
+def test_a_scheduled_event_collects_every_shard(gc_env, invocations):
+    scheduled = json.loads((EVENTS / "sam-cloudwatch-scheduled-event.json").read_text())
+    store = gc_env.store(inline_threshold=256)
+    orphan = crash_between_phases(store, "crashed", large(3))
+    result = load_handler("gc")(scheduled, LambdaContext(timeout_seconds=900))
+    assert result["shards"] == 256 and result["deleted"] == 1
+    assert orphan not in objects(gc_env)
 
 
 def test_dry_run_deletes_nothing(gc_env, invocations):

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import settings
+from handlers.gc import EVENT_FIELDS as GC_FIELDS
+from handlers.gc import is_scheduled_event
 
-# What the garbage collector reads from an event (handlers/gc.py); anything else is not one.
-GC_FIELDS = frozenset({"shards", "parallel", "dry_run", "resume_after"})
+from .. import settings
 
 
 class WrongEvent(ValueError):
@@ -35,16 +35,8 @@ def _records_from(source: str) -> Callable[[Any], bool]:
     return check
 
 
-def _scheduled(event: Any) -> bool:
-    return (
-        isinstance(event, dict)
-        and event.get("source") == "aws.events"
-        and event.get("detail-type") == "Scheduled Event"
-    )
-
-
 def _gc(event: Any) -> bool:
-    return _scheduled(event) or (isinstance(event, dict) and set(event) <= GC_FIELDS)
+    return is_scheduled_event(event) or (isinstance(event, dict) and set(event) <= GC_FIELDS)
 
 
 def _function_url(event: Any) -> bool:
