@@ -16,7 +16,7 @@ import random
 from collections import Counter
 from typing import Any
 
-from vhs.item import CURRENT, HISTORY, item_size, value_size
+from vhs.item import item_size, raw_entries, value_size
 from vhs.layouts import Layout
 from vhs.local.stack import MotoServer, client
 
@@ -50,8 +50,7 @@ def accounting(raw: dict[str, Any]) -> Counter[str]:
     byte it takes as a map element), with the entries' and the item's overheads: the parts
     add up to item_size(raw)."""
     counts: Counter[str] = Counter()
-    entries = [*raw[CURRENT]["L"], *raw.get(HISTORY, {}).get("L", [])]
-    for entry in entries:
+    for entry in raw_entries(raw):
         counts[ENTRY] += 1 + 3
         for name, value in entry["M"].items():
             counts[name] += 1 + len(name.encode()) + value_size(value)
@@ -66,8 +65,9 @@ def write_units(size: int) -> int:
 def bytes_only(raw: dict[str, Any]) -> int:
     """The smallest item that could hold what `raw` holds, whatever its layout: its id and the
     compressed bytes of its entries (`b`), with no name, hash, time, size, token or overhead."""
-    entries = [*raw[CURRENT]["L"], *raw.get(HISTORY, {}).get("L", [])]
-    return value_size(raw["id"]) + sum(value_size(e["M"]["b"]) for e in entries if "b" in e["M"])
+    return value_size(raw["id"]) + sum(
+        value_size(e["M"]["b"]) for e in raw_entries(raw) if "b" in e["M"]
+    )
 
 
 def layout_bound(server: Any, records: int, progress: Progress) -> list[list[str]]:
@@ -126,9 +126,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
     problems = [f"{layout}: the fields add up to {sum(c.values())}, not {sizes[layout]}"
                 for layout, c in counts.items() if sum(c.values()) != sizes[layout]]  # fmt: skip
     text, compact = counts[Layout.TEXT], counts[Layout.COMPACT]
-    entries = len(items[Layout.COMPACT][CURRENT]["L"]) + len(
-        items[Layout.COMPACT].get(HISTORY, {}).get("L", [])
-    )
+    entries = len(raw_entries(items[Layout.COMPACT]))
     rows = [[f"`{name}`", what, f"{text[name]:,}", f"{compact[name]:,}",
              f"{text[name] - compact[name]:,}"] for name, what in FIELDS.items()]  # fmt: skip
     others = sorted((set(text) | set(compact)) - {*FIELDS, ENTRY, ITEM})

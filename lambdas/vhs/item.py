@@ -279,10 +279,15 @@ def item_from_dynamo(raw: Mapping[str, Any], *, with_bodies: bool = True) -> Ite
 MIXED = "mixed"  # an item holding entries of both layouts (a blind write's: docs/design.md)
 
 
+def raw_entries(raw: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The low-level entries (AttributeValue maps) an item holds: the current one, then the
+    retained ones."""
+    return [*raw.get(CURRENT, {}).get("L", []), *raw.get(HISTORY, {}).get("L", [])]
+
+
 def stored_layout(raw: Mapping[str, Any]) -> str | None:
     """The layout an item's entries are stored in: a Layout, MIXED, or None (no entries)."""
-    held = [*raw.get(CURRENT, {}).get("L", []), *raw.get(HISTORY, {}).get("L", [])]
-    found = {layout_of_entry(entry) for entry in held}
+    found = {layout_of_entry(entry) for entry in raw_entries(raw)}
     if not found:
         return None
     return str(found.pop()) if len(found) == 1 and None not in found else MIXED

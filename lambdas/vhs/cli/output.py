@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from ..ordering import stored_to_datetime
+
 # Everything the CLI draws holds data: record ids, reasons, keys and producers' text, any of
 # which may look like Rich markup ("x[/bold]" crashes a markup parser, "[link=...]" makes a
 # link) or emoji codes. So no console interprets strings: styles are given as Text styles.
@@ -48,9 +50,7 @@ def now() -> str:
 def cli_time(stored: str | None) -> str | None:
     """A time in the store's form (`2026-11-01T09:00:00.000000Z`, ordering.py: what the
     change feed and checkpoints hold) in the CLI's one form, `2026-11-01T09:00:00+00:00`."""
-    if stored is None:
-        return None
-    return datetime.fromisoformat(stored.replace("Z", "+00:00")).astimezone(UTC).isoformat()
+    return None if stored is None else stored_to_datetime(stored).isoformat()
 
 
 def plural(count: int, noun: str) -> str:
