@@ -1,13 +1,22 @@
 # VHS developer entry points. Every target sets up what it needs, and is safe to re-run.
 SHELL := /bin/bash
+# Any Python 3 runs tools/runtime_python.py, which finds (or fetches from Debian's packages into
+# .python/) the Python the functions run on: LAMBDA_PYTHON_VERSION in infra/config.py, the one
+# place it is written. .venv is made on it; the venvs of tools (the scanners, mutmut, the SAM
+# CLI) on any Python 3.
 PYTHON ?= python3
+RUNTIME_VERSION := $(shell sed -n 's/^LAMBDA_PYTHON_VERSION = "\([0-9.]*\)"$$/\1/p' infra/config.py)
+# The lowest Python the library and the CLI promise (requires-python in pyproject.toml).
+LOWEST_VERSION := $(shell sed -n 's/^requires-python = ">=\([0-9.]*\)"$$/\1/p' pyproject.toml)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOWEST_VENV := .venv-lowest
+LOWEST_STAMP := $(LOWEST_VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup demo test lint format unit bench local clean
+.PHONY: setup demo test lint format unit unit-lowest bench local clean
 .PHONY: synth infra-check audit mutation sam-layer sam-synth sam-check openapi bench-read-api
 NODE_STAMP := node_modules/.installed
 # The security scanners live in a venv of their own: checkov pins libraries that clash with
@@ -24,12 +33,17 @@ MUTATION_STAMP := $(MUTATION_VENV)/.installed
 
 setup: $(STAMP)
 
+# A .venv on another Python than the runtime's (made before the runtime moved) is made anew.
+ifneq ($(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null),$(RUNTIME_VERSION))
+.PHONY: $(STAMP)
+endif
+
 # Reinstall only when a requirements or project file changes. Both venvs drop the setuptools
-# that `venv` seeds (65.5.0 on Python 3.11, older than the fix for CVE-2024-6345): nothing needs
-# it, and `pip install -e .` builds in isolation with the setuptools pyproject.toml asks for.
+# that `venv` seeds (older ones than the fix for CVE-2024-6345): nothing needs it, and
+# `pip install -e .` builds in isolation with the setuptools pyproject.toml asks for.
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml tests/harness/pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "installing Python dependencies into $(VENV) (first run takes about 2 minutes)"
+	@$(PYTHON) tools/runtime_python.py venv $(VENV) --version $(RUNTIME_VERSION)
+	@echo "installing Python dependencies into $(VENV) on Python $(RUNTIME_VERSION) (first run takes about 2 minutes)"
 	@$(BIN)/pip install --quiet --upgrade pip 2> >(grep -v '^WARNING: Location' >&2)
 	@$(BIN)/pip uninstall --quiet --yes setuptools 2> >(grep -v '^WARNING: Skipping' >&2)
 	@$(BIN)/pip install --quiet -r requirements-dev.txt 2> >(grep -v '^WARNING: Location' >&2)
@@ -80,7 +94,7 @@ demo: $(STAMP)
 ## any phase does, once the others have ended.
 OUTPUT_SYNC := $(if $(filter output-sync,$(.FEATURES)),--output-sync=target)
 test:
-	@$(MAKE) --no-print-directory --jobs=4 $(OUTPUT_SYNC) lint unit infra-check audit
+	@$(MAKE) --no-print-directory --jobs=4 $(OUTPUT_SYNC) lint unit unit-lowest infra-check audit
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -96,7 +110,26 @@ format: $(STAMP)
 # queued for the other, so one long test near the end does not leave a core idle. The 25
 # slowest tests are listed at the end: where make test's 15 minutes go.
 unit: $(STAMP) $(NODE_STAMP)
+	@$(BIN)/python -c 'import sys; print(f"pytest on Python {sys.version.split()[0]} ({sys.executable})")'
 	$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=25
+
+# The library and the CLI promise requires-python (pyproject.toml) to their users, who install
+# them on their own Pythons: the tests that hold that promise (tests/lowest.txt says which, and
+# why) run on the lowest supported Python too, in a venv of its own with what they need.
+LOWEST_TESTS = $(shell grep -v '^\#' tests/lowest.txt)
+unit-lowest: $(LOWEST_STAMP)
+	@$(LOWEST_VENV)/bin/python -c 'import sys; print(f"pytest on Python {sys.version.split()[0]} ({sys.executable}), the lowest supported")'
+	$(LOWEST_VENV)/bin/python -m pytest -q -p no:cacheprovider $(LOWEST_TESTS)
+
+$(LOWEST_STAMP): requirements-lowest.txt requirements.txt requirements-dev.txt pyproject.toml tests/harness/pyproject.toml
+	@$(PYTHON) tools/runtime_python.py venv $(LOWEST_VENV) --version $(LOWEST_VERSION) --no-fetch
+	@echo "installing the lowest-Python job's dependencies into $(LOWEST_VENV) on Python $(LOWEST_VERSION)"
+	@$(LOWEST_VENV)/bin/pip install --quiet --upgrade pip 2> >(grep -v '^WARNING: Location' >&2)
+	@$(LOWEST_VENV)/bin/pip uninstall --quiet --yes setuptools 2> >(grep -v '^WARNING: Skipping' >&2)
+	@$(LOWEST_VENV)/bin/pip install --quiet -r requirements-lowest.txt 2> >(grep -v '^WARNING: Location' >&2)
+	@$(LOWEST_VENV)/bin/pip install --quiet --no-deps -e . -e tests/harness 2> >(grep -v '^WARNING: Location' >&2)
+	@$(LOWEST_VENV)/bin/pip check
+	@touch $@
 
 ## bench: every benchmark (python -m benchmarks all); writes their figures in docs/benchmarks.md
 bench: $(STAMP)
@@ -115,7 +148,7 @@ local: $(STAMP)
 	$(BIN)/vhs local up
 
 clean:
-	rm -rf $(VENV) $(AUDIT_VENV) $(MUTATION_VENV) $(SAM_VENV) .mutation cdk.out cdk.out.sam .sam .pytest_cache .ruff_cache .hypothesis .bench
+	rm -rf $(VENV) $(LOWEST_VENV) .python $(AUDIT_VENV) $(MUTATION_VENV) $(SAM_VENV) .mutation cdk.out cdk.out.sam .sam .pytest_cache .ruff_cache .hypothesis .bench
 
 $(SAM_STAMP): requirements-sam.txt
 	@test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)

@@ -201,8 +201,12 @@ def history(id: IdSegment) -> History:
     },
 )
 def diff(id: IdSegment, a: VersionNumber, b: VersionNumber):
-    answer = store().diff(_id(id), int(a), int(b)).as_json()
-    return Response(200, "application/json", json.dumps(answer, ensure_ascii=False))
+    found = store().diff(_id(id), int(a), int(b))
+    text = json.dumps(found.as_json(), ensure_ascii=False)
+    if len(json.dumps(text)) > response_limit():  # as Lambda serialises the response
+        reason = "the patch is more than a Lambda response carries"
+        text = json.dumps(found.without_patch(reason).as_json(), ensure_ascii=False)
+    return Response(200, "application/json", text)
 
 
 @app.get("/openapi.json", summary="This API's OpenAPI document")

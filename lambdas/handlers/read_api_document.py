@@ -136,8 +136,14 @@ class Diff(BaseModel):
     kind: Literal["json", "opaque"]
     body_changed: bool
     patch: list[PatchOperation] | None = Field(
-        description="RFC 6902, from a's body to b's: [] when they are the same; null for opaque"
+        description="RFC 6902, from a's body to b's: [] when they are the same; null for "
+        "opaque, or when patch_omitted says why not"
     )
+    patch_omitted: Literal["too_large", "unreadable"] | None = Field(
+        description="why two versions that claim JSON have no patch: it, or a body, is over "
+        "what a diff reads or carries; or a body is not JSON (kind opaque); else null"
+    )
+    reason: str | None = Field(description="patch_omitted in words; else null")
     parts: dict[str, PartDiff] = Field(
         json_schema_extra={"propertyNames": {"pattern": PART_NAME_SCHEMA_PATTERN}}
     )

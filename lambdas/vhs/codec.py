@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from .errors import BodyTooLarge, InvalidRecord
+from .strict_json import MAX_DEPTH, nests_deeper, parse_document, too_deep_reason
 
 JSON_CONTENT_TYPE = "application/json"
 BINARY_CONTENT_TYPE = "application/octet-stream"
@@ -89,6 +90,10 @@ def encode_record(
     if isinstance(record, bytes | bytearray | memoryview):
         data = bytes(record)
         _check_size(len(data), max_size, field)
+        if content_type == JSON_CONTENT_TYPE:
+            # Bytes that claim to be JSON are held to the rules of a record, as they stand:
+            # every reader (diffs, patches, the read API) can then read them.
+            parse_document(data, field)
         return Body(len(data), sha256_hex(data), content_type or BINARY_CONTENT_TYPE, data=data)
     if isinstance(record, io.IOBase) or hasattr(record, "readinto"):
         return _encode_file(record, content_type, max_size, field)
@@ -98,15 +103,21 @@ def encode_record(
 
 
 def canonical_json(record: Any, field: str = "record") -> bytes:
+    """`record` as canonical JSON. Raises InvalidRecord naming `field` for a value JSON
+    cannot hold, and for a record nested deeper than strict_json.MAX_DEPTH, which the
+    serialised text tells on every Python (the interpreter's own limit differs by version)."""
     try:
         text = json.dumps(
             record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
-        return text.encode("utf-8")
+        data = text.encode("utf-8")
     except RecursionError:
-        raise InvalidRecord("is nested too deeply to serialise as JSON", field) from None
-    except (TypeError, ValueError) as error:
+        raise InvalidRecord(too_deep_reason(), field) from None
+    except (TypeError, ValueError) as error:  # UnicodeEncodeError: an unpaired surrogate
         raise InvalidRecord(f"cannot be serialised as JSON: {error}", field) from None
+    if nests_deeper(text, MAX_DEPTH):
+        raise InvalidRecord(too_deep_reason(), field)
+    return data
 
 
 def _encode_file(file: Any, content_type: str | None, max_size: int, field: str) -> Body:

@@ -16,12 +16,45 @@ from typing import Any
 
 Operation = dict[str, Any]
 
+# Why a diff or a change notification carries no patch where both versions claim JSON: the
+# patch (or a body it is made from) is over the reader's bound, or a body is not JSON by the
+# rules of a record (strict_json). The change feed also has "not_inline" (changes/patch.py).
+TOO_LARGE = "too_large"
+UNREADABLE = "unreadable"
 
-def make_patch(old: Any, new: Any) -> list[Operation]:
-    """The operations, in the order they apply, that turn `old` into `new`."""
-    operations: list[Operation] = []
-    _diff(old, new, "", operations)
-    return operations
+
+class _Operations(list[Operation]):
+    """The patch being made, and its size as encode_patch writes it, kept under `limit`
+    bytes: a patch is bounded as it is made, not only once it is whole (two records of a
+    million one-digit numbers, all changed, make a patch of 40 MB)."""
+
+    def __init__(self, limit: int | None) -> None:
+        super().__init__()
+        self.limit = limit
+        self.size = 1  # "[" and "]", less the first operation's ","
+
+    def append(self, operation: Operation) -> None:
+        if self.limit is not None:
+            self.size += len(encode_patch([operation])) - 1
+            if self.size > self.limit:
+                raise _TooLarge
+        super().append(operation)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def make_patch(old: Any, new: Any, *, limit: int | None = None) -> list[Operation] | None:
+    """The operations, in the order they apply, that turn `old` into `new`; None when, as
+    compact JSON (encode_patch), they would be more than `limit` bytes. Both documents within
+    strict_json.MAX_DEPTH, as every stored record is: the walk recurses once a level."""
+    operations = _Operations(limit)
+    try:
+        _diff(old, new, "", operations)
+    except _TooLarge:
+        return None
+    return list(operations)
 
 
 def patch_size(operations: list[Operation]) -> int:

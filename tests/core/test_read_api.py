@@ -219,7 +219,17 @@ def test_a_binary_body_from_s3_comes_back_byte_for_byte_with_its_content_type(ap
 )
 def test_every_content_type_round_trips(api: Api, content_type: str, body: bytes) -> None:
     id = f"typed-{content_type}"
-    api.store.put(id, body, updated_at=T1, content_type=content_type)
+    if content_type == "application/json":
+        # The doors refuse bytes that claim JSON and are not: this is one stored before they
+        # did (put as bytes, then claimed: an entry without a content type is JSON).
+        api.store.put(id, body, updated_at=T1, content_type="application/octet-stream")
+        api.store.index.dynamodb.update_item(
+            TableName=api.store.table_name,
+            Key={"id": {"S": id}},
+            UpdateExpression="REMOVE c[0].ct",
+        )
+    else:
+        api.store.put(id, body, updated_at=T1, content_type=content_type)
     answer = api.get(id)
     assert (answer.status, answer.body) == (200, body)
     assert answer.headers["Content-Type"] == content_type
@@ -414,6 +424,49 @@ def test_a_diff_is_a_json_patch_for_json_records_and_hashes_for_others(api: Api)
     assert api.get("diff-1", "/versions/1/diff/3").problem()["status"] == 404
     assert api.get("diff-1", "/versions/0/diff/1").problem()["field"] == "a"
     assert api.get("diff-1", "/versions/1/diff/x").problem()["field"] == "b"
+
+
+def test_a_diff_too_large_for_the_response_is_a_200_without_its_patch(api: Api) -> None:
+    """The response limit here is RESPONSE_LIMIT (32 KiB): a patch that fits the diff's own
+    bound but not the response is left out, saying why, never a failed invocation."""
+    old = {"text": ""}
+    new = {"text": "é" * (RESPONSE_LIMIT // 2)}  # escaped as \u00e9 in Lambda's response form
+    api.store.put("diff-large", old, updated_at=T1)
+    api.store.put("diff-large", new, updated_at=T2)
+    assert api.store.diff("diff-large", 1, 2).patch is not None  # the library carries it
+    answer = api.get("diff-large", "/versions/1/diff/2")
+    assert answer.status == 200
+    diff = answer.json()
+    assert (diff["kind"], diff["patch"], diff["patch_omitted"]) == ("json", None, "too_large")
+    assert diff["reason"] == "the patch is more than a Lambda response carries"
+    _conforms(_document(), "/records/{id}/versions/{a}/diff/{b}", "get", answer)
+
+
+def test_a_record_nested_to_the_limit_and_a_body_that_is_not_json_are_served(api: Api) -> None:
+    from vhs.strict_json import MAX_DEPTH
+
+    deep = [1]
+    for _ in range(MAX_DEPTH - 1):
+        deep = [deep]
+    api.store.put("diff-deep", deep, updated_at=T1)
+    api.store.put("diff-deep", json.loads(json.dumps(deep).replace("1", "2")), updated_at=T2)
+    assert json.loads(api.get("diff-deep").body) == json.loads(json.dumps(deep).replace("1", "2"))
+    diff = api.get("diff-deep", "/versions/1/diff/2").json()
+    assert diff["kind"] == "json" and len(diff["patch"]) == 1
+    # A body that claims JSON and is not (stored before the doors parsed it): opaque, a reason.
+    api.store.put("diff-legacy", {"a": 1}, updated_at=T1)
+    api.store.put("diff-legacy", b"{not json", updated_at=T2, content_type="text/plain")
+    api.store.index.dynamodb.update_item(
+        TableName=api.store.table_name,
+        Key={"id": {"S": "diff-legacy"}},
+        UpdateExpression="REMOVE c[0].ct",
+    )
+    answer = api.get("diff-legacy", "/versions/1/diff/2")
+    assert answer.status == 200
+    diff = answer.json()
+    assert (diff["kind"], diff["patch_omitted"]) == ("opaque", "unreadable")
+    assert diff["reason"].startswith("version 2's body is not JSON: not valid JSON")
+    _conforms(_document(), "/records/{id}/versions/{a}/diff/{b}", "get", answer)
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "QUERY"])

@@ -154,7 +154,11 @@ def test_diff_of_json_versions_is_a_patch_that_applies(backend):
     answer = store.diff(rid, 1, 2).as_json()
     assert json.loads(json.dumps(answer)) == answer  # JSON as it is
     assert answer["from"]["updated_at"] == at(1).isoformat()
-    assert set(answer) == {"id", "from", "to", "kind", "body_changed", "patch", "parts"}
+    assert set(answer) == {
+        *("id", "from", "to", "kind", "body_changed", "patch", "parts"),
+        *("patch_omitted", "reason"),
+    }
+    assert answer["patch_omitted"] is answer["reason"] is None
 
 
 def test_diff_of_opaque_versions_says_what_differs_with_sizes_and_hashes(backend):

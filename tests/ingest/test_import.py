@@ -139,7 +139,7 @@ def test_every_line_is_parsed_and_validated_once(
     hot id's lines, coalesced or written, and a refused line each parse and validate once."""
     from vhs.codec import encode_record
     from vhs.ingest.contract import validate_message
-    from vhs.ingest.strict_json import parse_json_body
+    from vhs.strict_json import parse_json_body
 
     calls = count_calls(monkeypatch, parse_json_body, validate_message, encode_record)
     lines = [message(f"id-{n}", record={"n": n}) for n in range(4)]

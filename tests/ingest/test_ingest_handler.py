@@ -512,7 +512,7 @@ def test_one_message_is_parsed_and_validated_once(stack, monkeypatch):
     written from that reading, not read again."""
     from vhs.codec import encode_record
     from vhs.ingest.contract import validate_message
-    from vhs.ingest.strict_json import parse_json_body
+    from vhs.strict_json import parse_json_body
 
     # The real functions, counted wherever a module of the handler holds them.
     handler_module()

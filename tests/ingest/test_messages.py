@@ -179,6 +179,31 @@ def test_invalid_messages_fail_both_and_name_the_field(message, field, schema):
     assert not schema.is_valid(message)
 
 
+def test_the_schema_and_the_validator_share_the_nesting_limit(schema):
+    """The schema writes MAX_DEPTH out as a chain of definitions (levels0..levelsN): a record
+    nested to the limit passes both, one level more fails both."""
+    from vhs.strict_json import MAX_DEPTH
+
+    def nested(depth: int, container: str) -> object:
+        value: object = 1
+        for _ in range(depth):
+            value = [value] if container == "array" else {"k": value}
+        return value
+
+    definitions = schema.schema["$defs"]
+    assert schema.schema["properties"]["record"]["$ref"] == f"#/$defs/levels{MAX_DEPTH}"
+    assert sorted(definitions) == sorted(f"levels{n}" for n in range(MAX_DEPTH + 1))
+    for container in ("array", "object"):
+        deepest = {"id": "a", "updated_at": T, "record": nested(MAX_DEPTH, container)}
+        validate_message(deepest)
+        schema.validate(deepest)
+        deeper = {**deepest, "record": nested(MAX_DEPTH + 1, container)}
+        with pytest.raises(InvalidMessage) as raised:
+            validate_message(deeper)
+        assert raised.value.field == "record"
+        assert not schema.is_valid(deeper)
+
+
 def test_purge_goes_with_a_delete_only_and_is_a_boolean():
     assert validate_message({"id": "a", "updated_at": T, "deleted": True, "purge": True}).purge
     assert not validate_message({"id": "a", "updated_at": T, "deleted": True}).purge

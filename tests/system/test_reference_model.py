@@ -54,7 +54,7 @@ from vhs import RecordNotFound, Retention, VersionedHybridStore
 from vhs.errors import RecordDeleted, VersionNotRetained
 from vhs_testing.backends import Backend, open_backend
 from vhs_testing.lagging import LaggingDynamoDB
-from vhs_testing.model import JSON, Delete, ModelStore, Part, Put, Version, Write
+from vhs_testing.model import JSON, Delete, ModelStore, Part, Put, Version, Write, claimed
 
 EXAMPLES = int(os.environ.get("VHS_MODEL_EXAMPLES", "0")) or None
 # Default examples per test, small enough for `make test` (docs/reliability.md has the long run).
@@ -123,7 +123,7 @@ Step = Write | Tick | Lag | CatchUp | Read
 def _put(name: str, record: Any, at: datetime, content_type: str | None, parts: tuple) -> Put:
     if not isinstance(record, bytes) and content_type not in (None, JSON):
         content_type = None  # a JSON record is JSON: other types are for bytes
-    return Put(name, record, at, content_type, parts)
+    return Put(name, claimed(record, content_type), at, content_type, parts)
 
 
 # Puts without parts (the only kind an ingest message can carry without staging), and with.

@@ -8,8 +8,10 @@ one's (vhs.patches), or `patch_omitted`, why there is none:
 * "not_inline": either body is in S3, not in the item: the feed reads nothing but the stream
   record, whose two images hold both versions' inline bodies (the old image's current entry is
   the previous version);
-* "unreadable": an inline body that does not decode to its hash or to JSON (`vhs verify`
-  reports it; the notification still goes out).
+* "unreadable": an inline body that does not decode to its hash, or is not JSON by the
+  rules every door applies (strict_json: I-JSON, at most MAX_DEPTH levels deep). A body
+  stored before a door applied them is read so (`vhs verify` reports a body that does not
+  decode; the notification still goes out).
 
 Other notifications (a first version, a delete, the first version after a delete, a change of
 content type, a step of more than one version) have neither field.
@@ -18,23 +20,22 @@ content type, a step of more than one version) have neither field.
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 from ..codec import JSON_CONTENT_TYPE
 from ..deltas import UndecodableBody, inline_body
+from ..errors import InvalidInput
 from ..item import CURRENT, ID, VERSION, item_from_dynamo
 from ..model import Item
-from ..patches import make_patch, patch_size
+from ..patches import TOO_LARGE, UNREADABLE, make_patch
 from ..resources import CHANGES
+from ..strict_json import parse_document
 
 log = logging.getLogger(__name__)
 
-TOO_LARGE = "too_large"
 NOT_INLINE = "not_inline"
-UNREADABLE = "unreadable"
 
 
 def patch_fields(
@@ -57,12 +58,12 @@ def patch_fields(
     if before.current.inline is None or after.current.inline is None:
         return {"patch_omitted": NOT_INLINE}
     try:
-        records = [json.loads(inline_body(i.versions(), i.version)) for i in (before, after)]
-    except (UndecodableBody, ValueError) as error:
+        records = [parse_document(inline_body(i.versions(), i.version)) for i in (before, after)]
+    except (UndecodableBody, InvalidInput) as error:
         log.warning("%r version %d: no patch: %s", after.id, after.version, error)
         return {"patch_omitted": UNREADABLE}
-    patch = make_patch(*records)
-    if patch_size(patch) > limit:
+    patch = make_patch(*records, limit=limit)
+    if patch is None:
         return {"patch_omitted": TOO_LARGE}
     return {"patch": patch}
 

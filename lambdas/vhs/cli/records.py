@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput
+from ..strict_json import parse_document
 from .output import console, emit_json, now
 
 
@@ -40,11 +41,13 @@ def cmd_put(args: argparse.Namespace) -> int:
     data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
     record: Any = data
     if not args.raw:
+        # The rules of every door (strict_json): a duplicate key or 1e400 is refused here as
+        # a message carrying it would be.
         try:
-            record = json.loads(data)
-        except ValueError:
+            record = parse_document(data, "FILE")
+        except InvalidInput as error:
             raise InvalidInput(
-                "FILE", f"{args.file} is not JSON; pass --raw to store it as bytes"
+                "FILE", f"{args.file} is not JSON: {error.reason}; pass --raw to store it as bytes"
             ) from None
     with contextlib.ExitStack() as files:
         parts: dict[str, Any] = {}
@@ -185,7 +188,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
         ]
         table.add_row(f"part {name}", *sides, part.change)
     console().print(table)
-    if diff.patch is not None:
+    if diff.reason is not None:
+        console().print(f"no JSON Patch: {diff.reason}", markup=False, highlight=False)
+    elif diff.patch == []:
+        console().print("JSON Patch: none (the records are the same)", highlight=False)
+    elif diff.patch is not None:
         patch = Table(title=f"JSON Patch: {len(diff.patch)} operations")
         for column in ("op", "path", "value"):
             patch.add_column(column)

@@ -38,10 +38,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ..aws import error_code
 from ..errors import InvalidInput, InvalidMessage, WriteConflict
 from ..resources import INGEST
+from ..strict_json import parse_document
 from .coalesce import Candidate, candidate, in_rounds
 from .contract import FirstRead, IngestMessage
 from .ingestor import Ingestor, IngestResult
-from .strict_json import parse_json_body
 
 FORMATS = ("jsonl", "csv")
 # The file names each format is read from when a directory or a prefix is imported.
@@ -240,8 +240,8 @@ class CsvMapping:
                 raise InvalidMessage(self.deleted, f"must be true, false or empty, not {flag!r}")
         if self.record:
             try:
-                message["record"] = parse_json_body(cells[self.record])
-            except InvalidMessage as error:
+                message["record"] = parse_document(cells[self.record], self.record)
+            except InvalidInput as error:
                 raise InvalidMessage(self.record, f"not a JSON record: {error.reason}") from None
         else:
             taken = set(self.mapped().values())

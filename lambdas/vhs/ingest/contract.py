@@ -51,6 +51,7 @@ from ..errors import InvalidInput, InvalidMessage, MissingStagedObject
 from ..keys import validate_id
 from ..ordering import parse_timestamp
 from ..parts import MAX_PARTS, check_part_name
+from ..strict_json import document_field, field_label, json_type, parse_json_body
 from .staging import (
     S3Location,
     StagingLocation,
@@ -60,7 +61,6 @@ from .staging import (
     parse_s3_uri,
     require_staged,
 )
-from .strict_json import document_field, field_label, json_type, parse_json_body
 
 __all__ = [
     "FirstRead",

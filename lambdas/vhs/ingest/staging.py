@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import InvalidMessage
 from ..resources import DEAD_LETTER_RECEIPT_PREFIX, DEAD_LETTER_STAGING_PREFIX
-from .strict_json import json_type
+from ..strict_json import json_type
 
 MAX_S3_KEY_BYTES = 1024
 

@@ -43,8 +43,8 @@ from ..codec import MAX_BODY_SIZE
 from ..errors import InvalidMessage, MissingStagedObject
 from ..ingest.contract import MessageLimits, read_message
 from ..ingest.staging import S3Location, StagingLocation, claim_check_attributes, claim_check_body
-from ..ingest.strict_json import parse_json_body
 from ..resources import INGEST, STAGING_PREFIX
+from ..strict_json import parse_json_body
 
 MAX_BATCH_ENTRIES = 10
 # Room for message attributes and the batch request's own framing.

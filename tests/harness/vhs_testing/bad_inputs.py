@@ -30,6 +30,7 @@ from typing import Any
 from vhs import keys
 from vhs.errors import InvalidId
 from vhs.ingest.staging import CLAIM_CHECK_ATTRIBUTES
+from vhs.strict_json import MAX_DEPTH
 
 STAGING = "STAGING-BUCKET-TOKEN"
 BODIES = "BODIES-BUCKET-TOKEN"
@@ -611,25 +612,109 @@ add(
 )
 add(
     Case(
+        "body-number-underflow",
+        "body",
+        raw_record("body-number-underflow", '{"n": 1e-400}'),
+        Rejected("record", "1e-400 is too small for a double (it would read as 0), at record.n"),
+        '"record": {"n": 1e-400}',
+        "Python reads it as 0: a number is stored as the double it denotes, and this one has none.",
+    )
+)
+add(
+    Case(
         "body-nested-10000",
         "body",
         raw_record("body-nested-10000", "[" * 10_000 + "]" * 10_000),
-        Rejected("body", "nested too deeply"),
+        Rejected("record", f"nests deeper than {MAX_DEPTH} levels"),
         '"record": [[[...]]] 10,000 deep',
-        "A clear error, not a RecursionError: the parser gives no place, so the field is body.",
+        "A clear error, the same on every Python, found in the text before any parser recurses "
+        "(3.11's json gave up near 1,000 levels, 3.14's near 64,000).",
     ),
     StoreCall("body-nested-10000", nested(10_000)),
 )
 add(
     Case(
-        "body-nested-500",
+        "body-nested-past-the-limit",
         "body",
-        raw_record("body-nested-500", "[" * 500 + "]" * 500),
-        Accepted("body-nested-500", nested(500)),
-        '"record": [[[...]]] 500 deep',
+        raw_record("body-nested-past-the-limit", "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)),
+        Rejected("record", f"nests deeper than {MAX_DEPTH} levels, the most a JSON record may"),
+        f'"record": [[[...]]] {MAX_DEPTH + 1} deep',
+        "One level past the limit that every reader (diffs, patches, the read API) handles.",
+    ),
+    StoreCall("body-nested-past-the-limit", nested(MAX_DEPTH + 1)),
+)
+add(
+    Case(
+        "body-nested-to-the-limit",
+        "body",
+        raw_record("body-nested-to-the-limit", "[" * MAX_DEPTH + "]" * MAX_DEPTH),
+        Accepted("body-nested-to-the-limit", nested(MAX_DEPTH)),
+        f'"record": [[[...]]] {MAX_DEPTH} deep',
         "Deep but within the limit: stored and read back.",
     ),
-    StoreCall("body-nested-500", nested(500)),
+    StoreCall("body-nested-to-the-limit", nested(MAX_DEPTH)),
+)
+add(
+    Case(
+        "body-base64-json-nested-past-the-limit",
+        "body",
+        message(
+            id="body-base64-json-nested-past-the-limit",
+            updated_at=T,
+            content_type="application/json",
+            body_base64=base64.b64encode(b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1)).decode(),
+        ),
+        Rejected("body_base64", f"nests deeper than {MAX_DEPTH} levels"),
+        f"body_base64 of [[[...]]] {MAX_DEPTH + 1} deep, content_type application/json",
+        "Bytes that claim JSON are held to a record's rules, as they stand: they were stored "
+        "unparsed, and a diff or a change notification then failed on them.",
+    ),
+)
+add(
+    Case(
+        "body-base64-json-not-json",
+        "body",
+        message(
+            id="body-base64-json-not-json",
+            updated_at=T,
+            content_type="application/json",
+            body_base64=base64.b64encode(b"{not json").decode(),
+        ),
+        Rejected("body_base64", "not valid JSON"),
+        'body_base64 of "{not json", content_type application/json',
+        "A body that claims JSON is JSON: the read API's diff answered 500 on one.",
+    ),
+)
+add(
+    Case(
+        "body-base64-json-duplicate-key",
+        "body",
+        message(
+            id="body-base64-json-duplicate-key",
+            updated_at=T,
+            content_type="application/json",
+            body_base64=base64.b64encode(b'{"a": 1, "a": 2}').decode(),
+        ),
+        Rejected("body_base64", "duplicate key 'a', at a"),
+        """body_base64 of '{"a": 1, "a": 2}', content_type application/json""",
+        "The rules of a record's JSON, whichever field carries it.",
+    ),
+)
+add(
+    Case(
+        "body-base64-json-number-overflow",
+        "body",
+        message(
+            id="body-base64-json-number-overflow",
+            updated_at=T,
+            content_type="application/json",
+            body_base64=base64.b64encode(b'{"price": 1e400}').decode(),
+        ),
+        Rejected("body_base64", "1e400 is out of range of a double, at price"),
+        """body_base64 of '{"price": 1e400}', content_type application/json""",
+        "Stored unparsed, it made diffs and change notifications write Infinity, which strict "
+        "JSON parsers refuse.",
+    ),
 )
 add(
     Case(

@@ -1,9 +1,13 @@
-"""Strict JSON for messages: I-JSON (RFC 7493), with the place of every refusal.
+"""Strict JSON: I-JSON (RFC 7493) and one nesting limit, with the place of every refusal.
 
 Python's json module accepts what another consumer would read differently (duplicate keys,
 NaN and Infinity, numbers beyond a double, unpaired surrogates, a byte order mark, UTF-16),
-so a message body or claim-check payload is parsed here instead: each of these is refused with
-an InvalidMessage naming the top-level field it occurs in.
+and how deep it nests depends on the interpreter. So every JSON the store takes is parsed
+here instead: a message body or claim-check payload (`parse_json_body`, refusals naming the
+top-level field they occur in), and a JSON record given as text or bytes (`parse_document`:
+`body_base64` with application/json, `vhs put`, `store.put`). Every reader of a stored JSON
+body parses it here too (diffs, the change feed's patches), so that what a door would refuse
+is read as "not JSON", with the reason, never as an error of its own.
 """
 
 from __future__ import annotations
@@ -13,11 +17,19 @@ import math
 import re
 from typing import Any
 
-from ..errors import InvalidMessage
+from .errors import InvalidMessage, InvalidRecord
 
 MAX_S3_KEY_BYTES = 1024
 # Python's own limit on converting digits to an int (sys.int_info.default_max_str_digits).
 MAX_INTEGER_DIGITS = 4300
+# The deepest a JSON record may nest, counting each array and object one level (`[]` is 1,
+# `{"a": [1]}` is 2). Every door refuses a record nested deeper, with the same reason on every
+# Python, and every reader handles anything within it. It is the store's own number because
+# the interpreter's is none: Python 3.11's json gives up near 1,000 levels (its recursion
+# limit), 3.14's near 64,000 (the real stack). 64 leaves a notification or a diff that carries
+# a whole record at its deepest (3 levels more) within the defaults of common parsers (Ruby's
+# 100, Rust's serde_json 128), and Python's recursion limit far above what a reader uses.
+MAX_DEPTH = 64
 
 
 def json_type(value: Any) -> str:
@@ -72,14 +84,77 @@ _LONE_SURROGATE_HINT = re.compile(
 )
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NONZERO_DIGIT = re.compile(r"[1-9]")
 _BOM = "\ufeff"
+
+
+def too_deep_reason() -> str:
+    return f"nests deeper than {MAX_DEPTH} levels, the most a JSON record may"
+
+
+# A JSON string (its escapes whole), a bracket, and whether a string is an object's key.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_INNERMOST = re.compile(r"[\[{][\]}]")
+_TOKEN = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*")(\s*:)?|[\[\]{}]', re.S)
+
+
+def nests_deeper(text: str, levels: int) -> bool:
+    """Whether JSON text nests arrays and objects more than `levels` deep, read from the text
+    before any parser recurses into it. (Text that is not JSON may answer either way; the
+    parser refuses it.)"""
+    if text.count("[") + text.count("{") <= levels:
+        return False
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    # Each round takes away the innermost pairs, so it takes as many rounds as levels.
+    for _ in range(levels):
+        if not brackets:
+            return False
+        brackets = _INNERMOST.sub("", brackets)
+    return bool(brackets)
+
+
+def _too_deep_key(text: str, levels: int) -> str | None:
+    """The top-level key whose value nests past `levels` (an object's levels count from the
+    document), or None when it is not under one."""
+    depth, key = 0, None
+    for match in _TOKEN.finditer(text):
+        if match.group(1) is not None:
+            if depth == 1 and match.group(2):
+                key = match.group(1)
+            continue
+        if match.group() in "[{":
+            depth += 1
+            if depth > levels:
+                return json.loads(key) if key is not None else None
+        else:
+            depth -= 1
+    return None
+
+
+def parse_document(data: str | bytes, field: str = "record") -> Any:
+    """A JSON record given as text or bytes (a body that claims application/json), read by
+    the rules of the ingest contract: I-JSON, at most MAX_DEPTH levels. Raises InvalidRecord
+    naming `field`, its reason saying where in the document."""
+    try:
+        return _parse(data, field, levels=MAX_DEPTH, whole=field)
+    except InvalidMessage as error:
+        raise InvalidRecord(error.reason, field) from None
 
 
 def parse_json_body(text: str | bytes, field_prefix: str = "") -> Any:
     """Parse a message body (str, as SQS delivers it) or a claim-check payload (bytes from
-    S3) as I-JSON. Raises InvalidMessage naming the top-level field at fault, or the whole
-    document ("body", or "payload" with field_prefix "payload.")."""
-    document = document_field(field_prefix)
+    S3) as I-JSON, its record at most MAX_DEPTH levels deep. Raises InvalidMessage naming the
+    top-level field at fault, or the whole document ("body", or "payload" with field_prefix
+    "payload.")."""
+    # The message is an object around its record: one level more.
+    return _parse(text, field_prefix, levels=MAX_DEPTH + 1)
+
+
+def _parse(text: str | bytes, field_prefix: str, *, levels: int, whole: str | None = None) -> Any:
+    """`text` as I-JSON within `levels`. Errors name the top-level field at fault, prefixed
+    with `field_prefix`; or, with `whole`, always the field `whole`, saying where inside."""
+    document = whole or document_field(field_prefix)
     if isinstance(text, bytes | bytearray | memoryview):
         try:
             # Strict UTF-8: json.loads(bytes) would also take UTF-16 and UTF-32, skip a BOM
@@ -92,6 +167,10 @@ def parse_json_body(text: str | bytes, field_prefix: str = "") -> Any:
             ) from None
     if text.startswith(_BOM):
         raise InvalidMessage(document, "starts with a byte order mark (U+FEFF): send none")
+    if nests_deeper(text, levels):
+        key = None if whole else _too_deep_key(text, levels)
+        field = document if key is None else field_prefix + field_label(key)
+        raise InvalidMessage(field, too_deep_reason())
     refused = False
 
     def refuse(reason: str, duplicate: str | None = None) -> _Refused:
@@ -104,9 +183,11 @@ def parse_json_body(text: str | bytes, field_prefix: str = "") -> Any:
 
     def number(literal: str) -> float | _Refused:
         value = float(literal)
+        shown = literal if len(literal) <= 32 else literal[:29] + "..."
         if math.isinf(value):
-            shown = literal if len(literal) <= 32 else literal[:29] + "..."
             return refuse(f"{shown} is out of range of a double")
+        if value == 0 and _NONZERO_DIGIT.search(literal.lower().partition("e")[0]):
+            return refuse(f"{shown} is too small for a double (it would read as 0)")
         return value
 
     def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any] | _Refused:
@@ -138,7 +219,7 @@ def parse_json_body(text: str | bytes, field_prefix: str = "") -> Any:
 
         parsed = _loads(text, document, {**hooks, "parse_int": integer})
     if refused or _LONE_SURROGATE_HINT.search(text):
-        problem = _first_problem(parsed, field_prefix)
+        problem = _first_problem(parsed, field_prefix, whole)
         if problem is not None:
             raise problem
     return parsed
@@ -152,7 +233,9 @@ def _loads(text: str, document: str, hooks: dict[str, Any]) -> Any:
     try:
         return json.loads(text, **hooks)
     except RecursionError:
-        raise InvalidMessage(document, "JSON is nested too deeply") from None
+        # Not reached within MAX_DEPTH (nests_deeper comes first); kept so that no stack
+        # shallower than Python's own can make a parse fail any other way.
+        raise InvalidMessage(document, too_deep_reason()) from None
     except json.JSONDecodeError as error:
         raise InvalidMessage(
             document, f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
@@ -162,22 +245,30 @@ def _loads(text: str, document: str, hooks: dict[str, Any]) -> Any:
         raise _IntegerTooLong from None
 
 
-def _first_problem(document: Any, field_prefix: str) -> InvalidMessage | None:
+def _first_problem(
+    document: Any, field_prefix: str, whole: str | None = None
+) -> InvalidMessage | None:
     """The first refused value or unpaired surrogate in document order, as an error."""
+
+    def error_at(path: tuple[str | int, ...], reason: str, duplicate: str | None = None):
+        if whole is not None:
+            place = path if duplicate is None else (*path, duplicate)
+            where = f", at {_render_path(place)}" if place else ""
+            return InvalidMessage(whole, reason + where)
+        return _error_at(path, reason, field_prefix, duplicate)
+
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(document, ())]
     while stack:
         value, path = stack.pop()
         if isinstance(value, _Refused):
-            return _error_at(path, value.reason, field_prefix, value.duplicate)
+            return error_at(path, value.reason, value.duplicate)
         if isinstance(value, str):
             if _SURROGATE.search(value):
-                return _error_at(path, "contains an unpaired surrogate", field_prefix)
+                return error_at(path, "contains an unpaired surrogate")
         elif isinstance(value, dict):
             for key in value:
                 if _SURROGATE.search(key):
-                    return _error_at(
-                        (*path, key), "is a key with an unpaired surrogate", field_prefix
-                    )
+                    return error_at((*path, key), "is a key with an unpaired surrogate")
             stack.extend((item, (*path, key)) for key, item in reversed(value.items()))
         elif isinstance(value, list):
             stack.extend((item, (*path, n)) for n, item in reversed(list(enumerate(value))))
