@@ -34,7 +34,9 @@ import glob
 import os
 import re
 import shutil
-import subprocess  # nosec B404: runs fixed argument lists (apt-get, dpkg, pip, python)
+
+# subprocess runs only apt-get, dpkg, pip and Python, as fixed argument lists (bandit B404).
+import subprocess  # nosec B404
 import sys
 import tempfile
 from pathlib import Path
@@ -165,7 +167,8 @@ def fetch_from_debian(
         debs = _download(version, architecture, Path(work))
         tree = Path(work) / "tree"
         for deb in debs:
-            subprocess.run(["dpkg", "-x", str(deb), str(tree)], check=True)  # nosec B603 B607
+            dpkg = ["dpkg", "-x", str(deb), str(tree)]
+            subprocess.run(dpkg, check=True)  # nosec B603
         python = tree / "usr" / "bin" / f"python{version}"
         _patch(python, loader=home / version / "usr" / "lib" / multiarch / loader, work=work)
         # The loader's path is absolute: the tree must be where the interpreter says it is.
@@ -208,10 +211,10 @@ def _download(version: str, architecture: str, work: Path) -> list[Path]:
     """The .debs of python`version` and its whole closure, from the first suite that has it."""
     for suite in SUITES:
         options = _apt_options(work, architecture, suite)
-        subprocess.run(  # nosec B603 B607
+        subprocess.run(  # nosec B603, B607
             ["apt-get", "-qq", *options, "update"], check=True, stdout=subprocess.DEVNULL
         )
-        policy = subprocess.run(  # nosec B603 B607
+        policy = subprocess.run(  # nosec B603, B607
             ["apt-cache", *options, "policy", f"python{version}"],
             capture_output=True,
             text=True,
@@ -219,7 +222,7 @@ def _download(version: str, architecture: str, work: Path) -> list[Path]:
         )
         if "Candidate: (none)" in policy.stdout or "Candidate:" not in policy.stdout:
             continue
-        subprocess.run(  # nosec B603 B607
+        subprocess.run(  # nosec B603, B607
             ["apt-get", "-qq", "-y", *options, "install", "--download-only",
              f"python{version}", f"python{version}-venv"],
             check=True,
@@ -284,7 +287,7 @@ def make_venv(directory: Path, version: str, *, fetch: bool = True, home: Path =
     if not wheels:
         raise NotFound(f"{python} -m venv failed: {made.stderr.strip() or made.stdout.strip()}")
     shutil.rmtree(directory, ignore_errors=True)
-    subprocess.run([python, "-m", "venv", "--without-pip", str(directory)], check=True)  # nosec
+    subprocess.run([python, "-m", "venv", "--without-pip", str(directory)], check=True)  # nosec B603
     _pip(str(existing), wheels[-1], "install", "--quiet", str(wheels[-1]))
 
 
