@@ -76,11 +76,11 @@ $(AUDIT_STAMP): requirements-audit.txt
 	@$(AUDIT_BIN)/pip check
 	@touch $@
 
-## audit: bandit on the code, checkov on the synthesized templates, pip-audit on both venvs
-audit: $(STAMP) $(AUDIT_STAMP) synth
+## audit: bandit on the code, checkov on the synthesized templates, pip-audit on every venv
+audit: $(STAMP) $(AUDIT_STAMP) $(LOWEST_STAMP) synth
 	$(AUDIT_BIN)/bandit -q -r lambdas infra tools
 	$(AUDIT_BIN)/checkov --config-file .checkov.yaml --file cdk.out/*.template.json
-	$(AUDIT_BIN)/python tools/dependency_audit.py $(VENV) $(AUDIT_VENV)
+	$(AUDIT_BIN)/python tools/dependency_audit.py $(VENV) $(AUDIT_VENV) $(LOWEST_VENV)
 
 ## demo: run the main job on the local stack (moto's server on 127.0.0.1)
 demo: $(STAMP)

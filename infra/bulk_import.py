@@ -58,7 +58,7 @@ from .function import allow, allow_listing, log_group
 from .ingest import store_writer_statements
 from .machine import plan_task, worker_task
 from .monitoring import Alarms
-from .store import object_arn
+from .store import acknowledge_dictionary_reads, object_arn
 
 # What a state machine with logging to CloudWatch Logs and X-Ray tracing needs: the log
 # delivery actions and X-Ray's support no resource-level permissions (AWS requires "*").
@@ -122,7 +122,9 @@ class BulkImport(StoreFeature):
                 # outcome. Reports only, never the manifest or the ResultWriter's files.
                 allow("ReplaceReports", ["s3:DeleteObject"], [report_objects]),
                 # The store's writes, as the ingest function has them.
-                *store_writer_statements(body_objects, staging, self.table, staged_objects),
+                *store_writer_statements(
+                    body_objects, self.dictionary_objects, staging, self.table, staged_objects
+                ),
             ],
             environment=settings.bulk_import_environment(
                 self.store,
@@ -297,6 +299,7 @@ class BulkImport(StoreFeature):
             "has it: body keys are content-addressed ({prefix}/{shard}/{id}/{sha256}) and "
             "cannot be named in advance. PutObject and AbortMultipartUpload; no read, no delete.",
         )
+        acknowledge_dictionary_reads(role, self.dictionary_objects)
         nag.acknowledge_wildcard(
             role,
             staged_objects,

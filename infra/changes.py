@@ -32,6 +32,7 @@ from . import nag
 from .feature import Feature, Wiring
 from .function import allow
 from .monitoring import TOPIC_KEY_ACTIONS, Alarms, topic_key
+from .store import acknowledge_dictionary_reads, dictionary_arn
 
 # Lambda's event source for a DynamoDB stream needs these three on the stream (the policy
 # AWS documents for a function that processes a table's stream, scoped to the one stream)...
@@ -92,6 +93,7 @@ class ChangeFeed(Feature):
             enforce_ssl=True,
         )
 
+        dictionaries = dictionary_arn(bucket, config.body_prefix)
         self.add_function(
             settings.CHANGES_FUNCTION,
             does="publishes a notification per version and delete",
@@ -105,6 +107,8 @@ class ChangeFeed(Feature):
                 allow(
                     "DeadLetterFailedBatches", ["sqs:SendMessage"], [self.dead_letters.queue_arn]
                 ),
+                # A patch of a body packed with a zstd dictionary needs that dictionary.
+                allow("ReadDictionaries", ["s3:GetObject"], [dictionaries]),
             ],
             environment=settings.changes_environment(
                 topic_arn=self.topic.topic_arn,
@@ -120,6 +124,8 @@ class ChangeFeed(Feature):
                 "destination is the change feed's own dead-letter queue."
             ),
         )
+
+        acknowledge_dictionary_reads(self.role, dictionaries)
 
         self.event_source = lambda_.EventSourceMapping(
             self,

@@ -108,6 +108,7 @@ class VhsConfig:
     retain_days: int | None = None
     retain_after_delete_days: int | None = None
     delta_history: bool | None = None
+    dictionaries: bool | None = None
     log_level: str = "INFO"
     ingest: resources.IngestShape = field(default_factory=lambda: resources.INGEST)
     alarms: shapes.AlarmThresholds = field(default_factory=lambda: shapes.ALARMS)
@@ -214,6 +215,7 @@ class VhsConfig:
             retain_days=self.retain_days,
             retain_after_delete_days=self.retain_after_delete_days,
             delta_history=self.delta_history,
+            dictionaries=self.dictionaries,
         )
 
     @classmethod
@@ -286,6 +288,8 @@ class VhsConfig:
             overrides["body_prefix"] = str(prefix)
         if text("deltaHistory") is not None:
             overrides["delta_history"] = flag("deltaHistory", True)
+        if text("dictionaries") is not None:
+            overrides["dictionaries"] = flag("dictionaries", False)
         return cls(
             ingest_event_source=flag("ingestEventSource", True),
             sam_local=flag("samLocal", False),

@@ -29,7 +29,7 @@ from vhs import resources, settings
 from .config import VhsConfig
 from .function import VhsFunction
 from .monitoring import Alarms
-from .store import object_arn
+from .store import dictionary_arn, object_arn
 
 
 class Wiring(TypedDict):
@@ -109,3 +109,5 @@ class StoreFeature(Feature):
         self.store = store or self.config.store_settings(table.table_name, bucket.bucket_name)
         # Every object under the store's body prefix: what its object-level statements name.
         self.body_objects = object_arn(bucket, self.store.prefix)
+        # The store's zstd dictionaries: what every reader of a packed body may need.
+        self.dictionary_objects = dictionary_arn(bucket, self.store.prefix)

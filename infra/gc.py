@@ -24,6 +24,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from vhs import resources, settings
@@ -33,6 +34,7 @@ from .config import VhsConfig
 from .feature import StoreFeature, StoreWiring
 from .function import allow, allow_listing, metrics_namespace
 from .monitoring import Alarms
+from .store import dictionary_arn
 
 
 def gc_function_name(config: VhsConfig) -> str:
@@ -71,6 +73,15 @@ class GarbageCollection(StoreFeature):
                 # The current version only: the bucket is versioned, so a delete leaves a
                 # noncurrent version for 30 days. No DeleteObjectVersion.
                 allow("DeleteOrphanedBodies", ["s3:DeleteObject"], [body_objects]),
+                # The store's zstd dictionaries sit under the prefix too, beside the shards
+                # the collector lists, and every body packed with one needs it as long as
+                # the body is kept: never deleted, whatever else allows it.
+                iam.PolicyStatement(
+                    sid="NeverDeleteDictionaries",
+                    effect=iam.Effect.DENY,
+                    actions=["s3:DeleteObject"],
+                    resources=[dictionary_arn(bucket, store.prefix)],
+                ),
                 # BatchGetItem reads the ids of a listing page; UpdateItem writes and
                 # clears the condemnation markers (conditional writes). No Scan of the
                 # table, no GetItem.

@@ -25,13 +25,17 @@ from vhs import resources, settings
 from . import nag
 from .feature import StoreFeature, StoreWiring
 from .function import allow, allow_listing
-from .store import object_arn
+from .store import acknowledge_dictionary_reads, object_arn
 
 DEAD_LETTER_STAGING_PREFIX = resources.DEAD_LETTER_STAGING_PREFIX
 
 
 def store_writer_statements(
-    body_objects: str, staging: s3.IBucket, table: dynamodb.ITable, staged_objects: str
+    body_objects: str,
+    dictionary_objects: str,
+    staging: s3.IBucket,
+    table: dynamodb.ITable,
+    staged_objects: str,
 ) -> list[iam.PolicyStatement]:
     """What writing through the store takes, as ingest writes (and bulk import, which writes
     each line as ingest writes its message): bodies, staged payloads and the index."""
@@ -39,6 +43,9 @@ def store_writer_statements(
         # PutObject covers CreateMultipartUpload, UploadPart and CompleteMultipartUpload; a
         # failed multipart upload is aborted. The writer never reads bodies (no GetObject).
         allow("WriteBodies", ["s3:PutObject", "s3:AbortMultipartUpload"], [body_objects]),
+        # The zstd dictionaries: the newest packs new bodies (VHS_DICTIONARIES), and any
+        # one the current body was packed with decodes it for its delta. Read only.
+        allow("ReadDictionaries", ["s3:GetObject"], [dictionary_objects]),
         allow("ReadStagedPayloads", ["s3:GetObject"], [staged_objects]),
         # Without ListBucket, S3 answers 403 for a missing object, which reads as a failure to
         # retry; with it, 404: an expired or absent payload is refused at once as
@@ -92,7 +99,9 @@ class Ingest(StoreFeature):
             does="stores the records sent to the ingest queue",
             role="ingest function: store writes only",
             statements=[
-                *store_writer_statements(body_objects, staging, table, staged_objects),
+                *store_writer_statements(
+                    body_objects, self.dictionary_objects, staging, table, staged_objects
+                ),
                 allow("StageOversizedDeadLetters", ["s3:PutObject"], [dead_letter_objects]),
                 allow(
                     "DeadLetterInvalidMessages", ["sqs:SendMessage"], [self.dead_letters.queue_arn]
@@ -131,6 +140,7 @@ class Ingest(StoreFeature):
             "advance. The actions are PutObject and AbortMultipartUpload; no GetObject, no "
             "DeleteObject, no List.",
         )
+        acknowledge_dictionary_reads(self.role, self.dictionary_objects)
         nag.acknowledge_wildcard(
             self.role,
             staged_objects,

@@ -13,7 +13,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from vhs import resources
+from vhs import dictionaries, resources
 
 from . import nag, shapes
 
@@ -28,6 +28,23 @@ def object_arn(bucket: s3.IBucket, prefix: str) -> str:
     """ARN of every object under a key prefix ("" for the whole bucket): what a role's
     object-level statements name."""
     return bucket.arn_for_objects(f"{prefix.strip('/')}/*" if prefix.strip("/") else "*")
+
+
+def dictionary_arn(bucket: s3.IBucket, body_prefix: str) -> str:
+    """ARN of the store's zstd dictionaries (vhs/dictionaries.py), beside its body shards."""
+    return object_arn(bucket, "/".join(filter(None, (body_prefix.strip("/"), dictionaries.FOLDER))))
+
+
+def acknowledge_dictionary_reads(role: Construct, arn: str) -> None:
+    """IAM5 for a role's GetObject of the store's dictionaries (`dictionary_arn`)."""
+    nag.acknowledge_wildcard(
+        role,
+        arn,
+        "GetObject of the store's zstd dictionaries only ({prefix}/_dictionaries/): each is "
+        "named by its content's hash, published by the operator's `vhs dictionary train`, and "
+        "found through the entries that name it, so their keys are not known in advance. Read "
+        "only: no write, no delete, no list.",
+    )
 
 
 def _private_bucket(

@@ -35,6 +35,7 @@ from handlers.observability import instrumented, logger_and_metrics
 from vhs import keys, settings
 from vhs.aws import aws_client
 from vhs.changes.feed import ChangePublisher, Derived, changes_from_record
+from vhs.dictionaries import DictionaryStore
 from vhs.resources import CHANGES
 from vhs.settings import CHANGES_FUNCTION
 
@@ -48,6 +49,7 @@ class Feed:
     bucket: str
     prefix: str
     stop_at_remaining_ms: int
+    dictionaries: DictionaryStore
 
     @classmethod
     def from_env(cls) -> Feed:
@@ -55,10 +57,13 @@ class Feed:
         locations) are required; VHS_PREFIX as the store's. The endpoint is the standard
         AWS_ENDPOINT_URL."""
         topic, bucket = settings.require(settings.CHANGE_TOPIC_ARN, settings.BUCKET_NAME)
+        prefix = keys.validate_prefix(settings.get(settings.PREFIX))
         return cls(
             publisher=ChangePublisher(aws_client("sns"), topic),
             bucket=bucket,
-            prefix=keys.validate_prefix(settings.get(settings.PREFIX)),
+            prefix=prefix,
+            # Its S3 client is made only when a patch needs a dictionary.
+            dictionaries=DictionaryStore(lambda: aws_client("s3"), bucket, prefix),
             stop_at_remaining_ms=settings.whole_number(
                 settings.CHANGES_STOP_AT_REMAINING_MS, CHANGES.stop_publishing_at_remaining_ms
             ),
@@ -93,7 +98,14 @@ def _plan(records: list[dict[str, Any]], config: Feed, context: Any) -> Plan:
     finished, reason = len(records), None
     for index, record in enumerate(records):
         try:
-            derived.append(changes_from_record(record, bucket=config.bucket, prefix=config.prefix))
+            derived.append(
+                changes_from_record(
+                    record,
+                    bucket=config.bucket,
+                    prefix=config.prefix,
+                    dictionaries=config.dictionaries.get,
+                )
+            )
         except Exception as error:  # a malformed image: retried, then given up on alone
             finished, reason = index, f"cannot read the record: {type(error).__name__}: {error}"
             break

@@ -11,7 +11,6 @@ import hashlib
 import io
 import json
 import re
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -36,17 +35,6 @@ MEDIA_TYPE_PATTERN = (
 _MEDIA_TYPE = re.compile(MEDIA_TYPE_PATTERN)
 MAX_BODY_SIZE = 5 * 1024**3  # S3's largest object
 _CHUNK = 8 * 1024 * 1024
-
-# Codec names stored with inline bodies.
-ZLIB = "zlib"
-# zlib with the successor version's body as its preset dictionary (zdict): an earlier version
-# kept in the item as the difference from the version after it (vhs/deltas.py).
-DELTA = "zdelta"
-# An inline part of an earlier version whose bytes are those of the part with the same sha256
-# in the version after it (vhs/deltas.py): an unchanged part is held once, however many
-# retained versions share it.
-SAME = "same"
-CODECS = (ZLIB, DELTA, SAME)
 
 
 @dataclass(frozen=True)
@@ -174,40 +162,3 @@ def served_content_type(content_type: str | None) -> str:
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def compress(data: bytes) -> tuple[bytes, str | None]:
-    """Compress when that makes the stored body smaller; return (bytes, codec or None)."""
-    packed = zlib.compress(data, 6)
-    if len(packed) < len(data):
-        return packed, ZLIB
-    return data, None
-
-
-def compress_against(data: bytes, successor: bytes) -> bytes:
-    """`data` compressed with `successor` as zlib's preset dictionary: for two versions of a
-    record that differ by an edit, a few dozen bytes. The zlib stream records the dictionary's
-    Adler-32, so decoding against any other successor fails instead of returning wrong bytes."""
-    deflater = zlib.compressobj(9, zdict=successor)
-    return deflater.compress(data) + deflater.flush()
-
-
-def decompress(
-    data: bytes, codec: str | None, size: int, *, successor: bytes | None = None
-) -> bytes:
-    """The body `data` stores, inflated to at most `size` + 1 bytes (`size`: the entry's
-    recorded size). A damaged or hostile item cannot make a reader inflate a zlib bomb: past
-    its recorded size the output stops, and the caller's hash check then refuses it. A DELTA
-    body needs its `successor`'s body. Raises zlib.error or ValueError for data that does not
-    decode."""
-    if codec is None:
-        return data
-    if codec == ZLIB:
-        inflater = zlib.decompressobj()
-        return inflater.decompress(data, max(size, 0) + 1)
-    if codec == DELTA:
-        if successor is None:
-            raise ValueError("a delta body needs the body of the version after it")
-        inflater = zlib.decompressobj(zdict=successor)
-        return inflater.decompress(data, max(size, 0) + 1)
-    raise ValueError(f"unknown body codec {codec!r}")

@@ -23,8 +23,10 @@ the compact layout and read in it or in the text layout every write made before 
                h sha256 (B: its 32 bytes; text: hex) or "~" for a delete,
                n size, w written-at epoch seconds,
                k writer token, ct content type (absent: application/json),
-               b inline body, z codec of b (absent: not compressed; "zlib", or a
-               delta's one-letter tag, layouts.CODEC_TAGS; text: codec.py's names),
+               b inline body, z codec of b (absent: not compressed; "zlib", or the
+               one-letter tag of another, layouts.CODEC_TAGS; text: packing.py's names),
+               zd the id of the zstd dictionary b was packed with (B: 8 bytes; only with
+               packing.ZSTD, dictionaries.py),
                x true on a purging delete (absent: false): retention keeps no earlier version,
                dx true on a delete whose dropped history the collector condemned (absent:
                false): what it dropped stays dropped (retention.py, docs/gc.md),
@@ -50,7 +52,7 @@ from decimal import Decimal
 from typing import Any
 
 from . import keys
-from .codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, SAME
+from .codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE
 from .errors import ItemTooLarge
 from .layouts import (
     BadField,
@@ -65,6 +67,7 @@ from .layouts import (
 )
 from .model import Entry, Item, StoredPart
 from .ordering import TOMBSTONE_HASH
+from .packing import SAME
 from .resources import TABLE
 
 ID = TABLE.partition_key
@@ -103,6 +106,7 @@ WRITER = "k"  # the writer's token (see index.py)
 CONTENT_TYPE = "ct"
 INLINE_BODY = "b"
 CODEC = "z"
+DICTIONARY = "zd"
 PURGE = "x"
 BODY_HASH = "bh"
 PARTS = "pt"
@@ -156,6 +160,8 @@ def entry_to_dynamo(entry: Entry, layout: Layout = Layout.COMPACT) -> dict[str, 
         attrs[INLINE_BODY] = {"B": entry.inline}
         if entry.codec:
             attrs[CODEC] = codec_value(entry.codec, layout)
+        if entry.dictionary:
+            attrs[DICTIONARY] = {"B": bytes.fromhex(entry.dictionary)}
     if entry.parts:
         attrs[BODY_HASH] = hash_value(entry.body_sha256, layout)
         attrs[PARTS] = {"M": {part.name: _part_to_dynamo(part, layout) for part in entry.parts}}
@@ -225,6 +231,7 @@ def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> En
             content_type=content_type,
             inline=inline,
             codec=_codec(attrs[CODEC]) if CODEC in attrs else None,
+            dictionary=hash_of_bytes(attrs[DICTIONARY]["B"]) if DICTIONARY in attrs else None,
             purge=attrs[PURGE].get("BOOL") is True if PURGE in attrs else False,
             dropped=attrs[DROPPED].get("BOOL") is True if DROPPED in attrs else False,
             body_hash=_hash(attrs[BODY_HASH]) if BODY_HASH in attrs else None,

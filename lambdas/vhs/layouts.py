@@ -33,8 +33,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .codec import DELTA, SAME
 from .ordering import TOMBSTONE_HASH, OrderKey, StoredForm, stored_form, stored_to_datetime
+from .packing import DELTA, SAME, ZSTD, ZSTD_DELTA
 
 
 class Layout(enum.StrEnum):
@@ -42,7 +42,7 @@ class Layout(enum.StrEnum):
     TEXT = "text"  # what every write made before: read, and rewritten by the next write
 
 
-CODEC_TAGS = {DELTA: "d", SAME: "s"}
+CODEC_TAGS = {DELTA: "d", SAME: "s", ZSTD: "Z", ZSTD_DELTA: "D"}
 _CODEC_NAMES = {tag: name for name, tag in CODEC_TAGS.items()}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)

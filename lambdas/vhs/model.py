@@ -46,6 +46,8 @@ class Entry:
     content_type: str | None = None
     inline: bytes | None = None  # the stored (maybe compressed) body when it is inline
     codec: str | None = None
+    # The zstd dictionary an inline body packed with packing.ZSTD needs (its id).
+    dictionary: str | None = None
     purge: bool = False  # a delete that keeps no earlier version (retention.py)
     # A delete whose earlier versions the collector found dropped (`after_delete` had passed)
     # when it condemned their bodies: they stay dropped whatever is written after it.

@@ -31,6 +31,9 @@ RETAIN_DAYS = "VHS_RETAIN_DAYS"
 RETAIN_AFTER_DELETE_DAYS = "VHS_RETAIN_AFTER_DELETE_DAYS"
 # "false": earlier inline versions are kept whole, and a put is one blind request (store.py).
 DELTA_HISTORY = "VHS_DELTA_HISTORY"
+# "true": writes pack with zstd, bodies with the newest dictionary trained on the store's
+# records (dictionaries.py), deltas against their successor (packing.py). Unset: zlib alone.
+DICTIONARIES = "VHS_DICTIONARIES"
 # Every variable of StoreSettings (an empty value reads as unset: the library's default).
 STORE_VARIABLES = (
     TABLE_NAME,
@@ -41,6 +44,7 @@ STORE_VARIABLES = (
     RETAIN_DAYS,
     RETAIN_AFTER_DELETE_DAYS,
     DELTA_HISTORY,
+    DICTIONARIES,
 )
 
 # --- ingest -------------------------------------------------------------------------------
@@ -188,6 +192,8 @@ class StoreSettings:
     retain_after_delete_days: float | None = None
     # None: the library's default (on).
     delta_history: bool | None = None
+    # None: the library's default (off).
+    dictionaries: bool | None = None
 
     def environment(self) -> dict[str, str]:
         return {
@@ -203,6 +209,9 @@ class StoreSettings:
                     DELTA_HISTORY: None
                     if self.delta_history is None
                     else str(self.delta_history).lower(),
+                    DICTIONARIES: None
+                    if self.dictionaries is None
+                    else str(self.dictionaries).lower(),
                 }
             ),
         }
@@ -232,6 +241,7 @@ class StoreSettings:
             ),
             retain_days=retain_days,
             delta_history=_flag(DELTA_HISTORY, environ),
+            dictionaries=_flag(DICTIONARIES, environ),
         )
 
     @property

@@ -24,8 +24,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from . import keys
 from .aws import aws_client
 from .bodies import MULTIPART_THRESHOLD, S3BodyStore
-from .codec import CODECS, MAX_BODY_SIZE, MAX_CONTENT_TYPE_LENGTH, Body, compress, encode_record
+from .codec import MAX_BODY_SIZE, Body, encode_record
 from .deltas import UndecodableBody, history_after, inline_body, inline_part
+from .dictionaries import DictionaryStore
 from .diffs import Diff, diff_versions
 from .errors import (
     BodyHashMismatch,
@@ -37,7 +38,8 @@ from .errors import (
     WriteConflict,
 )
 from .index import BodyCondemned, DynamoIndex
-from .item import INLINE, ITEM_BUDGET, held_size, written_size
+from .item import INLINE
+from .item_budget import entry_budget
 from .model import (
     DeleteResult,
     Entry,
@@ -51,6 +53,7 @@ from .model import (
     entry_time,
 )
 from .ordering import TOMBSTONE_HASH, Outcome, parse_timestamp
+from .packing import Packed, compress
 from .parts import PartBody, encode_parts
 from .retention import Retention
 from .settings import StoreSettings
@@ -65,10 +68,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_INLINE_THRESHOLD = 8 * 1024
 DEFAULT_MAX_FUTURE = timedelta(days=1)
 DEFAULT_CLOCK_SKEW = timedelta(seconds=60)
-# The longest id by DynamoDB's count (UTF-8: up to 4 bytes a code point) and the highest
-# version the configuration check allows for: the item's own overhead at its largest.
-_LONGEST_ID = "\U0010ffff" * keys.MAX_ID_LENGTH
-_HIGHEST_VERSION = 10**20 - 1
 # Bodies up to this multiple of the threshold are worth trying to compress into it.
 _COMPRESSIBLE_RATIO = 16
 
@@ -93,6 +92,7 @@ class VersionedHybridStore:
         clock: Callable[[], float] = time.time,
         clock_skew: timedelta = DEFAULT_CLOCK_SKEW,
         delta_history: bool = True,
+        dictionaries: bool = False,
     ) -> None:
         if not table_name or not bucket_name:
             raise ConfigurationError("table_name and bucket_name are required")
@@ -102,19 +102,9 @@ class VersionedHybridStore:
             raise ConfigurationError(f"max_body_size must be between 1 and {MAX_BODY_SIZE}")
         self.retention = retention or Retention()
         self.delta_history = delta_history
-        # The most entries an item holds between trims, each at its largest without parts
-        # (parts are held to the same share on every put: _entry_with_parts), must fit the
-        # item budget by DynamoDB's rules; every write also measures the item it makes.
-        held = self.retention.max_held + 1
-        overhead = written_size(_LONGEST_ID, _HIGHEST_VERSION, held)
-        largest = held_size(_largest_entry(inline_threshold, max_body_size))
-        if overhead + held * largest > ITEM_BUDGET:
-            raise ConfigurationError(
-                f"{held} versions of up to {largest} bytes each (an inline body of up to "
-                f"{inline_threshold} bytes, a {MAX_CONTENT_TYPE_LENGTH}-character content type) "
-                f"could outgrow the {ITEM_BUDGET} bytes a write may take of a DynamoDB item: "
-                "lower retention.versions or inline_threshold"
-            )
+        # What one held entry may take of an item, so that the most entries retention holds
+        # fit it (item_budget: refused here if entries without parts could outgrow it).
+        self.entry_budget = entry_budget(self.retention, inline_threshold, max_body_size)
         self.prefix = keys.validate_prefix(prefix)
         s3_client = s3_client or aws_client("s3")
         dynamodb_client = dynamodb_client or aws_client("dynamodb")
@@ -135,10 +125,11 @@ class VersionedHybridStore:
             s3_client, bucket_name, multipart_threshold=multipart_threshold, clock=clock
         )
         self.index = DynamoIndex(dynamodb_client, table_name, consistent_reads=consistent_reads)
+        # Every reader decodes what a dictionary packed; only a store told to writes with the
+        # newest one (docs/design.md, "Dictionaries").
+        self.dictionaries = DictionaryStore(s3_client, bucket_name, self.prefix)
+        self.write_dictionaries = dictionaries
         self.known = KnownCurrent()
-        # What one held entry may take of an item, so that the most entries retention holds
-        # still fit ITEM_BUDGET (checked above for entries without parts).
-        self.entry_budget = (ITEM_BUDGET - overhead) // held
 
     @classmethod
     def from_env(cls, **options: Any) -> VersionedHybridStore:
@@ -153,6 +144,8 @@ class VersionedHybridStore:
         options.setdefault("prefix", settings.prefix)
         if settings.delta_history is not None:
             options.setdefault("delta_history", settings.delta_history)
+        if settings.dictionaries is not None:
+            options.setdefault("dictionaries", settings.dictionaries)
         if settings.inline_threshold is not None:
             options.setdefault("inline_threshold", settings.inline_threshold)
         if "retention" not in options and (
@@ -270,11 +263,10 @@ class VersionedHybridStore:
         purged = bool(purge and item is not None and item.current.deleted and not item.history)
         return DeleteResult(id, result.outcome, result.version, purged)
 
-    def _new_entry(
-        self, stamp: str, body: Body, inline: bytes | None, codec: str | None, **more: Any
-    ) -> Entry:
-        """The entry of a put of `body` at `stamp`, written now by a writer of its own
-        (`more`: what a version with parts adds, its manifest's hash among them)."""
+    def _new_entry(self, stamp: str, body: Body, packed: Packed | None, **more: Any) -> Entry:
+        """The entry of a put of `body` at `stamp`, written now by a writer of its own, its
+        body inline as `packed` (None: in S3) (`more`: what a version with parts adds, its
+        manifest's hash among them)."""
         fields: dict[str, Any] = {"content_hash": body.sha256, **more}
         return Entry(
             updated_at=stamp,
@@ -282,8 +274,9 @@ class VersionedHybridStore:
             written_at=int(self.clock()),
             token=_token(),
             content_type=body.content_type,
-            inline=inline,
-            codec=codec,
+            inline=packed.data if packed else None,
+            codec=packed.codec if packed else None,
+            dictionary=packed.dictionary if packed else None,
             **fields,
         )
 
@@ -292,17 +285,25 @@ class VersionedHybridStore:
         self.known.saw(item)
         self._trim_if_due(item)
 
-    def _inline_form(self, body: Body) -> tuple[bytes | None, str | None]:
+    def _inline_form(self, body: Body, *, with_dictionary: bool = True) -> Packed | None:
+        """`body` packed as the item would hold it, or None when it goes to S3."""
         if body.data is None or body.size > self.inline_threshold * _COMPRESSIBLE_RATIO:
-            return None, None
-        packed, codec = compress(body.data)
-        if len(packed) <= self.inline_threshold:
-            return packed, codec
-        return None, None
+            return None
+        newest = self.dictionaries.newest() if with_dictionary and self.write_dictionaries else None
+        packed = compress(body.data, newest)
+        return packed if len(packed.data) <= self.inline_threshold else None
 
     def _history_after(self, new: Entry, new_body: bytes | None) -> Callable[[Item], list[Entry]]:
         """deltas.history_after, by this store's retention, clock and delta setting."""
-        return history_after(new, new_body, self.retention, self.clock, self.delta_history)
+        return history_after(
+            new,
+            new_body,
+            self.retention,
+            self.clock,
+            self.delta_history,
+            self.dictionaries.get,
+            zstd_deltas=self.write_dictionaries,
+        )
 
     def _trim_if_due(self, item: Item | None) -> None:
         if item is None:
@@ -425,7 +426,7 @@ class VersionedHybridStore:
         id, entry = found.id, found.entry
         if entry.inline is not None:
             try:
-                body = inline_body(found.item.versions(), found.version)
+                body = inline_body(found.item.versions(), found.version, self.dictionaries.get)
             except UndecodableBody as error:
                 location = f"dynamodb://{self.table_name}/{id}"
                 actual = error.actual if error.version == found.version else None
@@ -480,19 +481,3 @@ class VersionedHybridStore:
 
 def _token() -> str:
     return secrets.token_urlsafe(9)
-
-
-def _largest_entry(inline_threshold: int, max_body_size: int) -> Entry:
-    """The largest entry without parts a store so configured writes, by DynamoDB's rules: a
-    put of the longest content type, the largest inline body and size, the longest codec name
-    (a delete has neither body nor content type, and its flags are smaller)."""
-    return Entry(
-        updated_at=parse_timestamp("9999-12-31T23:59:59.999999Z", max_future=None),
-        content_hash="f" * 64,
-        size=max_body_size,
-        written_at=10**10 - 1,
-        token=_token(),
-        content_type="x" * MAX_CONTENT_TYPE_LENGTH,
-        inline=bytes(inline_threshold),
-        codec=max(CODECS, key=len),
-    )

@@ -80,9 +80,9 @@ def put_body(store: VersionedHybridStore, id: str, body: Body, stamp: str) -> Pu
     """A put of a version without parts, by `store`: its body uploaded unless inline (or
     surely beaten), then one index write, blind or planned (DynamoIndex.put_blind,
     put_planned)."""
-    inline, codec = store._inline_form(body)
+    entry = store._new_entry(stamp, body, store._inline_form(body))
+    inline = entry.inline
     key = keys.body_key(store.prefix, id, body.sha256)
-    entry = store._new_entry(stamp, body, inline, codec)
     keep_history = store.retention.versions > 0
     # An inline body keeps the one it supersedes as a delta against itself: the writer
     # reads the item first (half a read unit) and writes the history whole.
@@ -207,16 +207,17 @@ def entry_with_parts(
     Inline by the body's rule, out of one allowance: the body and the parts together store at
     most `inline_threshold` bytes in the entry (the body first, then the parts by name), so a
     held entry is no bigger than one without parts but for the parts' names and hashes."""
-    inline, codec = store._inline_form(body)
-    allowance = store.inline_threshold - (len(inline) if inline is not None else 0)
-    sources: dict[str, Body] = {} if inline is not None else {body.sha256: body}
+    packed_body = store._inline_form(body)
+    allowance = store.inline_threshold - (len(packed_body.data) if packed_body else 0)
+    sources: dict[str, Body] = {} if packed_body else {body.sha256: body}
     stored: list[StoredPart] = []
     for part in parts:
-        packed, part_codec = store._inline_form(part.body)
-        if packed is not None and len(packed) <= allowance:
-            allowance -= len(packed)
+        # Parts are packed without the dictionary: it is trained on records, not parts.
+        packed = store._inline_form(part.body, with_dictionary=False)
+        if packed is not None and len(packed.data) <= allowance:
+            allowance -= len(packed.data)
         else:
-            packed, part_codec = None, None
+            packed = None
             sources[part.body.sha256] = part.body
         stored.append(
             StoredPart(
@@ -224,15 +225,14 @@ def entry_with_parts(
                 part.body.sha256,
                 part.body.size,
                 part.body.content_type,
-                inline=packed,
-                codec=part_codec,
+                inline=packed.data if packed else None,
+                codec=packed.codec if packed else None,
             )
         )
     entry = store._new_entry(
         stamp,
         body,
-        inline,
-        codec,
+        packed_body,
         content_hash=manifest_hash(body.sha256, body.content_type, parts),
         body_hash=body.sha256,
         parts=tuple(stored),

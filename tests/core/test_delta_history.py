@@ -19,13 +19,14 @@ from typing import Any
 import pytest
 
 from vhs import BodyHashMismatch, RecordNotFound, Retention
-from vhs.codec import DELTA, compress, sha256_hex
+from vhs.codec import sha256_hex
 from vhs.deltas import inline_bodies, inline_body, supersede
 from vhs.errors import ConfigurationError
 from vhs.local.metering import RequestMeter
 from vhs.model import Entry
 from vhs.operator.findings import FindingKind
 from vhs.operator.verify import verify
+from vhs.packing import DELTA, compress
 from vhs.settings import DELTA_HISTORY, StoreSettings
 from vhs.store import VersionedHybridStore
 from vhs_testing.records import at
@@ -158,7 +159,7 @@ def test_a_chain_of_thousands_of_deltas_decodes_every_version():
     bodies = [json.dumps(catalogue_record(n)).encode() for n in range(1, 3001)]
     versions: list[tuple[int, Entry]] = []
     for number, body in enumerate(bodies, start=1):
-        packed, codec = compress(body)
+        packed, codec, _ = compress(body)
         entry = Entry(
             updated_at=str(number),
             content_hash=sha256_hex(body),

@@ -33,13 +33,16 @@ from vhs import (
 from vhs.codec import MAX_BODY_SIZE
 from vhs.errors import ConfigurationError, InvalidInput
 from vhs.item import ITEM_BUDGET, held_size
+from vhs.item_budget import largest_entry
 from vhs.keys import MAX_ID_LENGTH, body_key, encode_id
 from vhs.local.metering import RequestMeter
 from vhs.model import VersionInfo
-from vhs.store import VersionedHybridStore, _largest_entry
+from vhs.packing import pack
+from vhs.store import VersionedHybridStore
 from vhs_testing.backends import Backend
 from vhs_testing.condemnation import SKEW, FakeTime, condemn, make_store
-from vhs_testing.layouts import LAYOUTS, MIXED
+from vhs_testing.dictionaries import ZSTD_CODEC, trained_dictionary
+from vhs_testing.layouts import COMPACT, LAYOUTS
 from vhs_testing.records import at, large
 
 # moto's server is the in-process moto behind HTTP; dynalite (DynamoDB's comparison rules)
@@ -47,20 +50,25 @@ from vhs_testing.records import at, large
 MIXED_SKIPPED = () if os.environ.get("VHS_TEST_MIXED_EVERYWHERE") else ("server", "dynalite")
 
 
-@pytest.fixture(autouse=True, params=LAYOUTS)
+@pytest.fixture(autouse=True, params=[*LAYOUTS, ZSTD_CODEC])
 def item_layouts(request: pytest.FixtureRequest) -> None:
-    """Every test of the contract twice: with every write compact, and on a store whose writes
-    alternate the item layouts id by id (vhs_testing.layouts), so the table holds items of both
-    and of each rewritten by the other."""
+    """Every test of the contract three times: with every write compact; on a store whose
+    writes alternate the item layouts id by id (vhs_testing.layouts), so the table holds items
+    of both and of each rewritten by the other; and on a store that writes with zstd and a
+    trained dictionary (vhs_testing.dictionaries), beside what the others wrote without."""
     backends = [name for name in ("backend", "inprocess") if name in request.fixturenames]
     if not backends:
-        if request.param == MIXED:
+        if request.param != COMPACT:
             pytest.skip("no store: nothing to lay out")
         return
-    if request.param == MIXED and request.node.callspec.params.get("backend") in MIXED_SKIPPED:
-        pytest.skip("mixed layouts run in-process and on live AWS (make test's time)")
+    if request.param != COMPACT and request.node.callspec.params.get("backend") in MIXED_SKIPPED:
+        pytest.skip("these variants run in-process and on live AWS (make test's time)")
     for name in backends:
-        request.getfixturevalue(name).layouts = request.param
+        backend = request.getfixturevalue(name)
+        if request.param == ZSTD_CODEC:
+            backend.codec = ZSTD_CODEC
+        else:
+            backend.layouts = request.param
 
 
 def s3_keys(backend) -> list[str]:
@@ -389,6 +397,13 @@ def test_a_corrupted_s3_body_raises_instead_of_returning_wrong_data(backend):
         store.get(rid)
 
 
+def packed_as_current(backend, rid: str, data: bytes) -> bytes:
+    """`data` packed as the current entry of `rid` is (its codec, and dictionary if any)."""
+    current = backend.store().index.read(rid).current
+    dictionary = trained_dictionary() if current.dictionary else None
+    return pack(data, current.codec, dictionary).data
+
+
 def _set_inline_body(backend, rid, stored: bytes) -> None:
     backend.dynamodb.update_item(
         TableName=backend.table_name,
@@ -484,7 +499,11 @@ def test_small_bodies_are_inline_and_compressed_where_that_pays(backend):
     assert not [k for k in s3_keys(backend) if encode_id(rid) in k]
     raw = backend.dynamodb.get_item(TableName=backend.table_name, Key={"id": {"S": rid}})["Item"]
     entry = raw["c"]["L"][0]["M"]
-    assert entry["z"]["S"] == "zlib"
+    if backend.codec == ZSTD_CODEC:  # zstd with the dictionary: smaller than zlib here
+        assert (entry["z"]["S"], entry["zd"]["B"].hex()) == ("Z", trained_dictionary().id)
+        assert len(entry["b"]["B"]) < len(zlib.compress(json.dumps(record).encode(), 6))
+    else:
+        assert entry["z"]["S"] == "zlib" and "zd" not in entry
     assert len(entry["b"]["B"]) < len(json.dumps(record))
     assert store.get(rid).json() == record
 
@@ -1032,17 +1051,18 @@ def test_a_max_body_size_outside_1_to_the_limit_is_refused(inprocess: Backend, s
 
 def test_the_item_budget_admits_a_configuration_that_fills_it_exactly(inprocess: Backend):
     """Default retention: 5 versions, trimmed in batches of 2, so 8 entries held at most, each
-    up to the threshold plus 397 bytes by DynamoDB's rules (a 255-character content type, the
-    numbers, names and map overheads), beside 1,046 bytes of the item's own at its largest,
-    within item.ITEM_BUDGET (313,570): 1,046 + 8 * (38,668 + 397) = 313,566. Measured in the
-    layout where it is largest (the text layout: an item may hold entries laid out so)."""
-    assert held_size(_largest_entry(38_668, MAX_BODY_SIZE)) == 38_668 + 397
-    assert 1_046 + 8 * (38_668 + 397) <= ITEM_BUDGET < 1_046 + 8 * (38_669 + 397)
-    assert build(inprocess, inline_threshold=38_668).inline_threshold == 38_668
+    up to the threshold plus 406 bytes by DynamoDB's rules (a 255-character content type, the
+    numbers, names and map overheads, and a zstd body's codec with its dictionary's id),
+    beside 1,046 bytes of the item's own at its largest, within item.ITEM_BUDGET (313,570):
+    1,046 + 8 * (38,659 + 406) = 313,566. Measured in the layout where it is largest (the text
+    layout: an item may hold entries laid out so)."""
+    assert held_size(largest_entry(38_659, MAX_BODY_SIZE)) == 38_659 + 406
+    assert 1_046 + 8 * (38_659 + 406) <= ITEM_BUDGET < 1_046 + 8 * (38_660 + 406)
+    assert build(inprocess, inline_threshold=38_659).inline_threshold == 38_659
     with pytest.raises(ConfigurationError) as raised:
-        build(inprocess, inline_threshold=38_669)
+        build(inprocess, inline_threshold=38_660)
     assert str(raised.value) == (
-        "8 versions of up to 39066 bytes each (an inline body of up to 38669 bytes, a "
+        "8 versions of up to 39066 bytes each (an inline body of up to 38660 bytes, a "
         "255-character content type) could outgrow the 313570 bytes a write may take of a "
         "DynamoDB item: lower retention.versions or inline_threshold"
     )
@@ -1050,12 +1070,12 @@ def test_the_item_budget_admits_a_configuration_that_fills_it_exactly(inprocess:
 
 def test_the_item_budget_counts_retention(inprocess: Backend):
     """versions=10 holds 10 + 5 earlier entries and the current one:
-    1,046 + 16 * (19,135 + 397) = 313,558."""
-    assert 1_046 + 16 * (19_135 + 397) <= ITEM_BUDGET < 1_046 + 16 * (19_136 + 397)
+    1,046 + 16 * (19,126 + 406) = 313,558."""
+    assert 1_046 + 16 * (19_126 + 406) <= ITEM_BUDGET < 1_046 + 16 * (19_127 + 406)
     many = Retention(versions=10)
-    assert build(inprocess, inline_threshold=19_135, retention=many).retention == many
+    assert build(inprocess, inline_threshold=19_126, retention=many).retention == many
     with pytest.raises(ConfigurationError) as raised:
-        build(inprocess, inline_threshold=19_136, retention=many)
+        build(inprocess, inline_threshold=19_127, retention=many)
     assert str(raised.value).startswith("16 versions of up to 19533 bytes each")
 
 
@@ -1166,7 +1186,7 @@ def test_an_inline_body_that_decodes_to_other_bytes_names_both_hashes(inprocess:
     rid = inprocess.id("other-bytes")
     puts = [store.put(rid, record(edition), updated_at=at(edition)) for edition in (1, 2, 3)]
     other = b'{"title":"Billy Budd"}'
-    _set_inline_body(inprocess, rid, zlib.compress(other))
+    _set_inline_body(inprocess, rid, packed_as_current(inprocess, rid, other))
     where = f"dynamodb://{inprocess.table_name}/{rid}"
     with pytest.raises(BodyHashMismatch) as current:
         store.get(rid)

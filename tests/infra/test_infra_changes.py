@@ -188,6 +188,11 @@ def test_the_role_grants_exactly_what_the_feed_needs(changes: dict[str, Any]) ->
         "xray:PutTraceSegments": ["*"],
         "xray:PutTelemetryRecords": ["*"],
     }
+    # The store's zstd dictionaries, for a patch of a body packed with one: nothing else of
+    # the bucket.
+    (dictionaries,) = allowed.pop("s3:GetObject")
+    joined = "".join(p if isinstance(p, str) else "{}" for p in dictionaries["Fn::Join"][1])
+    assert joined == "arn:{}:s3:::vhs-prod-bodies-{}-{}/bodies/_dictionaries/*"
     assert allowed == expected
     # "*" in a statement of its own: the stream's three actions stay on the stream only.
     (listing,) = [

@@ -38,6 +38,16 @@ EXPECTED_ACKNOWLEDGEMENTS = {
         "vhs-prod-staging-<AWS::AccountId>-<AWS::Region>/incoming/*]",
         "Vhs-prod-Ingest/Ingest/ProducerPolicy/Resource",
     ),
+    # GetObject of the store's zstd dictionaries (infra/store.py, dictionary_arn), named by
+    # their content's hash: for the store's writers and the change feed.
+    *(
+        (
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::"
+            "vhs-prod-bodies-<AWS::AccountId>-<AWS::Region>/bodies/_dictionaries/*]",
+            f"Vhs-prod-{path}/Role/DefaultPolicy/Resource",
+        )
+        for path in ("Ingest/Ingest", "Changes/ChangeFeed", "Import/BulkImport")
+    ),
     # The change feed (infra/changes.py): X-Ray, as for ingest; and its DLQ is the stream
     # event source's on-failure destination, which cdk-nag's SQS3 does not recognise.
     ("AwsSolutions-IAM5[Resource::*]", "Vhs-prod-Changes/ChangeFeed/Role/DefaultPolicy/Resource"),

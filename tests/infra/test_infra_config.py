@@ -102,6 +102,23 @@ def test_delta_history_flows_from_context_to_the_store() -> None:
         config(deltaHistory="sometimes")
 
 
+def test_dictionaries_flow_from_context_to_the_store() -> None:
+    from vhs import VersionedHybridStore, settings
+
+    on = config(dictionaries="true").store_settings("table", "bucket")
+    assert on.environment()[settings.DICTIONARIES] == "true"
+    store = VersionedHybridStore.from_settings(
+        settings.StoreSettings.from_env(on.environment()),
+        s3_client=object(),
+        dynamodb_client=object(),
+    )
+    assert store.write_dictionaries is True
+    # Unset: the library's default (off), and nothing in the functions' environment.
+    assert settings.DICTIONARIES not in config().store_settings("t", "b").environment()
+    with pytest.raises(ConfigError, match="dictionaries"):
+        config(dictionaries="sometimes")
+
+
 @pytest.mark.parametrize(
     ("context", "message"),
     [

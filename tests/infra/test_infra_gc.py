@@ -190,6 +190,12 @@ def test_the_role_grants_exactly_what_the_collector_calls(gc: dict[str, Any]) ->
             "Resource": [f"{BODIES}/{shapes.DEPLOYED_BODY_PREFIX}/*"],
         },
         {
+            "Sid": "NeverDeleteDictionaries",
+            "Effect": "Deny",
+            "Action": ["s3:DeleteObject"],
+            "Resource": [f"{BODIES}/{shapes.DEPLOYED_BODY_PREFIX}/_dictionaries/*"],
+        },
+        {
             "Sid": "ReadAndMarkIndex",
             "Effect": "Allow",
             "Action": ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
@@ -247,11 +253,19 @@ def test_delete_is_granted_only_to_the_collector_and_only_under_the_body_prefix(
                             f"{TABLE}/index/{resources.TABLE.condemned_index}"
                         ]
                     if "s3:DeleteObject" in actions:
-                        assert s["Effect"] == "Allow"
                         deletes.append(
-                            (stack.stack_name, [render(r) for r in as_list(s["Resource"])])
+                            (
+                                stack.stack_name,
+                                s["Effect"],
+                                [render(r) for r in as_list(s["Resource"])],
+                            )
                         )
-    assert deletes == [("Vhs-prod-Maintenance", [f"{BODIES}/{shapes.DEPLOYED_BODY_PREFIX}/*"])]
+    prefix = f"{BODIES}/{shapes.DEPLOYED_BODY_PREFIX}"
+    assert deletes == [
+        ("Vhs-prod-Maintenance", "Allow", [f"{prefix}/*"]),
+        # The zstd dictionaries under the prefix: never (vhs/dictionaries.py).
+        ("Vhs-prod-Maintenance", "Deny", [f"{prefix}/_dictionaries/*"]),
+    ]
 
 
 def test_the_collector_can_never_act_on_the_whole_bucket(tmp_path: Path) -> None:

@@ -139,6 +139,7 @@ def test_the_function_reads_imports_writes_results_and_writes_the_store_as_inges
         # Only reports are ever removed (a retried chunk's stale one), never results.
         "ReplaceReports": (["s3:DeleteObject"], [f"{STAGING}/import-results/*/reports/*"]),
         "WriteBodies": (["s3:AbortMultipartUpload", "s3:PutObject"], [f"{BODIES}/bodies/*"]),
+        "ReadDictionaries": (["s3:GetObject"], [f"{BODIES}/bodies/_dictionaries/*"]),
         "ReadStagedPayloads": (["s3:GetObject"], [f"{STAGING}/incoming/*"]),
         "TellMissingPayloads": (["s3:ListBucket"], [STAGING]),
         "ReadAndWriteIndex": (["dynamodb:GetItem", "dynamodb:UpdateItem"], [TABLE]),

@@ -321,8 +321,12 @@ def test_ingest_role_grants_exactly_the_actions_the_handler_calls(
     (log_group_id,) = resources_of(ingest, "AWS::Logs::LogGroup")
     assert allowed == {
         "s3:PutObject": {f"{bodies}/{BODY_PREFIX}/*", f"{staging}/dead-letters/*"},
-        # Producers' payloads only (never dead-letters/); bodies are written, never read.
-        "s3:GetObject": {f"{staging}/{resources.STAGING_PREFIX}*"},
+        # Producers' payloads only (never dead-letters/); bodies are written, never read;
+        # the store's zstd dictionaries are read (the newest packs, any one decodes).
+        "s3:GetObject": {
+            f"{staging}/{resources.STAGING_PREFIX}*",
+            f"{bodies}/{BODY_PREFIX}/_dictionaries/*",
+        },
         # So that a missing payload is a 404, not a 403: under incoming/ only (below).
         "s3:ListBucket": {staging},
         "s3:AbortMultipartUpload": {f"{bodies}/{BODY_PREFIX}/*"},

@@ -53,6 +53,7 @@ from hypothesis import strategies as st
 from vhs import RecordNotFound, Retention, VersionedHybridStore
 from vhs.errors import RecordDeleted, VersionNotRetained
 from vhs_testing.backends import Backend, open_backend
+from vhs_testing.dictionaries import CODECS, ZLIB_CODEC
 from vhs_testing.lagging import LaggingDynamoDB
 from vhs_testing.model import JSON, Delete, ModelStore, Part, Put, Version, Write, claimed
 
@@ -193,8 +194,11 @@ class Run:
     """One history against one store: the store, a reader that reads eventually consistently,
     and the model (and the model as the lagging reads see it)."""
 
-    def __init__(self, backend: Backend, retention: Retention, delta_history: bool) -> None:
+    def __init__(
+        self, backend: Backend, retention: Retention, delta_history: bool, codec: str = ZLIB_CODEC
+    ) -> None:
         self.namespace = f"{uuid.uuid4().hex[:8]}-"
+        backend.codec = codec  # ZSTD_CODEC: stores that write with the test dictionary
         self.clock = Clock()
         self.dynamodb = LaggingDynamoDB(backend.dynamodb)
         options: dict[str, Any] = {
@@ -414,8 +418,8 @@ def examples(kind: str) -> settings:
     )
 
 
-def run_history(backend: Backend, steps, retention, delta_history) -> None:
-    run = Run(backend, retention, delta_history)
+def run_history(backend: Backend, steps, retention, delta_history, codec=ZLIB_CODEC) -> None:
+    run = Run(backend, retention, delta_history, codec)
     for step in steps:
         run.step(step)
     for name in NAMES:
@@ -445,26 +449,39 @@ def corners(test: Any) -> Any:
         ),
         ([put0, put1, Tick(2), read, Tick(1), read], Retention(5, timedelta(seconds=2))),
     ]:
-        test = example(steps=steps, retention=retention, delta_history=True)(test)
+        for codec in CODECS:
+            test = example(steps=steps, retention=retention, delta_history=True, codec=codec)(test)
     return test
 
 
 @pytest.mark.parametrize("backend_name", ["inprocess"])
 @examples("inprocess")
 @corners
-@given(steps=histories(), retention=RETENTIONS, delta_history=st.booleans())
-def test_every_step_is_as_the_model_says_on_moto(model_backend, steps, retention, delta_history):
-    run_history(model_backend, steps, retention, delta_history)
+@given(
+    steps=histories(),
+    retention=RETENTIONS,
+    delta_history=st.booleans(),
+    codec=st.sampled_from(CODECS),
+)
+def test_every_step_is_as_the_model_says_on_moto(
+    model_backend, steps, retention, delta_history, codec
+):
+    run_history(model_backend, steps, retention, delta_history, codec)
 
 
 @pytest.mark.parametrize("backend_name", ["dynalite"])
 @examples("dynalite")
 @corners
-@given(steps=histories(), retention=RETENTIONS, delta_history=st.booleans())
+@given(
+    steps=histories(),
+    retention=RETENTIONS,
+    delta_history=st.booleans(),
+    codec=st.sampled_from(CODECS),
+)
 def test_every_step_is_as_the_model_says_on_dynalite(
-    model_backend, steps, retention, delta_history
+    model_backend, steps, retention, delta_history, codec
 ):
-    run_history(model_backend, steps, retention, delta_history)
+    run_history(model_backend, steps, retention, delta_history, codec)
 
 
 # --- coalesced batches -----------------------------------------------------------------------

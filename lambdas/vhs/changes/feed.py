@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..deltas import Dictionaries
 from ..item import (
     CURRENT,
     MalformedItem,
@@ -258,9 +259,11 @@ def changes_from_images(
     *,
     bucket: str,
     prefix: str = "",
+    dictionaries: Dictionaries | None = None,
 ) -> Derived:
     """The notifications one stream record stands for, from its two images (DynamoDB JSON, as
-    in a Lambda event or a GetRecords response; binary values are never decoded)."""
+    in a Lambda event or a GetRecords response; binary values are decoded only for a patch,
+    with `dictionaries` for a body packed with one)."""
     image = new if new is not None else old
     id = id_of(image)
     if new is None:
@@ -291,7 +294,7 @@ def changes_from_images(
             continue
         changes.append(change_of(id, version, entry, bucket=bucket, prefix=prefix))
     if new_version == old_version + 1 and changes and changes[0].change == STORED:
-        changes[0] = replace(changes[0], **patch_fields(old, new))
+        changes[0] = replace(changes[0], **patch_fields(old, new, dictionaries=dictionaries))
     return Derived(id, tuple(changes), unknown_versions=tuple(unknown))
 
 
@@ -307,11 +310,21 @@ def _purged_in_place(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> b
     )
 
 
-def changes_from_record(record: Mapping[str, Any], *, bucket: str, prefix: str = "") -> Derived:
+def changes_from_record(
+    record: Mapping[str, Any],
+    *,
+    bucket: str,
+    prefix: str = "",
+    dictionaries: Dictionaries | None = None,
+) -> Derived:
     """The notifications of one record of a Lambda DynamoDB stream event."""
     stream = record.get("dynamodb") or {}
     derived = changes_from_images(
-        stream.get("OldImage"), stream.get("NewImage"), bucket=bucket, prefix=prefix
+        stream.get("OldImage"),
+        stream.get("NewImage"),
+        bucket=bucket,
+        prefix=prefix,
+        dictionaries=dictionaries,
     )
     if derived.id is None and stream.get("Keys"):
         derived = Derived(
@@ -443,6 +456,7 @@ def replay(
     *,
     bucket: str,
     prefix: str = "",
+    dictionaries: Dictionaries | None = None,
 ) -> PublishResult:
     """Publish again the notifications of a stream range that the event source gave up on.
 
@@ -469,6 +483,8 @@ def replay(
     changes = [
         change
         for record in records
-        for change in changes_from_record(record, bucket=bucket, prefix=prefix).changes
+        for change in changes_from_record(
+            record, bucket=bucket, prefix=prefix, dictionaries=dictionaries
+        ).changes
     ]
     return publisher.publish(changes)

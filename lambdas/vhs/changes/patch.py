@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..codec import JSON_CONTENT_TYPE
-from ..deltas import UndecodableBody, inline_body
+from ..deltas import Dictionaries, UndecodableBody, inline_body
 from ..errors import InvalidInput
 from ..item import CURRENT, ID, VERSION, item_from_dynamo
 from ..model import Item
@@ -43,11 +43,13 @@ def patch_fields(
     new: Mapping[str, Any],
     *,
     limit: int = CHANGES.max_patch_bytes,
+    dictionaries: Dictionaries | None = None,
 ) -> dict[str, Any]:
     """The notification fields of the version `new`'s current entry makes over `old`'s:
     {"patch": [...]}, {"patch_omitted": reason}, or {} when it is not an update of a JSON
     record by a JSON record. Images are DynamoDB JSON, binary values as bytes (an SDK's) or
-    base64 text (a Lambda event's)."""
+    base64 text (a Lambda event's). `dictionaries`: the way to the store's zstd dictionaries,
+    for a body packed with one."""
     before, after = _current(old), _current(new)
     if before is None or after is None or after.version != before.version + 1:
         return {}
@@ -58,7 +60,10 @@ def patch_fields(
     if before.current.inline is None or after.current.inline is None:
         return {"patch_omitted": NOT_INLINE}
     try:
-        records = [parse_document(inline_body(i.versions(), i.version)) for i in (before, after)]
+        records = [
+            parse_document(inline_body(i.versions(), i.version, dictionaries))
+            for i in (before, after)
+        ]
     except (UndecodableBody, InvalidInput) as error:
         log.warning("%r version %d: no patch: %s", after.id, after.version, error)
         return {"patch_omitted": UNREADABLE}

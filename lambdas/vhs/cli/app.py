@@ -14,6 +14,7 @@
     vhs gc [--dry-run] [--grace 1h]  delete bodies nothing references
     vhs verify [--deep]              check every current and retained pointer
     vhs migrate                      lay every item out compactly, at once
+    vhs dictionary train|list        zstd dictionaries trained on the store's records
     vhs reindex [IDS...] [--since T]  replay current records to the change feed (--resume FILE)
     vhs dlq list|redrive|discard     the ingest dead-letter queue
     vhs invoke FUNCTION EVENT.json   run a handler on an event, here (- reads stdin)
@@ -41,6 +42,7 @@ from typing import Any
 from .. import settings
 from ..resources import DEFAULT_PORT, REINDEX
 from .boundary import Parser, run
+from .dictionary import cmd_dictionary_list, cmd_dictionary_train
 from .dlq import add_filters, cmd_dlq_discard, cmd_dlq_list, cmd_dlq_redrive
 from .importer import cmd_import
 from .local_session import cmd_local_down
@@ -283,6 +285,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "migrate", cmd_migrate, "lay every item out compactly, at once")
     p.add_argument("--segments", type=_positive, default=4, help="parallel scan segments")
+
+    dictionary = sub.add_parser("dictionary", help="zstd dictionaries of the store's records")
+    dictionary_sub = dictionary.add_subparsers(dest="dictionary_command", required=True)
+    p = _command(
+        dictionary_sub, "train", cmd_dictionary_train, "train one on a sample and publish it"
+    )
+    p.add_argument(
+        "--sample", type=_positive, default=5000, help="current bodies to read (default 5000)"
+    )
+    p.add_argument(
+        "--size", type=_positive, default=64 * 1024, help="its size in bytes (default 65536)"
+    )
+    p.add_argument("--dry-run", action="store_true", help="measure it; publish nothing")
+    _command(dictionary_sub, "list", cmd_dictionary_list, "the dictionaries the bucket keeps")
 
     p = _command(sub, "reindex", cmd_reindex, "replay current records to the change feed")
     p.add_argument("ids", nargs="*", help="only these ids (default: every record)")

@@ -225,7 +225,7 @@ class Verifier:
         entries = dict(retained)
         broken: dict[int, tuple[UndecodableBody, list[int]]] = {}
         count = 0
-        for version, body in inline_bodies(retained):
+        for version, body in inline_bodies(retained, self.store.dictionaries.get):
             count += 1
             if isinstance(body, UndecodableBody):
                 broken.setdefault(body.version, (body, []))[1].append(version)

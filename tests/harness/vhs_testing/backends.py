@@ -26,6 +26,7 @@ import boto3
 from vhs import VersionedHybridStore, resources
 from vhs.local.moto_dynamodb import direct_responses
 from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, client
+from vhs_testing.dictionaries import ZLIB_CODEC, ZSTD_CODEC, publish_to
 from vhs_testing.layouts import COMPACT, MIXED, alternate_layouts
 
 BACKENDS = ["inprocess", "server", "dynalite", "live"]
@@ -48,12 +49,16 @@ class Backend:
     dynamodb_endpoint: str | None = None
     stores: list[VersionedHybridStore] = field(default_factory=list)
     layouts: str = COMPACT  # MIXED: stores whose writes alternate layouts (vhs_testing.layouts)
+    # ZSTD_CODEC: stores that write with a dictionary, published (vhs_testing.dictionaries)
+    codec: str = ZLIB_CODEC
 
     def id(self, name: str) -> str:
         return f"{self.namespace}{name}"
 
     def store(self, **options: Any) -> VersionedHybridStore:
         options.setdefault("prefix", f"t{uuid.uuid4().hex[:8]}" if self.name == "live" else "")
+        if self.codec == ZSTD_CODEC:
+            options.setdefault("dictionaries", True)
         store = VersionedHybridStore(
             self.table_name,
             self.bucket_name,
@@ -63,6 +68,8 @@ class Backend:
         )
         if self.layouts == MIXED:
             alternate_layouts(store)
+        if self.codec == ZSTD_CODEC:
+            publish_to(store)
         self.stores.append(store)
         return store
 
