@@ -21,8 +21,9 @@ Design notes:
   that is no larger than the budget (escaping may exceed 4/3), else base64.
 * Errors are RFC 9457 problem details (application/problem+json). Bad input (an id or version
   that cannot be one) is 400, an unknown id, version or route 404; a deleted record is 404
-  too, not 410, because a later put brings the id back. Anything else is a 500 problem with
-  nothing of the error in it (it is logged), never a stack trace.
+  too, not 410, because a later put brings the id back. A damaged item (errors.DamagedItem) is
+  a 502 naming the id and the field. Anything else is a 500 problem with nothing of the error
+  in it (it is logged), never a stack trace.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from handlers.read_api_document import (
 from vhs import settings
 from vhs.changes.feed import version_path
 from vhs.codec import served_content_type
-from vhs.errors import InvalidInput, RecordNotFound
+from vhs.errors import DamagedItem, InvalidInput, RecordNotFound
 from vhs.model import Record, StoredVersion
 from vhs.parts import check_part_name
 from vhs.resources import LAMBDA_RESPONSE_PAYLOAD_BYTES, READ_API
@@ -80,6 +81,11 @@ INVALID = "urn:vhs:problem:invalid-input"
 NOT_FOUND = "urn:vhs:problem:not-found"
 NOT_ALLOWED = "urn:vhs:problem:method-not-allowed"
 INTERNAL = "urn:vhs:problem:internal"
+DAMAGED = "urn:vhs:problem:damaged-item"
+# A damaged item is the store's answer failing its checks, not a fault of this function nor of
+# the request: 502, the status of an invalid answer from the server behind this one (RFC 9110,
+# 15.6.3), distinct from a 500 and, unlike a 4xx, not the client's to fix.
+DAMAGED_STATUS = 502
 # Text content types travel as JSON strings in the response; everything else as base64.
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript")
 _TEXT_SUFFIXES = ("+json", "+xml")
@@ -117,9 +123,18 @@ def base64_size(size: int) -> int:
 # so serialise it; a body leaves as `_body_response` encodes it.
 
 
+# Every route answers HEAD as it answers GET, without the body (RFC 9110, 9.3.2: a
+# general-purpose server supports HEAD wherever GET); `handler` drops a HEAD answer's body.
+METHODS = ["GET", "HEAD"]
+
+
+def _route(path: str, summary: str, responses: dict[int | str, Any] | None = None) -> Callable:
+    return app.route(path, method=METHODS, summary=summary, responses=responses)
+
+
 def _bytes_route(path: str, summary: str, responses: dict[int | str, Any]) -> Callable:
-    """A route that serves a body or a part's bytes: GET, and HEAD for the headers alone."""
-    return app.route(path, method=["GET", "HEAD"], summary=summary, responses=responses)
+    """A route that serves a body or a part's bytes: a HEAD reads no bytes at all."""
+    return _route(path, summary, responses)
 
 
 @_bytes_route(
@@ -152,10 +167,10 @@ def version_part(id: IdSegment, version: VersionNumber, name: PartName):
     return _send_part(store().locate(_id(id), int(version)), _part_name(name))
 
 
-@app.get(
+@_route(
     "/records/<id>/history",
-    summary="The retained versions of a record, deletes included",
-    responses={
+    "The retained versions of a record, deletes included",
+    {
         200: {
             "description": "the retained versions, oldest first",
             "content": {"application/json": {"model": History}},
@@ -188,10 +203,10 @@ def history(id: IdSegment) -> History:
     return History(id=record_id, versions=versions)
 
 
-@app.get(
+@_route(
     "/records/<id>/versions/<a>/diff/<b>",
-    summary="What changed from retained version a to b: a JSON Patch for JSON records",
-    responses={
+    "What changed from retained version a to b: a JSON Patch for JSON records",
+    {
         200: {
             "description": "the two versions, whether the bodies differ, a JSON Patch (JSON "
             "records), and each part's change",
@@ -209,7 +224,7 @@ def diff(id: IdSegment, a: VersionNumber, b: VersionNumber):
     return Response(200, "application/json", text)
 
 
-@app.get("/openapi.json", summary="This API's OpenAPI document")
+@_route("/openapi.json", "This API's OpenAPI document")
 def openapi() -> Response[str]:
     return Response(200, "application/json", openapi_document())
 
@@ -382,6 +397,22 @@ def _not_found(error: RecordNotFound) -> Response:
     return problem(404, NOT_FOUND, "Not found", str(error))
 
 
+@app.exception_handler(DamagedItem)
+def _damaged(error: DamagedItem) -> Response:
+    logger.error(
+        "damaged item", extra={"id": error.id, "field": error.field, "reason": error.reason}
+    )
+    metrics.add_metric(name="read_damaged", unit=MetricUnit.Count, value=1)
+    return problem(
+        DAMAGED_STATUS,
+        DAMAGED,
+        "Damaged item",
+        f"this item is damaged: {error.id!r}, field {error.field}: {error.reason}",
+        field=error.field,
+        id=error.id,
+    )
+
+
 @app.not_found
 def _no_route(error: NotFoundError) -> Response:
     # A path that names a route answers a method it lacks, whichever method a client invents
@@ -408,6 +439,10 @@ def _fault(error: Exception) -> Response:
 @instrumented(logger, metrics, capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     response = app.resolve(event, context)
+    if str(event.get("requestContext", {}).get("http", {}).get("method", "")).upper() == "HEAD":
+        # The GET's status and headers, no body (RFC 9110, 9.3.2), problems included.
+        response["body"] = ""
+        response["isBase64Encoded"] = False
     # A function URL keeps no access log: this line is the request's record (the path is
     # still percent-encoded, so an id is never logged in a form that could forge a line).
     http = event.get("requestContext", {}).get("http", {})

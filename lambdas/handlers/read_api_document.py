@@ -54,7 +54,11 @@ class Problem(BaseModel):
     title: str
     status: int
     detail: str
-    field: str | None = Field(default=None, description="the input at fault (400 only)")
+    field: str | None = Field(
+        default=None,
+        description="the input at fault (400), or the damaged item's field (502: c[0].t)",
+    )
+    id: str | None = Field(default=None, description="the damaged item's record id (502 only)")
 
 
 class Part(BaseModel):
@@ -158,6 +162,7 @@ PROBLEMS: dict[int | str, Any] = {
         (400, "a bad id or version"),
         (404, "unknown id, version not retained, or the record is deleted"),
         (500, "an internal error: logged, nothing of it in the answer"),
+        (502, "the record's stored item is damaged: the problem names its id and field"),
     )
 }
 
@@ -311,9 +316,10 @@ def document(app: LambdaFunctionUrlResolver) -> str:
     for operation in document["paths"]["/records/{id}"].values():
         operation["parameters"].extend(MOMENT_PARAMETERS)
     # The document is served as a JSON object, not the string the route returns it as.
-    document["paths"]["/openapi.json"]["get"]["responses"]["200"]["content"] = {
-        "application/json": {"schema": {"type": "object"}}
-    }
+    for operation in document["paths"]["/openapi.json"].values():
+        operation["responses"]["200"]["content"] = {
+            "application/json": {"schema": {"type": "object"}}
+        }
     schemas = document["components"]["schemas"]
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(name, None)

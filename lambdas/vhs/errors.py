@@ -127,6 +127,27 @@ class BodyHashMismatch(IntegrityError):
         super().__init__(f"body at {location} has sha256 {actual}, expected {expected}")
 
 
+class DamagedItem(IntegrityError, ValueError):
+    """A stored item (or a stream image of one) that neither item layout writes: a field
+    missing, of the wrong type, or of the wrong form (a time that is not a time, a hash of
+    the wrong length, an unknown codec, a version lower than the entries held). Raised where
+    the item is decoded (item.py), before anything is read or ordered by it. `field` is the
+    attribute's path in the item (`c[0].t`, `p[2].pt.scan.h`, `v`), `id` the record id when
+    it is known. A ValueError too, as the layout's errors always were."""
+
+    def __init__(self, reason: str, field: str = "", id: str | None = None) -> None:
+        self.reason = reason
+        self.field = field
+        self.id = id
+        which = f"item {id!r}" if id is not None else "an item"
+        super().__init__(f"{which} is damaged: " + (f"{field}: {reason}" if field else reason))
+
+    def within(self, prefix: str | None = None, id: str | None = None) -> DamagedItem:
+        """The same damage, its field under `prefix` (`c[0]`), of the item of `id`."""
+        field = ".".join(part for part in (prefix, self.field) if part)
+        return DamagedItem(self.reason, field, self.id if id is None else id)
+
+
 class DanglingPointer(IntegrityError):
     """The index points at a body that is not in the body store."""
 

@@ -16,7 +16,7 @@ collector has not condemned them since their upload began: the writer's half of 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -59,6 +59,8 @@ class WriteResult:
     outcome: Outcome
     version: int
     item: Item | None  # the item after a successful write, else as the failed condition saw it
+    # `item` as DynamoDB returned it (its entries in their own layouts): what a trim keeps.
+    raw: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -351,7 +353,7 @@ class DynamoIndex:
         or None with the item to write against next."""
         item = item_from_dynamo(raw)
         if ok and item is not None:  # ALL_NEW: always the item, with its new version
-            return WriteResult(_stored(entry), item.version, item), raw
+            return WriteResult(_stored(entry), item.version, item, raw), raw
         return self._settle(id, entry, raw, guards)
 
     def _settle(
@@ -372,7 +374,7 @@ class DynamoIndex:
         item = item_from_dynamo(raw)
         own = _find_own(item, entry.token) if item else None
         if own is not None:  # our earlier attempt succeeded; its response was lost
-            return WriteResult(_stored(entry), own, item), raw
+            return WriteResult(_stored(entry), own, item, raw), raw
         verdict = ordering.classify(item.current.order_key if item else None, incoming)
         if item is None or verdict in (Outcome.STORED, Outcome.DELETED):
             # Ordering admits it, so (unless we only read) the collector's condition refused it.
@@ -394,7 +396,7 @@ class DynamoIndex:
             # the version current now, from a strongly consistent read (stale writes only).
             return self._settle(id, entry, self._read_current(id), guards)
         if verdict is Outcome.STALE or incoming == current_key:
-            return WriteResult(verdict, item.version, item), raw
+            return WriteResult(verdict, item.version, item, raw), raw
         # Same content, later timestamp: move it forward.
         stored = layout_of_entry(raw[CURRENT]["L"][0]) or self.layout
         ok, raw = self._conditional_update(id, *updates.touch(entry, stored))
@@ -402,7 +404,7 @@ class DynamoIndex:
         # A refused touch whose item already holds our key was our own touch, its
         # response lost (or an identical write's): the state is the one we asked for.
         if touched is not None and (ok or touched.current.order_key == incoming):
-            return WriteResult(Outcome.UNCHANGED, touched.version, touched), raw
+            return WriteResult(Outcome.UNCHANGED, touched.version, touched, raw), raw
         return None, raw
 
     def _within_budget(self, id: str, raw: dict) -> dict:
@@ -415,7 +417,7 @@ class DynamoIndex:
             drop = fit_stored(raw)
         except ItemTooLarge:  # written already (DynamoDB took it): all the history goes
             drop = len(item.history)
-        if drop and self.trim(id, item.version, len(item.history), drop):
+        if drop and self.trim(id, raw, drop):
             return {**raw, HISTORY: {"L": raw[HISTORY]["L"][drop:]}}
         return raw  # or a later writer trims: the item changed since
 
@@ -476,13 +478,15 @@ class DynamoIndex:
         ok, raw = self._conditional_update(id, *updates.purge())
         return item_from_dynamo(raw) if ok else None
 
-    def trim(self, id: str, version: int, held: int, count: int) -> bool:
-        """Drop the `count` oldest of the `held` history entries, if the item is still at
-        `version` with `held` entries. The second condition makes a resent request (after a
-        lost response) a no-op instead of dropping `count` more. False if the item changed;
-        a later writer trims then."""
-        if count <= 0:
+    def trim(self, id: str, raw: Mapping[str, Any], count: int) -> bool:
+        """Drop the `count` oldest history entries of the item `raw` (as a write returned it),
+        if the item is still at its version with as many entries. The second condition makes
+        a resent request (after a lost response) a no-op instead of dropping `count` more.
+        False if the item changed; a later writer trims then."""
+        held = raw.get(HISTORY, {}).get("L", [])
+        if count <= 0 or not held:
             return False
+        version = int(raw[VERSION]["N"])
         return self._guarded_update(id, *updates.trim(version, held, count))
 
 

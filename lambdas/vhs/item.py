@@ -46,28 +46,33 @@ its h)`, exactly as a body does.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from . import keys
-from .codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE
-from .errors import ItemTooLarge
+from .codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, MAX_BODY_SIZE
+from .errors import DamagedItem, ItemTooLarge
 from .layouts import (
     BadField,
     Layout,
     codec_of_text,
     codec_value,
     hash_of_bytes,
+    hash_of_text,
     hash_value,
     layout_of_entry,
     time_of_number,
+    time_of_text,
     time_value,
 )
 from .model import Entry, Item, StoredPart
 from .ordering import TOMBSTONE_HASH
-from .packing import SAME
+from .packing import DICTIONARY_ID_BYTES, SAME, ZSTD
+from .parts import MAX_PARTS, PART_NAME
 from .resources import TABLE
 
 ID = TABLE.partition_key
@@ -114,8 +119,9 @@ PARTS = "pt"
 INLINE = "inline"  # the location of an inline body
 
 
-class MalformedItem(ValueError):
-    """An item (or a stream image of one) that is not laid out as this module writes it."""
+# An item (or a stream image of one) that is not laid out as this module writes it: the one
+# typed error its decoders raise (errors.DamagedItem), naming the field and, in an item, the id.
+MalformedItem = DamagedItem
 
 
 @dataclass(frozen=True)
@@ -184,24 +190,6 @@ def _part_to_dynamo(part: StoredPart, layout: Layout) -> dict[str, Any]:
     return {"M": attrs}
 
 
-def _part_from_dynamo(name: str, value: Mapping[str, Any], with_body: bool) -> StoredPart:
-    attrs = value["M"]
-    inline = None
-    if INLINE_BODY in attrs:
-        inline = bytes(attrs[INLINE_BODY]["B"]) if with_body else b""
-    codec = _codec(attrs[CODEC]) if CODEC in attrs else None
-    if inline is None and codec == SAME:
-        inline = b""  # inline, in the version after it
-    return StoredPart(
-        name=name,
-        content_hash=_hash(attrs[CONTENT_HASH]),
-        size=_number(attrs[SIZE]),
-        content_type=_string(attrs[CONTENT_TYPE]) if CONTENT_TYPE in attrs else BINARY_CONTENT_TYPE,
-        inline=inline,
-        codec=codec,
-    )
-
-
 def stored_content_type(entry: Entry) -> str | None:
     """The content type as the item stores it: absent for JSON and for deletes."""
     if entry.content_type and entry.content_type != JSON_CONTENT_TYPE and not entry.deleted:
@@ -210,77 +198,161 @@ def stored_content_type(entry: Entry) -> str | None:
 
 
 def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> Entry:
-    """An entry from its DynamoDB map. `with_body=False` leaves an inline body unread (its
-    `inline` is then b""): stream images in a Lambda event carry it base64-encoded, and a
-    consumer that only needs where the body lives need not decode it."""
-    try:
-        attrs = value["M"]
-        content_hash = _hash(attrs[CONTENT_HASH])
-        content_type = _string(attrs[CONTENT_TYPE]) if CONTENT_TYPE in attrs else None
-        if content_type is None and content_hash != TOMBSTONE_HASH:
-            content_type = JSON_CONTENT_TYPE
-        inline = None
-        if INLINE_BODY in attrs:
-            inline = bytes(attrs[INLINE_BODY]["B"]) if with_body else b""
-        return Entry(
-            updated_at=_time(attrs[UPDATED_AT]),
-            content_hash=content_hash,
-            size=_number(attrs[SIZE]),
-            written_at=_number(attrs[WRITTEN_AT]),
-            token=_string(attrs[WRITER]),
-            content_type=content_type,
-            inline=inline,
-            codec=_codec(attrs[CODEC]) if CODEC in attrs else None,
-            dictionary=hash_of_bytes(attrs[DICTIONARY]["B"]) if DICTIONARY in attrs else None,
-            purge=attrs[PURGE].get("BOOL") is True if PURGE in attrs else False,
-            dropped=attrs[DROPPED].get("BOOL") is True if DROPPED in attrs else False,
-            body_hash=_hash(attrs[BODY_HASH]) if BODY_HASH in attrs else None,
-            parts=tuple(
-                _part_from_dynamo(name, part, with_body)
-                for name, part in sorted(attrs[PARTS]["M"].items())
-            )
-            if PARTS in attrs
-            else (),
-        )
-    except KeyError as missing:
-        raise MalformedItem(f"an entry has no {missing}") from None
-    except (TypeError, AttributeError) as error:
-        raise MalformedItem(f"unexpected entry layout: {error!r}") from None
+    """An entry from its DynamoDB map, every field checked in the layout its `t` is in (a
+    write lays an entry out in one layout: layouts.py). `with_body=False` leaves an inline
+    body unread (its `inline` is then b""): stream images in a Lambda event carry it
+    base64-encoded, and a consumer that only needs where the body lives need not decode it.
+    Raises MalformedItem (errors.DamagedItem) naming the field: nothing is read, ordered or
+    served from a value neither layout writes."""
+    attrs = _decoded(value, "", _map)
+    stamp = attrs.get(UPDATED_AT)
+    layout = layout_of_entry({"M": {UPDATED_AT: stamp}}) if isinstance(stamp, Mapping) else None
+    if layout is None:
+        raise DamagedItem(f"expected a number (compact) or a string (text), got {stamp!r}", "t")
+    content_hash = _decoded(attrs, CONTENT_HASH, lambda v: _hash(v, layout))
+    deleted = content_hash == TOMBSTONE_HASH
+    content_type = _optional(attrs, CONTENT_TYPE, _text)
+    inline = _optional(attrs, INLINE_BODY, lambda v: _bytes(v, with_body))
+    codec = _optional(attrs, CODEC, lambda v: codec_of_text(_string(v), layout, "entry"))
+    purge = _optional(attrs, PURGE, _flag) or False
+    dropped = _optional(attrs, DROPPED, _flag) or False
+    dictionary = _optional(attrs, DICTIONARY, _dictionary_id)
+    body_hash = _optional(attrs, BODY_HASH, lambda v: _hash(v, layout, tombstone=False))
+    parts = _optional(attrs, PARTS, lambda v: _parts(v, layout, with_body)) or ()
+    for damaged, field, reason in (
+        (deleted and inline is not None, INLINE_BODY, "a delete with a body"),
+        (deleted and bool(parts), PARTS, "a delete with parts"),
+        (purge and not deleted, PURGE, "a purge flag on a put"),
+        (dropped and not deleted, DROPPED, "a dropped-history flag on a put"),
+        (codec is not None and inline is None, CODEC, "a codec with no inline body"),
+        (dictionary is not None and codec != ZSTD, DICTIONARY, "a dictionary for no zstd body"),
+        (bool(parts) != (body_hash is not None), BODY_HASH if parts else PARTS, _PARTS_TOGETHER),
+    ):
+        if damaged:
+            raise DamagedItem(reason, field)
+    if content_type is None and not deleted:
+        content_type = JSON_CONTENT_TYPE
+    return Entry(
+        updated_at=_decoded(attrs, UPDATED_AT, lambda v: _time(v, layout)),
+        content_hash=content_hash,
+        size=_decoded(attrs, SIZE, _size),
+        written_at=_decoded(attrs, WRITTEN_AT, _epoch_seconds),
+        token=_decoded(attrs, WRITER, _text),
+        content_type=content_type,
+        inline=inline,
+        codec=codec,
+        dictionary=dictionary,
+        purge=purge,
+        dropped=dropped,
+        body_hash=body_hash,
+        parts=parts,
+    )
+
+
+def _dictionary_id(value: Any) -> str:
+    """The id of a zstd dictionary (`zd`): DICTIONARY_ID_BYTES of binary (base64 text in a
+    Lambda event's stream image), as hex."""
+    return hash_of_bytes(_typed(value, "B", "binary"), DICTIONARY_ID_BYTES, "a dictionary's id")
+
+
+_PARTS_TOGETHER = f"a version with parts has both `{BODY_HASH}` and `{PARTS}`, one without neither"
+
+
+def _parts(value: Any, layout: Layout, with_body: bool) -> tuple[StoredPart, ...]:
+    parts = _map(value)
+    if not parts:
+        raise BadField("a version with parts has at least one")
+    if len(parts) > MAX_PARTS:
+        raise BadField(f"{len(parts)} parts, more than the {MAX_PARTS} a version may have")
+    return tuple(
+        _decoded(parts, name, lambda v, n=name: _part(n, v, layout, with_body))
+        for name in sorted(parts)
+    )
+
+
+def _part(name: str, value: Any, layout: Layout, with_body: bool) -> StoredPart:
+    if not isinstance(name, str) or not PART_NAME.fullmatch(name):
+        raise BadField(f"not a part name ({PART_NAME.pattern})")
+    attrs = _map(value)
+    inline = _optional(attrs, INLINE_BODY, lambda v: _bytes(v, with_body))
+    codec = _optional(attrs, CODEC, lambda v: codec_of_text(_string(v), layout, "part"))
+    if codec == SAME:
+        if inline is not None:
+            raise DamagedItem("a part held by the next version has no bytes of its own", CODEC)
+        inline = b""  # inline, in the version after it
+    elif codec is not None and inline is None:
+        raise DamagedItem("a codec with no inline bytes", CODEC)
+    return StoredPart(
+        name=name,
+        content_hash=_decoded(attrs, CONTENT_HASH, lambda v: _hash(v, layout, tombstone=False)),
+        size=_decoded(attrs, SIZE, _size),
+        content_type=_optional(attrs, CONTENT_TYPE, _text) or BINARY_CONTENT_TYPE,
+        inline=inline,
+        codec=codec,
+    )
 
 
 def version_of(raw: Mapping[str, Any] | None) -> int | None:
     """The version number a raw item holds, or None (no item, or only GC markers)."""
     if not raw or VERSION not in raw:
         return None
-    return _number(raw[VERSION])
+    return _version_of(raw)
+
+
+def _version_of(raw: Mapping[str, Any]) -> int:
+    try:
+        return _decoded(raw, VERSION, _version)
+    except DamagedItem as error:
+        raise error.within(id=_id_or_none(raw)) from None
 
 
 def id_of(raw: Mapping[str, Any] | None) -> str | None:
-    return _string(raw[ID]) if raw and ID in raw else None
+    return _decoded(raw, ID, _text) if raw and ID in raw else None
 
 
 def item_from_dynamo(raw: Mapping[str, Any], *, with_bodies: bool = True) -> Item | None:
     """The item the store wrote, or None when there is none (no item, or only GC markers).
-    Raises MalformedItem when the layout is not this module's."""
+    Raises MalformedItem (errors.DamagedItem, naming the id and the field) when any of its
+    fields is not as either layout writes it."""
     if not raw or CURRENT not in raw:
         return None
+    id = _id_or_none(raw)
     try:
-        current = raw[CURRENT]["L"]
-        history = raw.get(HISTORY, {}).get("L", [])
-    except (KeyError, TypeError, AttributeError) as error:
-        raise MalformedItem(f"unexpected item layout: {error!r}") from None
-    if len(current) != 1:
-        raise MalformedItem(f"`{CURRENT}` holds {len(current)} entries, not 1")
-    if ID not in raw:
-        raise MalformedItem(f"the item has no {ID!r}")
-    if VERSION not in raw:
-        raise MalformedItem(f"the item has no {VERSION!r}")
-    return Item(
-        id=_string(raw[ID]),
-        version=_number(raw[VERSION]),
-        current=entry_from_dynamo(current[0], with_body=with_bodies),
-        history=tuple(entry_from_dynamo(e, with_body=with_bodies) for e in history),
-    )
+        if id is None:
+            _decoded(raw, ID, _text)  # raises: missing, or not a string
+        version = _decoded(raw, VERSION, _version)
+        current = _decoded(raw, CURRENT, _list)
+        if len(current) != 1:
+            raise DamagedItem(f"holds {len(current)} entries, not 1", CURRENT)
+        history = _optional(raw, HISTORY, _list) or []
+        if version < 1 + len(history):
+            raise DamagedItem(
+                f"version {version} is lower than the {len(history) + 1} entries held", VERSION
+            )
+        return Item(
+            id=str(id),
+            version=version,
+            current=_entry_at(current[0], f"{CURRENT}[0]", with_bodies),
+            history=tuple(
+                _entry_at(e, f"{HISTORY}[{i}]", with_bodies) for i, e in enumerate(history)
+            ),
+        )
+    except DamagedItem as error:
+        raise error.within(id=id) from None
+
+
+def _entry_at(value: Any, where: str, with_body: bool) -> Entry:
+    try:
+        return entry_from_dynamo(value, with_body=with_body)
+    except DamagedItem as error:
+        raise error.within(where) from None
+
+
+def _id_or_none(raw: Mapping[str, Any]) -> str | None:
+    value = raw.get(ID)
+    if isinstance(value, Mapping) and isinstance(value.get("S"), str):
+        return value["S"]
+    return None
 
 
 MIXED = "mixed"  # an item holding entries of both layouts (a blind write's: docs/design.md)
@@ -301,32 +373,12 @@ def stored_layout(raw: Mapping[str, Any]) -> str | None:
 
 
 def layout_problem(raw: Mapping[str, Any], item: Item | None) -> str | None:
-    """Why an item (already parsed by `item_from_dynamo`) is not one the store wrote."""
+    """Why a raw item that `item_from_dynamo` read as no item (`item` None) is not one the
+    store wrote: attributes besides the collector's with no current entry. (Every field of an
+    item with entries is checked as it is decoded: MalformedItem.)"""
     if item is None:
         stray = sorted(name for name in raw if name not in (ID, CONDEMNED_UNTIL, CONDEMNED_BODIES))
         return f"no current entry, but has {', '.join(stray)}" if stray else None
-    if item.version < 1 + len(item.history):
-        return f"version {item.version} is lower than the {len(item.history) + 1} entries held"
-    for version, entry in item.versions():
-        if entry.content_hash != TOMBSTONE_HASH and not keys.CONTENT_HASH.fullmatch(
-            entry.content_hash
-        ):
-            return f"version {version}: {entry.content_hash!r} is not a sha256 hex digest"
-        if entry.size < 0:
-            return f"version {version}: negative size {entry.size}"
-        if entry.deleted and entry.inline is not None:
-            return f"version {version}: a delete with a body"
-        if entry.purge and not entry.deleted:
-            return f"version {version}: a purge flag on a put"
-        if entry.dropped and not entry.deleted:
-            return f"version {version}: a dropped-history flag on a put"
-        for part in entry.parts:
-            if not keys.CONTENT_HASH.fullmatch(part.content_hash):
-                return f"version {version}: part {part.name!r} has no sha256 hex digest"
-            if part.size < 0:
-                return f"version {version}: part {part.name!r} has a negative size"
-        if entry.parts and not keys.CONTENT_HASH.fullmatch(entry.body_sha256):
-            return f"version {version}: {entry.body_sha256!r} is not a sha256 hex digest"
     return None
 
 
@@ -425,7 +477,8 @@ def fit_stored(raw: Mapping[str, Any]) -> int:
     how many of its oldest history entries must go for it to fit ITEM_BUDGET."""
     held = raw.get(HISTORY, {}).get("L", [])
     current = 1 + value_size(raw[CURRENT]["L"][0])
-    return _fit(_string(raw[ID]), _number(raw[VERSION]), current, [1 + value_size(e) for e in held])
+    id, version = _decoded(raw, ID, _text), _decoded(raw, VERSION, _version)
+    return _fit(id, version, current, [1 + value_size(e) for e in held])
 
 
 def _fit(id: str, version: int, current: int, sizes: Sequence[int]) -> int:
@@ -449,42 +502,124 @@ def number_size(number: Any) -> int:
     return 1 + math.ceil(significant / 2)
 
 
-def _number(value: Any) -> int:
+# --- decoding: each value checked, a bad one a DamagedItem naming its field -------------------
+
+_T = TypeVar("_T")
+_WHOLE = re.compile(r"-?[0-9]+")
+# datetime's last second: a write time past it cannot be shown as a time (timetravel.py).
+_LATEST_EPOCH = int(datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp())
+
+
+def _decoded(attrs: Any, name: str, decode: Callable[[Any], _T]) -> _T:
+    """`decode` of attribute `name` of `attrs`; a missing or bad one raises DamagedItem naming
+    it (a damage found inside it, under it)."""
+    if not isinstance(attrs, Mapping):
+        raise DamagedItem(f"expected a map, got {_shown(attrs)}", name)
+    if name and name not in attrs:
+        raise DamagedItem("missing", name)
     try:
-        return int(value["N"])
-    except (KeyError, TypeError, ValueError):
-        raise MalformedItem(f"expected a number, got {value!r}") from None
+        return decode(attrs[name] if name else attrs)
+    except BadField as error:
+        raise DamagedItem(str(error), name) from None
+    except DamagedItem as error:
+        raise error.within(name or None) from None
 
 
-def _time(value: Any) -> str:
-    """An ordering timestamp in either layout, in ordering's stored form."""
-    return _either(value, "N", time_of_number)
+def _optional(attrs: Mapping[str, Any], name: str, decode: Callable[[Any], _T]) -> _T | None:
+    return _decoded(attrs, name, decode) if name in attrs else None
 
 
-def _hash(value: Any) -> str:
-    """A sha256 (hex) or TOMBSTONE_HASH in either layout."""
-    return _either(value, "B", hash_of_bytes)
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
-def _either(value: Any, kind: str, decode: Any) -> str:
-    """A value the compact layout holds as `kind` (decoded), or the text layout's string."""
-    if isinstance(value, Mapping) and kind in value:
-        try:
-            return decode(value[kind])
-        except BadField as error:
-            raise MalformedItem(str(error)) from None
-    return _string(value)
+def _typed(value: Any, kind: str, what: str) -> Any:
+    if not isinstance(value, Mapping) or set(value) != {kind}:
+        raise BadField(f"expected {what}, got {_shown(value)}")
+    return value[kind]
 
 
-def _codec(value: Any) -> str:
-    return codec_of_text(_string(value))
+def _map(value: Any) -> Mapping[str, Any]:
+    data = _typed(value, "M", "a map")
+    if not isinstance(data, Mapping):
+        raise BadField(f"expected a map, got {_shown(value)}")
+    return data
+
+
+def _list(value: Any) -> list[Any]:
+    data = _typed(value, "L", "a list")
+    if not isinstance(data, list):
+        raise BadField(f"expected a list, got {_shown(value)}")
+    return data
 
 
 def _string(value: Any) -> str:
-    try:
-        text = value["S"]
-    except (KeyError, TypeError):
-        raise MalformedItem(f"expected a string, got {value!r}") from None
+    text = _typed(value, "S", "a string")
     if not isinstance(text, str):
-        raise MalformedItem(f"expected a string, got {value!r}")
+        raise BadField(f"expected a string, got {_shown(value)}")
     return text
+
+
+def _text(value: Any) -> str:
+    """A non-empty string (an id, a writer token, a content type)."""
+    text = _string(value)
+    if not text:
+        raise BadField("an empty string")
+    return text
+
+
+def _whole(value: Any, low: int, high: int | None = None) -> int:
+    text = _typed(value, "N", "a number")
+    if not isinstance(text, str) or not _WHOLE.fullmatch(text):
+        raise BadField(f"expected a whole number, got {_shown(value)}")
+    number = int(text)
+    if number < low or (high is not None and number > high):
+        span = f"{low} to {high}" if high is not None else f"at least {low}"
+        raise BadField(f"{number} is out of range ({span})")
+    return number
+
+
+def _version(value: Any) -> int:
+    return _whole(value, 1)
+
+
+def _size(value: Any) -> int:
+    return _whole(value, 0, MAX_BODY_SIZE)
+
+
+def _epoch_seconds(value: Any) -> int:
+    return _whole(value, 0, _LATEST_EPOCH)
+
+
+def _flag(value: Any) -> bool:
+    flag = _typed(value, "BOOL", "a boolean")
+    if not isinstance(flag, bool):
+        raise BadField(f"expected a boolean, got {_shown(value)}")
+    return flag
+
+
+def _bytes(value: Any, with_body: bool) -> bytes:
+    data = _typed(value, "B", "binary")
+    if not isinstance(data, bytes | bytearray | memoryview | str):
+        raise BadField(f"expected binary, got {_shown(value)}")
+    if not with_body:
+        return b""
+    if isinstance(data, str):  # a Lambda event's stream image: base64
+        raise BadField("expected binary, got base64 text (read it with_body=False)")
+    return bytes(data)
+
+
+def _time(value: Any, layout: Layout) -> str:
+    """An ordering timestamp in `layout`, in ordering's stored form."""
+    if layout is Layout.COMPACT:
+        return time_of_number(_typed(value, "N", "a number"))
+    return time_of_text(_string(value))
+
+
+def _hash(value: Any, layout: Layout, *, tombstone: bool = True) -> str:
+    """A sha256 (hex) or, `tombstone`, TOMBSTONE_HASH, in `layout`: the compact layout holds
+    a digest as its 32 bytes and the tombstone as the string "~"."""
+    if layout is Layout.COMPACT and not (tombstone and value == {"S": TOMBSTONE_HASH}):
+        return hash_of_bytes(_typed(value, "B", "binary"))
+    return hash_of_text(_string(value), tombstone=tombstone)

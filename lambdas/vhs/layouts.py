@@ -29,12 +29,13 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .ordering import TOMBSTONE_HASH, OrderKey, StoredForm, stored_form, stored_to_datetime
-from .packing import DELTA, SAME, ZSTD, ZSTD_DELTA
+from .packing import DELTA, SAME, ZLIB, ZSTD, ZSTD_DELTA
 
 
 class Layout(enum.StrEnum):
@@ -85,6 +86,26 @@ def time_of_number(number: Any) -> str:
     return stored_form(_EPOCH + micros * _MICROSECOND)
 
 
+# The stored form (ordering.stored_form) exactly: fixed width, so string order is time order.
+_STORED_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+_DIGEST_BYTES = 32
+
+
+def time_of_text(text: Any) -> str:
+    """The stored form of a timestamp the text layout holds, checked: a string that sorts as
+    a time must be one (a bad one would sort above, or below, every real time)."""
+    if not isinstance(text, str) or not _STORED_TIME.fullmatch(text):
+        raise BadField(f"not a time in the stored form 2026-11-01T09:00:00.000000Z: {text!r}")
+    try:
+        moment = stored_to_datetime(text)
+    except ValueError:
+        raise BadField(f"not a valid date and time: {text!r}") from None
+    if moment.year < 1000:
+        raise BadField(f"a time out of the stored form's range: {text!r}")
+    return text
+
+
 def hash_value(content_hash: str, layout: Layout) -> dict[str, Any]:
     """The DynamoDB value of a sha256 (hex) or TOMBSTONE_HASH in `layout`."""
     if layout is Layout.TEXT or content_hash == TOMBSTONE_HASH:
@@ -92,23 +113,55 @@ def hash_value(content_hash: str, layout: Layout) -> dict[str, Any]:
     return {"B": bytes.fromhex(content_hash)}
 
 
-def hash_of_bytes(data: bytes | str) -> str:
-    """The hex sha256 the compact layout holds as bytes (base64 text in a Lambda event's
-    stream image)."""
+def hash_of_bytes(data: bytes | str, length: int = _DIGEST_BYTES, what: str = "a sha256") -> str:
+    """The hex sha256 (or another digest of `length` bytes) the compact layout holds as bytes
+    (base64 text in a Lambda event's stream image)."""
     try:
         data = base64.b64decode(data, validate=True) if isinstance(data, str) else bytes(data)
     except (binascii.Error, TypeError, ValueError):
         raise BadField(f"expected binary, got {data!r}") from None
+    if len(data) != length:
+        raise BadField(f"{what} is {length} bytes, this is {len(data)}")
     return data.hex()
+
+
+def hash_of_text(text: Any, *, tombstone: bool = True) -> str:
+    """The hex sha256 (or, `tombstone`, TOMBSTONE_HASH) the text layout holds, checked."""
+    if isinstance(text, str) and (
+        _HEX_DIGEST.fullmatch(text) or (tombstone and text == TOMBSTONE_HASH)
+    ):
+        return text
+    raise BadField(f"not a sha256 in 64 lowercase hex digits: {str(text)[:80]!r}")
 
 
 def codec_value(codec: str, layout: Layout) -> dict[str, str]:
     return {"S": codec if layout is Layout.TEXT else CODEC_TAGS.get(codec, codec)}
 
 
-def codec_of_text(text: str) -> str:
-    """The codec a `z` names in either layout: a tag, or a name (the text layout's)."""
-    return _CODEC_NAMES.get(text, text)
+# The codecs each layout names, by where `z` is: an entry's body is zlib or a delta, a part's
+# zlib or the next version's bytes (packing.py, deltas.py).
+_CODECS = {
+    Layout.COMPACT: {
+        "entry": {ZLIB: ZLIB, "d": DELTA, "Z": ZSTD, "D": ZSTD_DELTA},
+        "part": {ZLIB: ZLIB, "s": SAME},
+    },
+    Layout.TEXT: {
+        "entry": {ZLIB: ZLIB, DELTA: DELTA, ZSTD: ZSTD, ZSTD_DELTA: ZSTD_DELTA},
+        "part": {ZLIB: ZLIB, SAME: SAME},
+    },
+}
+
+
+def codec_of_text(text: str, layout: Layout = Layout.COMPACT, holder: str = "entry") -> str:
+    """The codec a `z` of an entry's (or a part's, `holder`) body names in `layout`: a tag
+    (compact), or a name (text). Raises BadField for any other."""
+    known = _CODECS[layout][holder]
+    if text not in known:
+        raise BadField(
+            f"not a codec of {'a part' if holder == 'part' else 'an entry'} in the {layout} "
+            f"layout ({', '.join(sorted(known))}): {str(text)[:80]!r}"
+        )
+    return known[text]
 
 
 def layout_of_entry(value: Mapping[str, Any]) -> Layout | None:

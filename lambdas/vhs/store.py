@@ -37,7 +37,7 @@ from .errors import (
     VersionNotRetained,
     WriteConflict,
 )
-from .index import BodyCondemned, DynamoIndex
+from .index import BodyCondemned, DynamoIndex, WriteResult
 from .item import INLINE
 from .item_budget import entry_budget
 from .model import (
@@ -256,10 +256,12 @@ class VersionedHybridStore:
         fallback = self._history_after(entry, None) if keep_history else None
         result = self.index.delete(id, entry, keep_history=keep_history, fallback=fallback)
         self.known.saw(result.item)
-        item = result.item
+        item, raw = result.item, result.raw
         if purge and item is not None and result.outcome is not Outcome.DELETED:
-            item = self.index.purge(id) or item
-        self._trim_if_due(item)
+            purged_item = self.index.purge(id)
+            # A purge leaves no history: nothing to trim.
+            item, raw = (purged_item, None) if purged_item is not None else (item, raw)
+        self._trim_if_due(item, raw)
         purged = bool(purge and item is not None and item.current.deleted and not item.history)
         return DeleteResult(id, result.outcome, result.version, purged)
 
@@ -280,10 +282,10 @@ class VersionedHybridStore:
             **fields,
         )
 
-    def _settled(self, item: Item | None) -> None:
+    def _settled(self, result: WriteResult) -> None:
         """After a put: remember the key its item holds, and trim the history if due."""
-        self.known.saw(item)
-        self._trim_if_due(item)
+        self.known.saw(result.item)
+        self._trim_if_due(result.item, result.raw)
 
     def _inline_form(self, body: Body, *, with_dictionary: bool = True) -> Packed | None:
         """`body` packed as the item would hold it, or None when it goes to S3."""
@@ -305,14 +307,16 @@ class VersionedHybridStore:
             zstd_deltas=self.write_dictionaries,
         )
 
-    def _trim_if_due(self, item: Item | None) -> None:
-        if item is None:
+    def _trim_if_due(self, item: Item | None, raw: Mapping[str, Any] | None) -> None:
+        """Trim the expired history of `item` (`raw`: as the write returned it) once
+        `trim_batch` entries have expired."""
+        if item is None or raw is None:
             return
         expired = self.retention.expired_count(item, self.clock())
         if expired < self.retention.trim_batch:
             return
         try:
-            self.index.trim(item.id, item.version, len(item.history), expired)
+            self.index.trim(item.id, raw, expired)
         except (ClientError, BotoCoreError) as error:
             # The version is written; trimming is housekeeping that the next writer redoes
             # (expired entries are invisible to readers meanwhile), so it must not fail the put.

@@ -110,13 +110,18 @@ def _current_at(
 ) -> tuple[int, Entry] | None:
     """The last version whose time (the latest of its own and its predecessors') is at or
     before `moment`; None when even the first held version is later."""
-    limit: float | str = stored_to_datetime(moment).timestamp() if clock == WRITTEN else moment
+    # Ordered as times, never as the strings they are stored as: a string that is not a time
+    # raises (item.py refuses such an item as it is read) rather than sorting anywhere.
+    limit = stored_to_datetime(moment)
     found, latest = None, None
     for number, entry in versions:
-        # Stored timestamps are fixed-width UTC: as strings they sort as times do.
-        own: float | str = entry.written_at if clock == WRITTEN else entry.updated_at
-        latest = own if latest is None else max(latest, own)  # type: ignore[type-var]
-        if latest > limit:  # type: ignore[operator]
+        own = (
+            datetime.fromtimestamp(entry.written_at, UTC)
+            if clock == WRITTEN
+            else stored_to_datetime(entry.updated_at)
+        )
+        latest = own if latest is None else max(latest, own)
+        if latest > limit:
             break
         found = (number, entry)
     return found

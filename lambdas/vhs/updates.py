@@ -301,19 +301,25 @@ def clear_condemnation(deadline: float) -> Guarded:
     )
 
 
-def trim(version: int, held: int, count: int) -> Guarded:
-    """Drop the `count` oldest of the `held` history entries, if the item is still at
-    `version` with `held` entries (so that a resent request is a no-op)."""
+def trim(version: int, held: Sequence[Mapping[str, Any]], count: int) -> Guarded:
+    """Drop the `count` oldest of the history entries `held` (as the item holds them), if the
+    item is still at `version` with as many entries (so that a resent request is a no-op).
+
+    The history left is written whole (`SET #p = :p`), not removed path by path: one
+    `REMOVE #p[i]` a dropped entry made the expression grow with retention, past DynamoDB's
+    4 KB at a few hundred entries (expression_limits.py); the list's entries are values,
+    which do not count. The write costs the same (DynamoDB bills the item's size either way).
+    The entries are written as read, each in its own layout; the condition holds only while
+    no write, trim or purge has changed the history's length or the version."""
+    kept = list(held[count:])
     return Guarded(
-        # Highest index first: DynamoDB resolves every path against the item before the
-        # update, but dynalite removes one at a time, shifting the rest, so ascending
-        # paths there drop every other entry. Descending paths mean the same on both.
-        "REMOVE " + ", ".join(f"#p[{i}]" for i in reversed(range(count))),
+        "SET #p = :p" if kept else "REMOVE #p",
         # attribute_exists first: a purge of a deleted id removes `p` and leaves `v`, and
         # moto raises on size() of a missing attribute rather than refusing the write.
         "#v = :v AND attribute_exists(#p) AND size(#p) = :held",
         {"#p": HISTORY, "#v": VERSION},
-        {":v": {"N": str(version)}, ":held": {"N": str(held)}},
+        {":v": {"N": str(version)}, ":held": {"N": str(len(held))}}
+        | ({":p": {"L": kept}} if kept else {}),
     )
 
 

@@ -120,7 +120,7 @@ def put_body(store: VersionedHybridStore, id: str, body: Body, stamp: str) -> Pu
             store._wait_out(id, condemned)
     else:
         raise WriteConflict(f"{id!r}: the garbage collector kept condemning its body")
-    store._settled(result.item)
+    store._settled(result)
     location = "inline" if inline is not None else store.bodies.location(key)
     return PutResult(id, result.outcome, result.version, body.sha256, _stored(result, location))
 
@@ -177,7 +177,7 @@ def put_with_parts(
             f"{id!r}: its current version kept changing, or the garbage collector kept "
             "condemning its parts, while this put uploaded them: retry later"
         )
-    store._settled(result.item)
+    store._settled(result)
     location = (
         INLINE
         if entry.inline is not None

@@ -312,11 +312,8 @@ def test_a_trim_between_our_read_and_our_write(backend):
     rid = backend.id("trimmed-meanwhile")
     for edition in range(1, 6):
         store.put(rid, catalogue_record(edition), updated_at=at(edition))
-    item = store.index.read(rid)
-    hook = OnRead(
-        store.index.dynamodb,
-        lambda _: store.index.trim(rid, item.version, len(item.history), 1),
-    )
+    raw = store.index.read_for_write(rid, consistent=True)
+    hook = OnRead(store.index.dynamodb, lambda _: store.index.trim(rid, raw, 1))
     try:
         result = store.put(rid, catalogue_record(6), updated_at=at(6))
     finally:

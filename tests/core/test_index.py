@@ -83,14 +83,16 @@ def test_a_trim_drops_exactly_the_count_asked_for(inprocess):
     item = store.index.read(rid)
     assert (item.version, len(item.history)) == (4, 3)
 
-    assert store.index.trim(rid, 4, 3, 0) is False  # nothing to drop: no request, no change
+    raw = store.index.read_for_write(rid, consistent=True)
+    assert store.index.trim(rid, raw, 0) is False  # nothing to drop: no request, no change
     assert len(store.index.read(rid).history) == 3
-    assert store.index.trim(rid, 3, 3, 1) is False  # not at the version the caller saw
+    seen_before = {**raw, "v": {"N": "3"}}
+    assert store.index.trim(rid, seen_before, 1) is False  # not at the version the caller saw
     assert len(store.index.read(rid).history) == 3
 
-    assert store.index.trim(rid, 4, 3, 1) is True
+    assert store.index.trim(rid, raw, 1) is True
     assert [h.version for h in store.history(rid)] == [2, 3, 4]
-    assert store.index.trim(rid, 4, 3, 1) is False  # resent: already done, not one more
+    assert store.index.trim(rid, raw, 1) is False  # resent: already done, not one more
     assert [store.get(rid, version=v).json() for v in (2, 3, 4)] == [record(v) for v in (2, 3, 4)]
 
 

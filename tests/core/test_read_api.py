@@ -21,10 +21,13 @@ import pytest
 
 from handlers import read_api, read_api_document
 from vhs import keys, resources, settings
+from vhs.layouts import Layout
 from vhs.local.read_api import LocalReadApi, signed_headers
 from vhs.store import VersionedHybridStore
 from vhs_testing.bad_inputs import CASES, Accepted, valid_id
 from vhs_testing.cli import local_env
+from vhs_testing.damage import damages as damages_of
+from vhs_testing.damage import plant, well_formed
 from vhs_testing.stacks import fresh_stack
 
 __all__ = ["local_env"]  # the fixture: `vhs local up` for this module
@@ -273,6 +276,41 @@ def test_head_gives_the_headers_without_the_body(api: Api) -> None:
     assert answer.headers["ETag"] == '"' + sha(b'{"n":1}') + '"'
 
 
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/records/head-2/history",
+        "/records/head-2/versions/1/diff/2",
+        "/openapi.json",
+        "/records/never-stored/history",
+        "/records/head-2/versions/1/diff/9",
+        "/records/%00/history",
+    ],
+)
+def test_head_answers_every_route_as_get_without_the_body(api: Api, target: str) -> None:
+    """RFC 9110, 9.3.2: HEAD wherever GET, the same status and headers, no content."""
+    api.store.put("head-2", {"n": 1}, updated_at=T1)
+    api.store.put("head-2", {"n": 2}, updated_at=T2)
+    got, head = api.request(target), api.request(target, method="HEAD")
+    assert got.body and head.body == b""
+    assert head.status == got.status
+    assert head.headers["Content-Type"] == got.headers["Content-Type"]
+
+
+def test_a_damaged_item_is_a_502_problem_naming_the_id_and_the_field(api: Api) -> None:
+    """Issue 38: a text item whose `t` is not a time was a 500 (a bare ValueError)."""
+    for layout in Layout:
+        sound = well_formed(api.store, f"sound-{layout}", layout)
+        for damage in [d for d in damages_of(layout) if d.in_current][:3]:
+            record_id = f"api-{damage.name}"
+            plant(api.store, damage.applied(sound, record_id))
+            for suffix in ("", "/versions/3", "/history", "/versions/2/diff/3"):
+                problem = api.get(record_id, suffix).problem()
+                assert (problem["status"], problem["type"]) == (502, read_api.DAMAGED), suffix
+                assert (problem["id"], problem["field"]) == (record_id, damage.field)
+                assert problem["detail"].startswith(f"this item is damaged: {record_id!r}")
+
+
 # --- caching and redirects --------------------------------------------------------------------
 
 
@@ -478,9 +516,9 @@ def test_a_method_a_route_lacks_is_405_naming_the_ones_it_has(api: Api, method: 
         ("/records/never-stored/versions/1", "GET, HEAD"),
         ("/records/known-2/parts/ocr", "GET, HEAD"),
         ("/records/known-2/versions/1/parts/ocr", "GET, HEAD"),
-        ("/records/known-2/history", "GET"),
-        ("/records/known-2/versions/1/diff/1", "GET"),
-        ("/openapi.json", "GET"),
+        ("/records/known-2/history", "GET, HEAD"),
+        ("/records/known-2/versions/1/diff/1", "GET, HEAD"),
+        ("/openapi.json", "GET, HEAD"),
     ]:
         answer = api.request(target, method=method)
         problem = answer.problem()
@@ -795,12 +833,21 @@ def test_every_answer_is_one_the_document_declares(api: Api) -> None:
     ]
     seen: dict[str, set[int]] = {}
     for route, id, suffix, headers in requests:
-        methods = ("GET",) if route in (history, diff) else ("GET", "HEAD")
-        for method in methods:
+        for method in ("GET", "HEAD"):
             answer = api.get(id, suffix, method=method, headers=headers)
             _conforms(document, route, method, answer)
             seen.setdefault(route, set()).add(answer.status)
     assert seen[body] == seen[part] == seen[version_part] == {200, 304, 307, 400, 404}
     assert seen[version] == {200, 304, 400, 404} and seen[history] == {200, 400, 404}
     assert seen[diff] == {200, 400, 404}
-    _conforms(document, "/openapi.json", "GET", api.request("/openapi.json"))
+    for method in ("GET", "HEAD"):
+        _conforms(document, "/openapi.json", method, api.request("/openapi.json", method=method))
+    # A damaged item's 502, on every route that reads an item.
+    raw = damages_of(Layout.TEXT)[0].applied(well_formed(api.store, "conform-sound", Layout.TEXT))
+    raw["id"] = {"S": "conform-damaged"}
+    plant(api.store, raw)
+    for route, suffix in [(body, ""), (version, "/versions/1"), (history, "/history")]:
+        for method in ("GET", "HEAD"):
+            answer = api.get("conform-damaged", suffix, method=method)
+            assert answer.status == read_api.DAMAGED_STATUS
+            _conforms(document, route, method, answer)

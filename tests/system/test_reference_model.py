@@ -606,7 +606,7 @@ def test_a_trim_that_finds_the_history_purged_is_refused_not_raised(model_backen
     for n in range(3):
         store.put(id, {"n": n}, updated_at=TIMES[n])
     store.delete(id, deleted_at=TIMES[3])
-    version = store.index.read(id).version
+    seen = store.index.read_for_write(id, consistent=True)
     store.delete(id, deleted_at=TIMES[3], purge=True)
     assert store.index.read(id).history == ()
-    assert store.index.trim(id, version, held=3, count=1) is False
+    assert store.index.trim(id, seen, count=1) is False

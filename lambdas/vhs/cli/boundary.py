@@ -3,10 +3,11 @@ exception into one line on standard error (and, under --json, one JSON document 
 output), so that no user error (a bad file, flag or shard, missing configuration, region or
 credentials, an endpoint that does not answer) ever shows a traceback.
 
-The exit statuses are docs/cli.md's: 0 done; 1 done, but something failed or was found; 2 bad
-input or configuration; 3 not found; 4 AWS (or the local stack) could not be reached or kept
-failing, so trying again later may work; 130 interrupted (Ctrl-C or SIGTERM); 141 standard
-output closed early (a pipe's reader that stopped reading), silently.
+The exit statuses are docs/cli.md's: 0 done; 1 done, but something failed or was found (a
+damaged item among them); 2 bad input or configuration; 3 not found; 4 AWS (or the local
+stack) could not be reached or kept failing, so trying again later may work; 130 interrupted
+(Ctrl-C or SIGTERM); 141 standard output closed early (a pipe's reader that stopped reading),
+silently.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from ..errors import IntegrityError, RecordNotFound, VhsError, WriteConflict
+from ..errors import DamagedItem, IntegrityError, RecordNotFound, VhsError, WriteConflict
 from .output import emit_json
 
 DONE, FOUND, BAD_INPUT, NOT_FOUND, UNAVAILABLE, INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -130,6 +131,13 @@ def failure_of(error: BaseException) -> Failure:
         return Failure(INTERRUPTED, "interrupted (Ctrl-C or SIGTERM)")
     if isinstance(error, RecordNotFound):
         return Failure(NOT_FOUND, str(error))
+    if isinstance(error, DamagedItem):
+        return Failure(
+            FOUND,
+            f"this item is damaged: {error.id!r}, field {error.field}: {error.reason} "
+            '(docs/runbook.md, "A damaged item"; vhs verify finds any other)',
+            error.field,
+        )
     if isinstance(error, IntegrityError):
         return Failure(FOUND, f"{error} (vhs verify checks the rest)")
     if isinstance(error, WriteConflict):

@@ -10,8 +10,9 @@ if the item is still as read. Nothing else changes: not `v` (the change feed pub
 nothing), not the collector's condemnation. A write that lands between the read and the
 rewrite wins; the item is then taken as the refusal returned it and tried again, up to
 MAX_ATTEMPTS times, and otherwise counted in `conflicts` and left to its next write.
-Idempotent: a second run finds every item compact and writes nothing. An item that is not in
-either layout is left as it is (`vhs verify` names it).
+Idempotent: a second run finds every item compact and writes nothing. A damaged item (a field
+in neither layout: item.MalformedItem) is left as it is, counted in `unparseable` and named in
+`damaged` (its id, field and what is wrong: the first MAX_DAMAGED_SHOWN), and the run goes on.
 
 Cost: the Scan reads every item once; each item rewritten costs one write, billed on the larger
 of the item before and after (before: it only shrinks).
@@ -22,16 +23,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..index import scan_pages
-from ..item import ID, MalformedItem, item_from_dynamo, layout_problem, stored_layout
+from ..item import ID, MalformedItem, id_of, item_from_dynamo, layout_problem, stored_layout
 from ..layouts import Layout
 from ..store import VersionedHybridStore
 
 MAX_ATTEMPTS = 4
 DEFAULT_SEGMENTS = 4
+MAX_DAMAGED_SHOWN = 1000  # damaged items named in a report (every one is counted)
 
 
 @dataclass
@@ -42,6 +44,8 @@ class MigrateReport:
     unversioned: int = 0  # only garbage-collector markers: nothing to lay out
     unparseable: int = 0  # in neither layout: left as they are
     conflicts: int = 0  # kept changing while tried: left to their next write
+    # The first MAX_DAMAGED_SHOWN of the unparseable: {"id", "field", "detail"} each.
+    damaged: list[dict[str, str | None]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -82,7 +86,19 @@ def migrate(
         ):
             for raw in page.items:
                 count("items")
-                count(_migrate_one(store, raw))
+                try:
+                    count(_migrate_one(store, raw))
+                except MalformedItem as damaged:  # left as it is; the run goes on
+                    with lock:
+                        report.unparseable += 1
+                        if len(report.damaged) < MAX_DAMAGED_SHOWN:
+                            report.damaged.append(
+                                {
+                                    "id": damaged.id,
+                                    "field": damaged.field,
+                                    "detail": damaged.reason,
+                                }
+                            )
             if progress is not None:
                 with lock:
                     progress(report)
@@ -99,13 +115,10 @@ def _migrate_one(store: VersionedHybridStore, raw: dict[str, Any]) -> str:
     if index.layout is not Layout.COMPACT:
         raise ValueError("a migration lays items out compactly: the index must write so")
     for _attempt in range(MAX_ATTEMPTS):
-        try:
-            item = item_from_dynamo(raw)
-            problem = layout_problem(raw, item)
-        except MalformedItem:
-            return "unparseable"
+        item = item_from_dynamo(raw)  # MalformedItem: the caller reports it
+        problem = layout_problem(raw, item)
         if problem is not None:
-            return "unparseable"
+            raise MalformedItem(problem, id=id_of(raw))
         if item is None:
             return "unversioned"
         if stored_layout(raw) == Layout.COMPACT:  # as read, or as a writer rewrote it meanwhile

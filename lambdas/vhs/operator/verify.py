@@ -38,7 +38,7 @@ from .. import keys
 from ..aws import is_object_missing
 from ..deltas import UndecodableBody, inline_bodies, inline_part
 from ..index import scan_pages
-from ..item import ID, item_from_dynamo, layout_problem, stored_layout
+from ..item import ID, MalformedItem, item_from_dynamo, layout_problem, stored_layout
 from ..model import Entry, Item
 from ..store import VersionedHybridStore
 from .findings import (
@@ -178,6 +178,8 @@ class Verifier:
         try:
             item = item_from_dynamo(raw)
             problem = layout_problem(raw, item)
+        except MalformedItem as error:  # a damaged item, by the field its decoding refused
+            item, problem = None, f"damaged: {error.field}: {error.reason}"
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
             item, problem = None, f"not in the store's layout: {type(error).__name__} {error}"
         if problem is not None:
