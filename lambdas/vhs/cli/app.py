@@ -3,6 +3,7 @@
     vhs local up [--port N]          start the local stack and print its environment
     vhs local up --detach            the same in the background: eval "$(vhs local up --detach)"
     vhs local down                   stop the stack `up --detach` started
+    vhs local status                 what runs from here, on which port, since when
     vhs put ID FILE --updated-at T   store a record (JSON, or raw bytes with --raw)
     vhs get ID [--version N]         print a record's body (--part NAME: a part's bytes)
     vhs get ID --as-of T             the version current at T (--source-as-of T: by updated_at)
@@ -43,7 +44,7 @@ from ..resources import DEFAULT_PORT, REINDEX
 from .boundary import Parser, run
 from .dlq import add_filters, cmd_dlq_discard, cmd_dlq_list, cmd_dlq_redrive
 from .importer import cmd_import
-from .local_session import cmd_local_down
+from .local_session import cmd_local_down, cmd_local_status
 from .maintenance import cmd_gc, cmd_migrate, cmd_verify
 from .pipeline import cmd_invoke, cmd_local_up, cmd_send
 from .records import cmd_delete, cmd_diff, cmd_get, cmd_history, cmd_put
@@ -169,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     down = local_sub.add_parser("down", help="stop the stack `up --detach` started here")
     down.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     down.set_defaults(handler=cmd_local_down)
+    status = local_sub.add_parser(
+        "status", help="what runs from here: its pid, port and since when; who holds the port"
+    )
+    status.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    status.set_defaults(handler=cmd_local_status)
 
     p = _command(sub, "put", cmd_put, "store a record")
     p.add_argument("id")

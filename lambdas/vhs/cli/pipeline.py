@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput
-from .output import emit_json, json_value, plural, tracking
+from .output import emit_json, json_value, now, plural, tracking
 
 
 def cmd_local_up(args: argparse.Namespace) -> int:
@@ -23,7 +23,13 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         from .local_session import detach
 
         return detach(args, serve_local_stack)
-    return serve_local_stack(args)
+    from ..local.stack import LocalStackError
+
+    try:
+        return serve_local_stack(args)
+    except LocalStackError as error:
+        print(f"error: the local stack did not start ({error})", file=sys.stderr)
+        return 1
 
 
 def print_env(env: dict[str, str], *, as_json: bool) -> None:
@@ -36,11 +42,17 @@ def print_env(env: dict[str, str], *, as_json: bool) -> None:
 
 
 def serve_local_stack(
-    args: argparse.Namespace, ready: Callable[[dict[str, str]], None] | None = None
+    args: argparse.Namespace,
+    ready: Callable[[dict[str, str], str, str], None] | None = None,
+    *,
+    detached: bool = False,
 ) -> int:
-    """Run the local stack until SIGINT or SIGTERM: print its environment, then `ready(env)`
-    (by default, the line "ready"); on the way out, a line saying it stopped."""
+    """Run the local stack until SIGINT or SIGTERM: print its environment, then
+    `ready(env, endpoint, since)` (by default, the line "ready"); on the way out, a line
+    saying it stopped. A port another stack (or program) holds raises LocalStackError
+    naming it, before anything is served."""
     from .. import settings
+    from ..local.owner import this_owner
     from ..local.read_api import LocalReadApi
     from ..local.stack import DEFAULT_BUCKET, DEFAULT_TABLE, LocalStack, MotoServer
     from ..resources.local import DEFAULT_PORT
@@ -57,7 +69,13 @@ def serve_local_stack(
     port = (
         settings.whole_number(settings.LOCAL_PORT, DEFAULT_PORT) if args.port is None else args.port
     )
-    server = MotoServer(port, bind=args.host, sqs_index=not args.moto_sqs_as_is)
+    since = now()
+    server = MotoServer(
+        port,
+        bind=args.host,
+        sqs_index=not args.moto_sqs_as_is,
+        owner=this_owner(port, detached=detached, since=since),
+    )
     with server, contextlib.ExitStack() as running:
         stack = LocalStack(
             server.endpoint,
@@ -120,7 +138,7 @@ def serve_local_stack(
         if ready is None:
             print("ready", flush=True)
         else:
-            ready(env)
+            ready(env, server.endpoint, since)
         stop.wait()
         # Leaving the ExitStack stops polling and lets the batch in hand finish.
     print(
