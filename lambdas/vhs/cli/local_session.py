@@ -136,19 +136,19 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _starting() -> Iterator[None]:
+def _starting() -> Iterator[int]:
     fd = _lock(STARTING, wait=True)
+    assert fd is not None  # waited for
     try:
-        yield
+        yield fd
     finally:
-        if fd is not None:
-            os.close(fd)
+        os.close(fd)
 
 
 def detach(args: argparse.Namespace, serve: Callable[..., int]) -> int:
     """Start `serve(args)` in the background and print its environment once it is ready (or
     the environment of the stack already running from this directory)."""
-    with _starting():
+    with _starting() as starting:
         lock = _lock(LOCK, wait=False)
         if lock is None:
             return _already_running(args)
@@ -160,6 +160,7 @@ def detach(args: argparse.Namespace, serve: Callable[..., int]) -> int:
         pid = os.fork()
         if pid == 0:  # the stack's process: it keeps the lock, and never returns
             os.close(read_end)
+            os.close(starting)  # or the next `up --detach` would wait for it to end
             _serve_detached(args, serve, write_end)
         os.close(write_end)
         os.close(lock)  # the stack's process holds it now, until it ends
