@@ -38,7 +38,7 @@ from ..changes.reindex import (
 )
 from ..errors import ConfigurationError, InvalidInput
 from ..resources import REINDEX
-from .boundary import first_request
+from .boundary import first_request, in_existing_directory
 from .output import cli_time, console_err, emit_json, now, print_counts, tracking
 
 CHECKPOINT_DIR = Path(".vhs") / "reindex"
@@ -251,15 +251,15 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     if args.state_machine or args.cloud:
         return _start_cloud(args)
     if args.resume:
-        if args.ids or args.since or args.until or args.segments or args.rate:
+        if args.ids or args.since or args.until or not {args.segments, args.rate} <= {None}:
             raise InvalidInput("resume", "a resumed run keeps its own selection, segments, rate")
         checkpoint = Checkpoint.load(Path(args.resume))
     else:
         checkpoint = Checkpoint.new(
-            Path(args.checkpoint) if args.checkpoint else None,
+            in_existing_directory(args.checkpoint, "--checkpoint") if args.checkpoint else None,
             selection=Selection.of(args.ids or None, args.since, args.until),
-            total_segments=args.segments or REINDEX.default_segments,
-            rate=args.rate or REINDEX.default_rate,
+            total_segments=_or_default(args.segments, REINDEX.default_segments),
+            rate=_or_default(args.rate, REINDEX.default_rate),
             page_size=args.page_size,
         )
     target = _target()
@@ -308,6 +308,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def _or_default(value: Any, default: Any) -> Any:
+    """An option's value, or its default when it was not given (never when it is 0)."""
+    return default if value is None else value
+
+
 def _run_catching(
     target: Target, checkpoint: Checkpoint, stop: threading.Event, on_page: Any
 ) -> None:
@@ -352,8 +357,8 @@ def _start_cloud(args: argparse.Namespace) -> int:
     # The run id is the execution's name: the state machine refuses an input naming one.
     run_input = {
         **run_options(
-            args.segments or REINDEX.default_segments,
-            args.rate or REINDEX.default_rate,
+            _or_default(args.segments, REINDEX.default_segments),
+            _or_default(args.rate, REINDEX.default_rate),
             args.page_size,
         ),
         "since": selection.since,
