@@ -71,7 +71,7 @@ def published(
         try:
             response = handler(event, context)
             if capture_cold_start_metric and cold_start.is_cold_start:
-                metrics.add_cold_start_metric(context=context)
+                metrics.provider.add_cold_start_metric(context=context)
                 cold_start.is_cold_start = False
         finally:
             if metrics.metric_set:
