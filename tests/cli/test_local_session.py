@@ -259,6 +259,22 @@ def no_signals(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[in
     return sent
 
 
+def down_with(note: dict, *, lock_held: bool) -> int:
+    """`vhs local down` in the current directory, its stack's note being `note`, and its
+    lock held (by this process: as a running stack would hold it) or free."""
+    from vhs.cli import local_session
+    from vhs.cli.app import main
+
+    local_session.STATE.parent.mkdir(parents=True, exist_ok=True)
+    local_session.STATE.write_text(json.dumps(note))
+    lock = local_session._lock(local_session.LOCK, wait=False) if lock_held else None
+    try:
+        return main(["local", "down"])
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
 @pytest.mark.parametrize("pid", ["missing", 0, -1, 1, "4211", True])
 @pytest.mark.parametrize("lock_held", [True, False], ids=["lock held", "lock free"])
 def test_down_signals_nothing_for_a_note_that_names_no_process(
@@ -267,19 +283,8 @@ def test_down_signals_nothing_for_a_note_that_names_no_process(
     """A note without a pid, or with 0, -1 (process groups, or every process, to kill(2)),
     1 or not an int, signals nothing. With the lock free no stack runs: the note is stale,
     removed, exit 0. With it held, `down` cannot prove which process to stop: exit 1."""
-    from vhs.cli import local_session
-    from vhs.cli.app import main
-
     note = {"env": {}, "log": "x"} | ({} if pid == "missing" else {"pid": pid})
-    state = tmp_path / local_session.STATE
-    state.parent.mkdir(parents=True)
-    state.write_text(json.dumps(note))
-    lock = local_session._lock(local_session.LOCK, wait=False) if lock_held else None
-    try:
-        status = main(["local", "down"])
-    finally:
-        if lock is not None:
-            os.close(lock)
+    status = down_with(note, lock_held=lock_held)
     err = capsys.readouterr().err
     assert no_signals == []
     assert "please report" not in err
@@ -289,7 +294,7 @@ def test_down_signals_nothing_for_a_note_that_names_no_process(
     else:
         assert status == 0
         assert "no process was signalled" in err
-        assert not state.exists()
+        assert not (tmp_path / ".vhs" / "local-up.json").exists()
 
 
 @pytest.mark.parametrize("lock_held", [True, False], ids=["lock held", "lock free"])
@@ -298,23 +303,13 @@ def test_down_never_signals_a_process_that_took_the_pid_of_a_stack(
 ):
     """The note's pid now belongs to another process (a stack that died uncleanly, its pid
     handed on): that process's start time and command are not the note's, so it lives."""
-    from vhs.cli import local_session
-    from vhs.cli.app import main
-
     monkeypatch.chdir(tmp_path)
     stranger = subprocess.Popen(["sleep", "60"])
     try:
         stack = owner.process_identity(os.getpid())
         assert stack is not None
         note = {"pid": stranger.pid, "process": stack.as_dict(), "env": {}, "log": "x"}
-        (tmp_path / ".vhs").mkdir()
-        (tmp_path / local_session.STATE).write_text(json.dumps(note))
-        lock = local_session._lock(local_session.LOCK, wait=False) if lock_held else None
-        try:
-            status = main(["local", "down"])
-        finally:
-            if lock is not None:
-                os.close(lock)
+        status = down_with(note, lock_held=lock_held)
         assert stranger.poll() is None
     finally:
         stranger.kill()
