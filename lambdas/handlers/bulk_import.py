@@ -112,11 +112,7 @@ def plan(event: dict[str, Any]) -> dict[str, Any]:
     mapping = CsvMapping.of(request.get("mapping"))
     execution = _execution(event)
     s3 = ingestor().s3
-    files, skipped = resolve_sources([f"s3://{bucket}/{prefix}"], fmt, s3)
-    if not files:
-        raise InvalidInput(
-            "prefix", f"s3://{bucket}/{prefix} holds no .jsonl, .ndjson or .csv file"
-        )
+    files, skipped = resolve_sources([f"s3://{bucket}/{prefix}"], fmt, s3, field="prefix")
     chunk_lines = settings.whole_number(settings.IMPORT_CHUNK_LINES, SHAPE.chunk_lines)
     manifest = f"{results}{execution}/manifest.jsonl"
     chunks = 0

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from . import keys
 from .codec import JSON_CONTENT_TYPE
-from .errors import InvalidInput, RecordNotFound, VersionNotRetained
+from .errors import InvalidInput, RecordNotFound, VersionNotRetained, never_or_no_longer
 from .model import Entry, Item, Record, StoredPart, StoredVersion, entry_time
 from .patches import TOO_LARGE, UNREADABLE, Operation, make_patch
 from .retention import Retention
@@ -170,7 +170,8 @@ def _version(item: Item, retained: Mapping[int, Entry], number: int) -> StoredVe
     entry = retained.get(number)
     if entry is None:
         kept = f"versions {min(retained)} to {max(retained)}"
-        raise VersionNotRetained(item.id, number, f"not retained (the store keeps {kept})")
+        why = never_or_no_longer(item.version, number)
+        raise VersionNotRetained(item.id, number, f"{why} (the store keeps {kept})")
     if entry.deleted:
         raise RecordNotFound(item.id, number, "that version is a delete")
     return StoredVersion(item, number, entry, requested=number)

@@ -97,6 +97,14 @@ class VersionNotRetained(RecordNotFound):
     kept (retention, a purge, a delete's retention window) or was never written."""
 
 
+def never_or_no_longer(latest: int, version: int) -> str:
+    """Why `version` of an item whose latest is `latest` is not there: it was never written,
+    or it is no longer retained."""
+    if version > latest:
+        return f"never written (the latest is version {latest})"
+    return "not retained"
+
+
 class RecordDeleted(RecordNotFound):
     """The version current at the time asked for is a delete (`version`, at `deleted_at`:
     the delete's own timestamp, RFC 3339)."""

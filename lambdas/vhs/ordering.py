@@ -214,6 +214,17 @@ def stored_to_datetime(stored: str) -> datetime:
     return datetime.strptime(stored, _STORED_FORMAT).replace(tzinfo=UTC)
 
 
+def moment_text(moment: str) -> str:
+    """A moment (parse_moment's stored form) as a message shows it: RFC 3339, or for a
+    moment before the year 1000 or past 9999, which parse_moment clamps to the first or last
+    it can hold, what it stands for rather than the clamped time."""
+    if moment == _MIN_MOMENT:
+        return f"a moment before the year {_MIN_YEAR} (before anything the store holds)"
+    if moment == _MAX_MOMENT:
+        return "the end of the year 9999"
+    return stored_to_datetime(moment).isoformat()
+
+
 def classify(current: OrderKey | None, incoming: OrderKey) -> Outcome:
     """What an incoming write means against the current state (None: no item yet)."""
     if current is None:

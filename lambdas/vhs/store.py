@@ -36,6 +36,7 @@ from .errors import (
     RecordNotFound,
     VersionNotRetained,
     WriteConflict,
+    never_or_no_longer,
 )
 from .index import BodyCondemned, DynamoIndex, WriteResult
 from .item import INLINE
@@ -353,7 +354,7 @@ class VersionedHybridStore:
                 if entry.deleted:
                     raise RecordNotFound(id, version, "that version is a delete")
                 return StoredVersion(item, number, entry, requested=version)
-        raise VersionNotRetained(id, version, "not retained")
+        raise VersionNotRetained(id, version, never_or_no_longer(item.version, version))
 
     def diff(self, id: str, a: int, b: int) -> Diff:
         """From retained version `a` to `b`: a JSON Patch for JSON records (diffs.py)."""

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from . import keys
 from .errors import InvalidInput, RecordDeleted, RecordNotFound, VersionNotRetained
 from .model import Entry, Item, StoredVersion
-from .ordering import parse_moment, stored_to_datetime
+from .ordering import moment_text, parse_moment, stored_to_datetime
 from .retention import Retention
 
 # A moment: a timezone-aware datetime or an RFC 3339 string (ordering.parse_moment).
@@ -80,7 +80,7 @@ def version_at(
     written by then, RecordDeleted when the version current then is a delete, and
     VersionNotRetained when that version is no longer kept."""
     found = _current_at(item.versions(), clock, moment)
-    shown = stored_to_datetime(moment).isoformat()
+    shown = moment_text(moment)
     if found is None:
         first, entry = retained[0]
         if first == 1:  # nothing precedes version 1: the record did not exist yet

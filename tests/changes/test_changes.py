@@ -695,7 +695,6 @@ def test_the_handler_stops_publishing_when_time_runs_out(feed: Feed) -> None:
     assert [c.id for c in received] == [f"id{n:02d}" for n in range(10)]
 
 
-@pytest.mark.filterwarnings("ignore:No application metrics")
 def test_a_misconfigured_handler_fails_the_whole_batch(feed: Feed) -> None:
     running = feed.local()
     running.topic_arn = ""

@@ -701,3 +701,47 @@ def test_vhs_reindex_replays_to_the_local_feed_and_resumes_nothing_when_done(
     assert (resumed["run_id"], resumed["replayed"]) == (summary["run_id"], summary["replayed"])
     bad = vhs(local_env, "reindex", "--since", "yesterday")
     assert bad.returncode == 2 and b"since" in bad.stderr
+
+
+def test_an_interrupted_vhs_reindex_stops_at_once_and_reports_what_its_checkpoint_holds(
+    local_env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """At 0.05 records/s a segment's second page waits 20 s to be paid for. Ctrl-C in that
+    wait stops the run at once (each segment handles the page it has read), and the summary
+    counts exactly what the checkpoint holds: it is printed once every segment has recorded
+    its page, never while one is still in hand."""
+    import os
+    import signal
+    import time
+
+    from vhs.cli.app import main
+
+    for n in range(4):
+        record = tmp_path / f"{n}.json"
+        record.write_text(json.dumps({"n": n}))
+        assert vhs(local_env, "put", f"cli-stop-{n}", str(record)).returncode == 0
+    for name, value in local_env.items():
+        if name.startswith(("AWS_", "VHS_")):
+            monkeypatch.setenv(name, value)
+    checkpoint = tmp_path / "run.json"
+    # Well inside the 20 s wait, and after the run has started (in this process: no imports).
+    ctrl_c = threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGINT))
+    started = time.monotonic()
+    ctrl_c.start()
+    try:
+        status = main(
+            ["--json", "reindex", "--segments", "2", "--rate", "0.05", "--page-size", "1",
+             "--checkpoint", str(checkpoint)]
+        )  # fmt: skip
+    finally:
+        ctrl_c.cancel()
+    took = time.monotonic() - started
+    summary = json.loads(capsys.readouterr().out)
+    saved = json.loads(checkpoint.read_text())
+    assert (status, summary["status"]) == (1, "interrupted")
+    assert summary["scanned"] == sum(s["counts"]["scanned"] for s in saved["segments"]) >= 2
+    assert summary["replayed"] == sum(s["counts"]["replayed"] for s in saved["segments"])
+    assert took < 12, f"{took:.1f}s: the segments slept out their wait"

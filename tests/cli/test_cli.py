@@ -129,7 +129,7 @@ def test_parts_put_get_and_history(local_env, tmp_path: Path):
     missing = vhs(local_env, "get", "cli-parts", "--part", "thumbnail")
     assert missing.returncode == 3 and b"no part 'thumbnail'" in missing.stderr
     bad = vhs(local_env, "put", "cli-parts", str(record), "--part", f"Scan={scan}")
-    assert bad.returncode == 2 and b"parts" in bad.stderr
+    assert bad.returncode == 2 and bad.stderr.startswith(b"error: --part: part name 'Scan'")
 
 
 def test_bad_input_exits_non_zero_with_the_field_named(local_env, tmp_path: Path):
@@ -137,7 +137,7 @@ def test_bad_input_exits_non_zero_with_the_field_named(local_env, tmp_path: Path
     record.write_text("{}")
     result = vhs(local_env, "put", "ok", str(record), "--updated-at", "2026-01-01T00:00:00")
     assert result.returncode == 2
-    assert b"updated_at" in result.stderr
+    assert result.stderr.startswith(b"error: --updated-at: ")  # the option, as typed
 
 
 def test_get_as_of_and_diff(local_env):
@@ -173,7 +173,7 @@ def test_get_as_of_and_diff(local_env):
         "JSON Patch: 2 operations" in table.stdout.decode() and "/tags/1" in table.stdout.decode()
     )
     gone = vhs(local_env, "diff", "tt-1", "1", "9")
-    assert gone.returncode == 3 and b"not retained" in gone.stderr
+    assert gone.returncode == 3 and b"never written (the latest is version 2)" in gone.stderr
 
 
 def test_raw_bodies(local_env, tmp_path: Path):

@@ -393,7 +393,12 @@ def test_vhs_import_on_the_local_stack(
         monkeypatch.setenv(name, value)
     source = tmp_path / "in.jsonl"
     source.write_text(message("one") + "\n" + message("two", at="later") + "\n")
-    report = tmp_path / "out" / "report.jsonl"
+    report = tmp_path / "report.jsonl"
+    # A report in a directory that is not there is refused, not created (a typo).
+    missing = str(tmp_path / "out" / "report.jsonl")
+    assert vhs(["import", str(source), "--report", missing]) == 2
+    assert "--report: " in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
     status = vhs(["import", str(source), "--report", str(report), "--json"])
 

@@ -3,6 +3,7 @@
     vhs local up [--port N]          start the local stack and print its environment
     vhs local up --detach            the same in the background: eval "$(vhs local up --detach)"
     vhs local down                   stop the stack `up --detach` started
+    vhs local status                 what runs from here, on which port, since when
     vhs put ID FILE --updated-at T   store a record (JSON, or raw bytes with --raw)
     vhs get ID [--version N]         print a record's body (--part NAME: a part's bytes)
     vhs get ID --as-of T             the version current at T (--source-as-of T: by updated_at)
@@ -36,16 +37,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import settings
+from ..changes.reindex import validate_page_size, validate_rate, validate_segments
+from ..errors import InvalidInput
 from ..resources import DEFAULT_PORT, REINDEX
 from .boundary import Parser, run
 from .dictionary import cmd_dictionary_list, cmd_dictionary_train
 from .dlq import add_filters, cmd_dlq_discard, cmd_dlq_list, cmd_dlq_redrive
 from .importer import cmd_import
-from .local_session import cmd_local_down
+from .local_session import cmd_local_down, cmd_local_status
 from .maintenance import cmd_gc, cmd_migrate, cmd_verify
 from .pipeline import cmd_invoke, cmd_local_up, cmd_send
 from .records import cmd_delete, cmd_diff, cmd_get, cmd_history, cmd_put
@@ -60,25 +63,33 @@ def _command(sub: Any, name: str, handler: Any, help: str) -> argparse.ArgumentP
     return p
 
 
-def _seconds(text: str) -> int:
-    """A timeout in whole seconds, 1..900 (Lambda's range)."""
-    try:
-        seconds = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number of seconds: {text!r}") from None
-    if not 1 <= seconds <= 900:
-        raise argparse.ArgumentTypeError(f"must be 1..900 seconds (Lambda's range), not {seconds}")
-    return seconds
+def _number(convert: Callable[[str], Any], check: Callable[[Any], Any]) -> Callable[[str], Any]:
+    """An option's type: `convert` the text (int or float), then `check` the value, which
+    returns it or raises InvalidInput. Every numeric option is checked so, before anything
+    runs: a value out of range is exit 2 naming the option, never replaced by a default."""
+    kind = "whole number" if convert is int else "number"
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a {kind}: {text!r}") from None
+        try:
+            return check(value)
+        except InvalidInput as error:
+            raise argparse.ArgumentTypeError(error.reason) from None
+
+    return parse
 
 
-def _count(text: str, least: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < least:
-        raise argparse.ArgumentTypeError(f"must be {least} or more, not {value}")
-    return value
+def _between(least: int, most: int | None = None, unit: str = "") -> Callable[[int], int]:
+    def check(value: int) -> int:
+        if value < least or (most is not None and value > most):
+            allowed = f"{least} or more" if most is None else f"{least}..{most:,}{unit}"
+            raise InvalidInput("", f"must be {allowed}, not {value}")
+        return value
+
+    return check
 
 
 def _shard(text: str) -> str:
@@ -89,12 +100,16 @@ def _shard(text: str) -> str:
     return text
 
 
-def _positive(text: str) -> int:
-    return _count(text, 1)
-
-
-def _non_negative(text: str) -> int:
-    return _count(text, 0)
+_positive = _number(int, _between(1))
+_non_negative = _number(int, _between(0))
+# Lambda's range of timeouts.
+_seconds = _number(int, _between(1, 900, " seconds (Lambda's range)"))
+# 0: a free port, chosen when the stack starts.
+_port = _number(int, _between(0, 65535))
+# Scan's own bounds, as the reindex worker and the state machine check them.
+_segments = _number(int, validate_segments)
+_rate = _number(float, validate_rate)
+_page_size = _number(int, validate_page_size)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,14 +123,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="configure from a deployed stage's stack outputs (e.g. Vhs-prod)",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     local = sub.add_parser("local", help="the local stack on moto's server")
-    local_sub = local.add_subparsers(dest="local_command", required=True)
+    local_sub = local.add_subparsers(
+        dest="local_command", required=True, metavar="{up,down,status}"
+    )
     up = local_sub.add_parser("up", help="start it; print its environment, then 'ready'")
     up.add_argument(
         "--port",
-        type=int,
+        type=_port,
         default=None,
         help=f"port (default: {settings.LOCAL_PORT}, or {DEFAULT_PORT})",
     )
@@ -149,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument(
         "--read-api-port",
-        type=int,
+        type=_port,
         default=0,
         help="port on 127.0.0.1 for the read API (default: a free port; see VHS_READ_API_URL)",
     )
@@ -171,6 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     down = local_sub.add_parser("down", help="stop the stack `up --detach` started here")
     down.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     down.set_defaults(handler=cmd_local_down)
+    status = local_sub.add_parser(
+        "status", help="what runs from here: its pid, port and since when; who holds the port"
+    )
+    status.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    status.set_defaults(handler=cmd_local_status)
 
     p = _command(sub, "put", cmd_put, "store a record")
     p.add_argument("id")
@@ -191,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "get", cmd_get, "print a record's body")
     p.add_argument("id")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--version", type=int)
+    which.add_argument("--version", type=_positive)
     which.add_argument(
         "--as-of",
         metavar="T",
@@ -211,8 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "diff", cmd_diff, "what changed between two retained versions")
     p.add_argument("id")
-    p.add_argument("a", type=int, help="the version to compare from")
-    p.add_argument("b", type=int, help="the version to compare to")
+    p.add_argument("a", type=_positive, metavar="A", help="the version to compare from")
+    p.add_argument("b", type=_positive, metavar="B", help="the version to compare to")
 
     p = _command(sub, "send", cmd_send, "send a JSON Lines file of messages to the ingest queue")
     p.add_argument("file", help="one message per line (see docs/ingest.md)")
@@ -261,10 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume", action="store_true", help="continue an interrupted import from its checkpoint"
     )
-    p.add_argument("--workers", type=int, default=16, help="concurrent writes (default 16)")
+    p.add_argument("--workers", type=_positive, default=16, help="concurrent writes (default 16)")
     p.add_argument(
         "--chunk-lines",
-        type=int,
+        type=_positive,
         default=1000,
         help="lines coalesced and checkpointed together (default 1000)",
     )
@@ -279,12 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "verify", cmd_verify, "check every current and retained pointer")
     p.add_argument("ids", nargs="*", help="only these ids (default: the whole table)")
     p.add_argument("--deep", action="store_true", help="read and hash every S3 body")
-    p.add_argument("--segments", type=_positive, default=4, help="parallel scan segments")
+    p.add_argument("--segments", type=_segments, default=4, help="parallel scan segments")
     p.add_argument("--workers", type=_positive, default=16, help="concurrent S3 lookups")
     p.add_argument("--consistent", action="store_true", help="strongly consistent scan")
 
     p = _command(sub, "migrate", cmd_migrate, "lay every item out compactly, at once")
-    p.add_argument("--segments", type=_positive, default=4, help="parallel scan segments")
+    p.add_argument("--segments", type=_segments, default=4, help="parallel scan segments")
 
     dictionary = sub.add_parser("dictionary", help="zstd dictionaries of the store's records")
     dictionary_sub = dictionary.add_subparsers(dest="dictionary_command", required=True)
@@ -305,14 +327,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", help="only records whose current version was written at or after")
     p.add_argument("--until", help="only records whose current version was written before")
     p.add_argument(
-        "--segments", type=int, help=f"parallel Scan segments (default {REINDEX.default_segments})"
+        "--segments",
+        type=_segments,
+        help=f"parallel Scan segments (default {REINDEX.default_segments})",
     )
     p.add_argument(
         "--rate",
-        type=float,
+        type=_rate,
         help=f"records/s per segment (default {REINDEX.default_rate:g}); total = segments x rate",
     )
-    p.add_argument("--page-size", type=int, default=REINDEX.page_size, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--page-size", type=_page_size, default=REINDEX.page_size, help=argparse.SUPPRESS
+    )
     resume = p.add_mutually_exclusive_group()
     resume.add_argument("--checkpoint", metavar="FILE", help="write the checkpoint here")
     resume.add_argument("--resume", metavar="FILE", help="resume the run of this checkpoint")
@@ -325,15 +351,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-machine", metavar="ARN", help="start this state machine instead")
 
     dlq = sub.add_parser("dlq", help="the ingest dead-letter queue")
-    dlq_sub = dlq.add_subparsers(dest="dlq_command", required=True)
+    dlq_sub = dlq.add_subparsers(
+        dest="dlq_command", required=True, metavar="{list,redrive,discard}"
+    )
     p = _command(dlq_sub, "list", cmd_dlq_list, "each dead letter's id, error, reason and age")
-    p.add_argument("--limit", type=int)
+    p.add_argument("--limit", type=_positive, help="at most this many")
     p.add_argument("--resolve", action="store_true", help="read claim checks' record ids")
     p = _command(dlq_sub, "redrive", cmd_dlq_redrive, "move dead letters back to the ingest queue")
-    add_filters(p)
+    add_filters(p, _positive)
     p.add_argument("--no-move-task", action="store_true", help="never use StartMessageMoveTask")
     p = _command(dlq_sub, "discard", cmd_dlq_discard, "delete dead letters (e.g. already resent)")
-    add_filters(p)
+    add_filters(p, _positive)
     p.add_argument("--all", action="store_true", help="every dead letter")
     p.add_argument(
         "--include-unverified",

@@ -20,9 +20,17 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
-from ..errors import DamagedItem, IntegrityError, RecordNotFound, VhsError, WriteConflict
+from ..errors import (
+    DamagedItem,
+    IntegrityError,
+    InvalidInput,
+    RecordNotFound,
+    VhsError,
+    WriteConflict,
+)
 from .output import emit_json
 
 DONE, FOUND, BAD_INPUT, NOT_FOUND, UNAVAILABLE, INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -75,6 +83,31 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(self.prog, message)
+
+
+# The store's argument names, as the options that carry them: an error names what the user
+# typed (`--source-as-of: not an RFC 3339 timestamp ...`), not a parameter inside.
+OPTION_OF_FIELD = {
+    "as_of": "--as-of",
+    "source_as_of": "--source-as-of",
+    "version": "--version",
+    "updated_at": "--updated-at",
+    "deleted_at": "--deleted-at",
+    "content_type": "--content-type",
+    "parts": "--part",
+    "since": "--since",
+    "until": "--until",
+    "resume": "--resume",
+    "segments": "--segments",
+    "total_segments": "--segments",
+    "rate": "--rate",
+    "page_size": "--page-size",
+}
+
+
+def option_of(field: str) -> str:
+    """The option that carries the store's argument `field` (`parts.scan`: `--part`)."""
+    return OPTION_OF_FIELD.get(field, OPTION_OF_FIELD.get(field.partition(".")[0], field))
 
 
 # Each failing exit status: its name in the JSON document, and the start of its line.
@@ -142,6 +175,9 @@ def failure_of(error: BaseException) -> Failure:
         return Failure(FOUND, f"{error} (vhs verify checks the rest)")
     if isinstance(error, WriteConflict):
         return Failure(UNAVAILABLE, str(error))
+    if isinstance(error, InvalidInput):
+        field = option_of(error.field)
+        return Failure(BAD_INPUT, f"{field}: {error.reason}", field)
     if isinstance(error, VhsError):
         return Failure(BAD_INPUT, str(error), getattr(error, "field", None))
     if isinstance(error, OSError):
@@ -254,3 +290,13 @@ def first_request(dynamodb: Any, table: str) -> dict[str, Any]:
         if error_code(error) in MISSING_RESOURCE_CODES | CREDENTIALS_CODES:
             raise
         return {}
+
+
+def in_existing_directory(path: str, option: str) -> Path:
+    """`path`, a file an option names for the command to write (`--checkpoint`, `--report`),
+    whose directory must exist: a typo in it is refused, never created as a tree of
+    directories. The defaults' own directories (.vhs/...) are created by their writers."""
+    where = Path(path)
+    if not where.parent.is_dir():
+        raise InvalidInput(option, f"{where.parent}: no such directory (it is not created)")
+    return where

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import InvalidInput
@@ -50,8 +50,9 @@ def _sweeping(queue: Any, description: str, args: argparse.Namespace) -> Iterato
         yield lambda report: bar.advance()
 
 
-def add_filters(p: argparse.ArgumentParser) -> None:
-    """The options that select dead letters (redrive and discard)."""
+def add_filters(p: argparse.ArgumentParser, count: Callable[[str], int]) -> None:
+    """The options that select dead letters (redrive and discard); `count`: the type of
+    --max, the app's one check of a count."""
     p.add_argument("--type", action="append", help="error type, e.g. InvalidMessage")
     p.add_argument("--field", action="append", help="error field, e.g. updated_at")
     p.add_argument("--id-prefix", help="record ids starting with this")
@@ -60,7 +61,7 @@ def add_filters(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only messages the redrive policy moved (transient failures)",
     )
-    p.add_argument("--max", type=int, help="at most this many")
+    p.add_argument("--max", type=count, help="at most this many")
     p.add_argument("--dry-run", action="store_true")
 
 

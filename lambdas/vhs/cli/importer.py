@@ -42,7 +42,7 @@ from ..ingest.bulk import (
     chunked,
 )
 from ..ingest.bulk_sources import SourceFile, file_lines, read_header, resolve_sources
-from .boundary import first_request
+from .boundary import first_request, in_existing_directory
 from .output import emit_json, plural, tracking
 
 DEFAULT_DIRECTORY = Path(".vhs/import")
@@ -304,7 +304,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         args.sources,
         fmt=args.format,
         mapping=mapping,
-        report_path=Path(args.report) if args.report else None,
+        report_path=in_existing_directory(args.report, "--report") if args.report else None,
         resume=args.resume,
         workers=args.workers,
         chunk_lines=args.chunk_lines,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -20,10 +21,18 @@ from ..ordering import stored_to_datetime
 _PLAIN = {"markup": False, "emoji": False, "highlight": False}
 
 
+# Tables written to a file or a pipe are drawn this wide at most: wide enough for any row
+# (rich would otherwise take 80 columns and cut times and hashes to fit). COLUMNS, when set,
+# is the width wherever the table goes.
+UNCUT_WIDTH = 1000
+
+
 def console() -> Any:
+    """A console on standard output: a terminal's width on a terminal, else never cut."""
     from rich.console import Console
 
-    return Console(**_PLAIN)
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else UNCUT_WIDTH
+    return Console(width=width, **_PLAIN)
 
 
 def console_err() -> Any:

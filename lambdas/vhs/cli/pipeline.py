@@ -6,16 +6,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from ..errors import InvalidInput
-from .output import emit_json, json_value, plural, tracking
+from ..errors import InvalidInput, InvalidMessage
+from .output import emit_json, json_value, now, plural, tracking
 
 
 def cmd_local_up(args: argparse.Namespace) -> int:
@@ -23,7 +25,13 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         from .local_session import detach
 
         return detach(args, serve_local_stack)
-    return serve_local_stack(args)
+    from ..local.stack import LocalStackError
+
+    try:
+        return serve_local_stack(args)
+    except LocalStackError as error:
+        print(f"error: the local stack did not start ({error})", file=sys.stderr)
+        return 1
 
 
 def print_env(env: dict[str, str], *, as_json: bool) -> None:
@@ -36,11 +44,17 @@ def print_env(env: dict[str, str], *, as_json: bool) -> None:
 
 
 def serve_local_stack(
-    args: argparse.Namespace, ready: Callable[[dict[str, str]], None] | None = None
+    args: argparse.Namespace,
+    ready: Callable[[dict[str, str], str, str], None] | None = None,
+    *,
+    detached: bool = False,
 ) -> int:
-    """Run the local stack until SIGINT or SIGTERM: print its environment, then `ready(env)`
-    (by default, the line "ready"); on the way out, a line saying it stopped."""
+    """Run the local stack until SIGINT or SIGTERM: print its environment, then
+    `ready(env, endpoint, since)` (by default, the line "ready"); on the way out, a line
+    saying it stopped. A port another stack (or program) holds raises LocalStackError
+    naming it, before anything is served."""
     from .. import settings
+    from ..local.owner import this_owner
     from ..local.read_api import LocalReadApi
     from ..local.stack import DEFAULT_BUCKET, DEFAULT_TABLE, LocalStack, MotoServer
     from ..resources.local import DEFAULT_PORT
@@ -57,7 +71,13 @@ def serve_local_stack(
     port = (
         settings.whole_number(settings.LOCAL_PORT, DEFAULT_PORT) if args.port is None else args.port
     )
-    server = MotoServer(port, bind=args.host, sqs_index=not args.moto_sqs_as_is)
+    since = now()
+    server = MotoServer(
+        port,
+        bind=args.host,
+        sqs_index=not args.moto_sqs_as_is,
+        owner=this_owner(port, detached=detached, since=since),
+    )
     with server, contextlib.ExitStack() as running:
         stack = LocalStack(
             server.endpoint,
@@ -120,7 +140,7 @@ def serve_local_stack(
         if ready is None:
             print("ready", flush=True)
         else:
-            ready(env)
+            ready(env, server.endpoint, since)
         stop.wait()
         # Leaving the ExitStack stops polling and lets the batch in hand finish.
     print(
@@ -177,39 +197,70 @@ def _local_change_feed(stack: Any, *, watch: bool = False) -> Any:
         }
 
 
-def jsonl_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(number, line) for each line of a JSON Lines file that is not blank: its bytes as they
-    are, without the line terminator (LF or CRLF)."""
-    with path.open("rb") as lines:
-        for number, line in enumerate(lines, start=1):
-            line = line.removesuffix(b"\n").removesuffix(b"\r")
-            if line.strip():
-                yield number, line
+def jsonl_lines(stream: BinaryIO, name: str) -> Iterator[tuple[int, bytes | InvalidMessage]]:
+    """(number, line) for each line of a JSON Lines stream that is not blank: its bytes as
+    they are, without the line terminator (LF or CRLF), read as `vhs import` reads a file
+    (bulk_sources.split_lines: the same bound on a line, and a byte order mark at the start
+    skipped). A line over the bound comes as the InvalidMessage that refuses it, with the
+    reason `vhs import` reports, its bytes never held."""
+    from ..ingest.bulk_sources import READ_CHUNK_BYTES, split_lines
+
+    stream.seek(0)
+    for line in split_lines(iter(lambda: stream.read(READ_CHUNK_BYTES), b""), name):
+        yield line.number, line.data if line.refused is None else InvalidMessage(*line.refused)
+
+
+@contextlib.contextmanager
+def _opened(name: str) -> Iterator[BinaryIO]:
+    """The file `name`, or for `-` standard input, spooled to a temporary file: the lines
+    are read twice (counted, then sent), and a pipe can be read once."""
+    if name != "-":
+        with Path(name).open("rb") as file:
+            yield file
+        return
+    with tempfile.TemporaryFile() as spool:
+        shutil.copyfileobj(sys.stdin.buffer, spool)
+        yield spool
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    """Send a JSON Lines file. Against a local endpoint it waits while the queue is full (the
-    pipeline is then the bottleneck, and the progress bar says so); Ctrl-C stops it between
-    batches with a summary of what was sent and the --from-line that sends only the rest."""
+    """Send a JSON Lines file (`-`: standard input). Against a local endpoint it waits while
+    the queue is full (the pipeline is then the bottleneck, and the progress bar says so);
+    Ctrl-C stops it between batches with a summary of what was sent and the --from-line that
+    sends only the rest."""
+    with _opened(args.file) as stream:
+        return _send_file(args, stream)
+
+
+def _send_file(args: argparse.Namespace, stream: BinaryIO) -> int:
     import time
 
     from ..operator.producer import Producer
 
-    path = Path(args.file)
+    name = "standard input" if args.file == "-" else args.file
+    shown = Path(args.file)
     # One pass to count (the bar's total, the summary's last line), then the lines stream:
     # a large file is never held in memory.
-    total, last = 0, None
-    for number, _ in jsonl_lines(path):
+    total, last, last_of_all = 0, None, None
+    for number, _ in jsonl_lines(stream, name):
+        last_of_all = number
         if number >= args.from_line:
             total, last = total + 1, number
-    lines = ((n, line) for n, line in jsonl_lines(path) if n >= args.from_line)
+    if total == 0 and last_of_all is not None:
+        raise InvalidInput(
+            "--from-line",
+            f"{name} has no line from line {args.from_line} on (its last is line {last_of_all})",
+        )
+    if total == 0:
+        print(f"nothing to send: {name} holds no line", file=sys.stderr)
+    lines = ((n, line) for n, line in jsonl_lines(stream, name) if n >= args.from_line)
     producer = Producer.from_env(validate=not args.no_validate, max_queued=args.max_queued)
     stop = threading.Event()
     started = time.monotonic()
     with (
         _stop_on_interrupt(stop),
         tracking(
-            f"sending {path.name}", total=total, unit="lines", json=args.json, rate="msg"
+            f"sending {shown.name or name}", total=total, unit="lines", json=args.json, rate="msg"
         ) as tracked,
     ):
 
@@ -241,13 +292,13 @@ def cmd_send(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(summary)
     else:
-        _print_send_summary(path, summary, report, last)
+        _print_send_summary(args.file, summary, report, last)
     if report.interrupted:
         return 130  # as a shell reports a command stopped by SIGINT
     return 0 if report.ok else 1
 
 
-def _print_send_summary(path: Path, summary: dict[str, Any], report: Any, last: int | None) -> None:
+def _print_send_summary(path: str, summary: dict[str, Any], report: Any, last: int | None) -> None:
     print(
         f"sent {report.sent:,} of {plural(summary['lines'], 'line')} "
         f"({report.claim_checks} by claim check), "

@@ -124,14 +124,24 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
+# A body is written in pieces of this size, each flushed: a reader that stops (`| head -c
+# 10`) stops the command at the next piece, exit 141 as docs/cli.md says, rather than after
+# one write of the whole body has filled whatever the pipe would take.
+WRITE_PIECE_BYTES = 64 * 1024
+
+
 def write_out(data: bytes) -> None:
     """The bytes of a body or part on standard output: exactly them to a pipe or file; on a
     terminal, with a newline after them if they do not end with one, so the prompt starts
     on a line of its own."""
-    sys.stdout.buffer.write(data)
+    out = sys.stdout.buffer
+    view = memoryview(data)
+    for start in range(0, len(view), WRITE_PIECE_BYTES):
+        out.write(view[start : start + WRITE_PIECE_BYTES])
+        out.flush()
     if sys.stdout.isatty() and not data.endswith(b"\n"):
-        sys.stdout.buffer.write(b"\n")
-    sys.stdout.buffer.flush()
+        out.write(b"\n")
+    out.flush()
 
 
 def cmd_history(args: argparse.Namespace) -> int:

@@ -38,7 +38,7 @@ from ..changes.reindex import (
 )
 from ..errors import ConfigurationError, InvalidInput
 from ..resources import REINDEX
-from .boundary import first_request
+from .boundary import first_request, in_existing_directory
 from .output import cli_time, console_err, emit_json, now, print_counts, tracking
 
 CHECKPOINT_DIR = Path(".vhs") / "reindex"
@@ -176,11 +176,11 @@ def run_local(
     when `stop` is set or a segment's publish fails (that segment's `error`); the others
     finish their page first."""
     stop = stop or threading.Event()
-    timing: dict[str, Any] = {}
+    # A segment waiting to pay for its page wakes when the run is stopped: it then handles
+    # the page it has read and stops, rather than sleeping out the wait (50 s at a rate of 1).
+    timing: dict[str, Any] = {"sleep": sleep or stop.wait}
     if clock is not None:
         timing["clock"] = clock
-    if sleep is not None:
-        timing["sleep"] = sleep
 
     def segment(number: int) -> None:
         state = checkpoint.segments[number]
@@ -251,15 +251,15 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     if args.state_machine or args.cloud:
         return _start_cloud(args)
     if args.resume:
-        if args.ids or args.since or args.until or args.segments or args.rate:
+        if args.ids or args.since or args.until or not {args.segments, args.rate} <= {None}:
             raise InvalidInput("resume", "a resumed run keeps its own selection, segments, rate")
         checkpoint = Checkpoint.load(Path(args.resume))
     else:
         checkpoint = Checkpoint.new(
-            Path(args.checkpoint) if args.checkpoint else None,
+            in_existing_directory(args.checkpoint, "--checkpoint") if args.checkpoint else None,
             selection=Selection.of(args.ids or None, args.since, args.until),
-            total_segments=args.segments or REINDEX.default_segments,
-            rate=args.rate or REINDEX.default_rate,
+            total_segments=_or_default(args.segments, REINDEX.default_segments),
+            rate=_or_default(args.rate, REINDEX.default_rate),
             page_size=args.page_size,
         )
     target = _target()
@@ -280,7 +280,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
                 runner.join(0.2)
         except KeyboardInterrupt:
             stop.set()  # every segment finishes its page and saves its cursor
-            runner.join()
+            _finish(runner)
     interrupted = stop.is_set() and not checkpoint.done
     status = "done" if checkpoint.done else "interrupted" if interrupted else "failed"
     summary = _summary(checkpoint, status)
@@ -306,6 +306,24 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         print(f"resume with: vhs reindex --resume {checkpoint.path}", file=sys.stderr)
         return 1
     return 0
+
+
+def _finish(runner: threading.Thread) -> None:
+    """Wait until every segment has recorded the page in hand, so that the summary is what
+    the checkpoint holds. Another Ctrl-C cannot cut this short: the segments' threads finish
+    their page whatever happens (the process would not exit before them), and a summary
+    printed before them would under-report by a page a segment."""
+    while True:
+        try:
+            runner.join()
+            return
+        except KeyboardInterrupt:
+            print("stopping: each segment finishes the page in hand first", file=sys.stderr)
+
+
+def _or_default(value: Any, default: Any) -> Any:
+    """An option's value, or its default when it was not given (never when it is 0)."""
+    return default if value is None else value
 
 
 def _run_catching(
@@ -352,8 +370,8 @@ def _start_cloud(args: argparse.Namespace) -> int:
     # The run id is the execution's name: the state machine refuses an input naming one.
     run_input = {
         **run_options(
-            args.segments or REINDEX.default_segments,
-            args.rate or REINDEX.default_rate,
+            _or_default(args.segments, REINDEX.default_segments),
+            _or_default(args.rate, REINDEX.default_rate),
             args.page_size,
         ),
         "since": selection.since,

@@ -5,7 +5,10 @@ a whole file in memory), from any byte offset, with every line's number and end 
   reads files), numbering them and skipping blank ones. A line longer than the largest
   ingest message (`bulk.MAX_LINE_BYTES`) is refused without being held. A CSV row may hold
   line breaks inside quotes: `csv_rows` joins such lines back into one row by the csv
-  module's rules, numbered by its first line, and refuses a row past the same bound.
+  module's rules, numbered by its first line, and refuses a row past the same bound. A UTF-8
+  byte order mark at the start of a file is the file's, not its first line's (editors write
+  one, JSONL and CSV alike): it is skipped, whatever the format. A message that starts with
+  one is still refused (strict_json: RFC 8259 allows none in a JSON text).
 * A file is read from the content that was listed: an S3 object with If-Match its ETag, a
   local file checked against its size and mtime; anything else raises ExportChanged.
 * A source is a local file or directory, or ``s3://bucket/prefix``. A directory or a prefix
@@ -19,6 +22,7 @@ a whole file in memory), from any byte offset, with every line's number and end 
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -33,6 +37,7 @@ from ..errors import ExportChanged, InvalidInput
 from .bulk import FORMATS, MAX_LINE_BYTES, SUFFIXES, Line, csv_header
 
 READ_CHUNK_BYTES = 1024 * 1024
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -67,24 +72,31 @@ def format_of(name: str, fmt: str | None) -> str | None:
 
 
 def resolve_sources(
-    sources: Iterable[str], fmt: str | None, s3: Any = None
+    sources: Iterable[str], fmt: str | None, s3: Any = None, *, field: str = "SOURCE"
 ) -> tuple[list[SourceFile], list[str]]:
     """The files to import, in order, and the names of those skipped (not the format's). A
-    file named on its own is taken whatever its suffix when `fmt` is given."""
+    file named on its own is taken whatever its suffix when `fmt` is given. A directory or
+    prefix with no file of the format is refused (InvalidInput naming `field`): an import
+    that matched nothing says so, rather than reporting 0 lines."""
     files: list[SourceFile] = []
     skipped: list[str] = []
     for source in sources:
         if source.startswith("s3://"):
             if s3 is None:
-                raise InvalidInput("SOURCE", f"{source}: no S3 client")
-            found, ignored = _s3_files(s3, source, fmt)
+                raise InvalidInput(field, f"{source}: no S3 client")
+            found, ignored = _s3_files(s3, source, fmt, field)
         else:
             found, ignored = _local_files(Path(source), fmt)
+        if not found:
+            kinds = (fmt,) if fmt else FORMATS
+            suffixes = ", ".join(suffix for kind in kinds for suffix in SUFFIXES[kind])
+            others = f" ({len(ignored)} other files under it, skipped)" if ignored else ""
+            raise InvalidInput(field, f"{source} holds no {suffixes} file{others}")
         files.extend(found)
         skipped.extend(ignored)
     names = [f.name for f in files]
     if len(set(names)) != len(names):
-        raise InvalidInput("SOURCE", "a file is named twice")
+        raise InvalidInput(field, "a file is named twice")
     return files, skipped
 
 
@@ -124,12 +136,12 @@ def _local(path: Path, fmt: str) -> SourceFile:
     return SourceFile(display_name(name), fmt, stat.st_size, str(stat.st_mtime_ns), path=name)
 
 
-def _s3_files(s3: Any, uri: str, fmt: str | None) -> tuple[list[SourceFile], list[str]]:
+def _s3_files(s3: Any, uri: str, fmt: str | None, field: str) -> tuple[list[SourceFile], list[str]]:
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")
     if not bucket:
-        raise InvalidInput("SOURCE", f"{uri}: no bucket")
+        raise InvalidInput(field, f"{uri}: no bucket")
     found, ignored = [], []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    for page in _listed(s3, uri, bucket, prefix, field):
         for obj in page.get("Contents", []):
             key = obj["Key"]
             name = f"s3://{bucket}/{key}"
@@ -143,6 +155,23 @@ def _s3_files(s3: Any, uri: str, fmt: str | None) -> tuple[list[SourceFile], lis
                 SourceFile(name, chosen, obj["Size"], obj.get("ETag", ""), bucket=bucket, key=key)
             )
     return found, ignored
+
+
+def _listed(s3: Any, uri: str, bucket: str, prefix: str, field: str) -> Iterator[dict[str, Any]]:
+    """The pages of the listing of a source prefix. A source bucket that is not there, or
+    that these credentials may not list, is the source's fault (named by `field`), not the
+    store's configuration's."""
+    try:
+        yield from s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    except ClientError as error:
+        code = error_code(error)
+        if code == "NoSuchBucket":
+            raise InvalidInput(field, f"{uri}: no such bucket {bucket!r}") from None
+        if code in ("AccessDenied", "AllAccessDisabled"):
+            raise InvalidInput(
+                field, f"{uri}: these credentials may not list bucket {bucket!r} ({code})"
+            ) from None
+        raise
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -229,8 +258,10 @@ def split_lines(
     quoted field). A line of more than `max_bytes` bytes (its terminator apart) is yielded
     refused, without its bytes: they are dropped as they are read, up to its LF, so memory
     stays within `max_bytes` and one read chunk whatever the file, and every byte is looked
-    at once."""
+    at once. At `offset` 0, a UTF-8 byte order mark is skipped (it is the file's)."""
     number, base = first_line, offset  # base: the offset of the chunk's first byte
+    if offset == 0:
+        chunks, base = _past_bom(iter(chunks))
     held = bytearray()  # the start of the line being read, while within the bound
     dropped = -1  # >= 0: the line being read is over the bound; its bytes so far
     limit = max_bytes + 1  # room for a CR before the LF
@@ -273,6 +304,18 @@ def split_lines(
             yield _too_long(source, number, len(data), base, max_bytes)
         else:
             yield Line(source, number, data, base)
+
+
+def _past_bom(chunks: Iterator[bytes]) -> tuple[Iterator[bytes], int]:
+    """The chunks without a leading UTF-8 byte order mark, and the offset they start at."""
+    start = b""
+    for chunk in chunks:  # the first bytes, however the stream was cut
+        start += chunk
+        if len(start) >= len(UTF8_BOM):
+            break
+    if start.startswith(UTF8_BOM):
+        return itertools.chain([start[len(UTF8_BOM) :]], chunks), len(UTF8_BOM)
+    return itertools.chain([start], chunks), 0
 
 
 _COMMA = ord(",")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import signal
 import sys
 import time
 from collections import defaultdict
@@ -104,11 +105,25 @@ def waves(staging_bucket: str) -> list[tuple[str, list[dict[str, Any]], list[str
 
 
 def main() -> int:
+    """The demo; on Ctrl-C (or SIGTERM), the stack stopped and one line, exit 130."""
+    started = time.monotonic()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return _demo(started)
+    except KeyboardInterrupt:
+        print(
+            f"stopped: interrupted (Ctrl-C or SIGTERM) after {time.monotonic() - started:.1f}s; "
+            "the local stack is stopped and what it held is gone",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def _demo(started: float) -> int:
     # Bound to stdout now: while the pipeline runs, other threads' output goes to the log.
     console = Console(file=sys.stdout)
     if not console.is_terminal:
         console = Console(file=sys.stdout, width=120)
-    started = time.monotonic()
     FUNCTION_LOG.parent.mkdir(parents=True, exist_ok=True)
     FUNCTION_LOG.write_text("")
     with contextlib.ExitStack() as running:

@@ -11,20 +11,30 @@ moto's own cost per call grows with the queue's depth, which made a backlog quad
 writes DynamoDB's responses directly, not through moto's generic serializer (moto_dynamodb.py):
 that was half the time of a small put.
 
-    python -m vhs.local.motoserver -H 127.0.0.1 -p PORT
+It answers owner.OWNER_PATH with the stack that started it (`--owner`), so that a port one
+stack holds is refused naming it, and it exits when the process that started it has gone:
+a stack killed outright (kill -9, OOM) leaves no server holding its port.
+
+    python -m vhs.local.motoserver -H 127.0.0.1 -p PORT [--owner JSON]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .owner import OWNER_PATH, OWNER_SERVICE
+
 _DYNAMODB_TARGET = "DynamoDB_"
+# How often the server looks whether the process that started it is still there.
+PARENT_CHECK_SECONDS = 0.5
 
 
 class AtomicDynamoDB:
@@ -40,6 +50,36 @@ class AtomicDynamoDB:
         with self.lock:
             # Build the whole response inside the lock: the write happens while it is made.
             return list(self.app(environ, start_response))
+
+
+class Owner:
+    """WSGI middleware: OWNER_PATH answers the owner document, and this server's pid."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], owner: dict[str, Any]) -> None:
+        self.app = app
+        self.body = json.dumps({**owner, "service": OWNER_SERVICE, "server_pid": os.getpid()})
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("PATH_INFO") != OWNER_PATH:
+            return self.app(environ, start_response)
+        body = self.body.encode()
+        start_response(
+            "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+        )
+        return [body]
+
+
+def _exit_with_parent() -> None:
+    """Exit once the process that started this server has gone (it is then re-parented)."""
+    parent = os.getppid()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(PARENT_CHECK_SECONDS):
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="vhs-parent-watch", daemon=True).start()
 
 
 def _cache_module_list() -> None:
@@ -72,7 +112,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="moto's SQS as it is, scanning every message per call (to measure the difference)",
     )
+    parser.add_argument(
+        "--owner", type=json.loads, default={}, help="the owner document (JSON) to answer"
+    )
     args = parser.parse_args(argv)
+    _exit_with_parent()
     _cache_module_list()
     moto_dynamodb.install()
     if not args.moto_sqs and not install():
@@ -90,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     run_simple(
         args.host,
         args.port,
-        AtomicDynamoDB(app),
+        Owner(AtomicDynamoDB(app), args.owner),
         threaded=True,
         request_handler=MotoRequestHandler,
     )

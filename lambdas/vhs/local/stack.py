@@ -12,6 +12,7 @@ writes are built with vhs.settings, as the CDK app builds the deployed functions
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 
@@ -28,6 +29,7 @@ from typing import Any, Self
 
 from .. import resources, settings
 from ..settings import FunctionSpec
+from .owner import owner_of, port_holder
 
 DEFAULT_REGION = "us-east-1"
 # moto's documented fake credentials: they only ever reach the local server.
@@ -56,6 +58,9 @@ class ChildServer:
 
     name = "server"
     probe_path = "/"
+    # A session of its own, out of reach of a terminal's Ctrl-C, for a server that exits
+    # with its parent by itself (it would otherwise be left behind when its parent dies).
+    own_session = False
 
     def __init__(self, port: int = 0, *, bind: str = "127.0.0.1") -> None:
         self.port = port or free_port()
@@ -67,12 +72,20 @@ class ChildServer:
     def command(self) -> list[str]:
         raise NotImplementedError
 
+    def held_by_another(self) -> str | None:
+        """Who else answers on this server's port, in words, or None when it is ours. A
+        server that cannot bind the port exits, but another one there answers the probe
+        first: without this, a stack would take that one for its own."""
+        return None
+
     def start(self, timeout: float = 30.0) -> str:
         command = self.command()
         # Servers log every request. A pipe nobody reads fills up (64 KB) and then blocks the
         # server for good, so the log goes to a file, read only if start fails.
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)  # nosec B603
+        self.process = subprocess.Popen(  # nosec B603
+            command, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=self.own_session
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -83,6 +96,10 @@ class ChildServer:
             with contextlib.suppress(OSError, urllib.error.URLError):
                 # The URL is always http://127.0.0.1:<port>, built above (bandit B310).
                 urllib.request.urlopen(f"{self.endpoint}{self.probe_path}", timeout=1).close()  # nosec B310
+                holder = self.held_by_another()
+                if holder is not None:
+                    self.stop()
+                    raise LocalStackError(holder)
                 return self.endpoint
             time.sleep(0.05)
         self.stop()
@@ -119,6 +136,11 @@ class MotoServer(ChildServer):
 
     name = "moto server"
     probe_path = "/moto-api/"
+    # A terminal's Ctrl-C reaches the process group of the command that started it, and the
+    # server must outlive that command's shutdown (its threads' last requests), not die first
+    # and leave them retrying a closed port (make demo took 30 s and three tracebacks). It
+    # exits with its parent (motoserver.py), so it is never left behind.
+    own_session = True
 
     def __init__(
         self,
@@ -127,15 +149,35 @@ class MotoServer(ChildServer):
         atomic_dynamodb: bool = True,
         bind: str = "127.0.0.1",
         sqs_index: bool = True,
+        owner: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(port, bind=bind)
         self.atomic_dynamodb = atomic_dynamodb
         self.sqs_index = sqs_index
+        self.owner = {**owner, "port": self.port} if owner else {}
 
     def command(self) -> list[str]:
         module = "vhs.local.motoserver" if self.atomic_dynamodb else "moto.server"
         as_is = [] if self.sqs_index or not self.atomic_dynamodb else ["--moto-sqs"]
-        return [sys.executable, "-m", module, "-H", self.bind, "-p", str(self.port), *as_is]
+        owner = ["--owner", json.dumps(self.owner)] if self.atomic_dynamodb else []
+        return [
+            sys.executable, "-m", module, "-H", self.bind, "-p", str(self.port), *as_is, *owner
+        ]  # fmt: skip
+
+    def start(self, timeout: float = 30.0) -> str:
+        # A port already held is refused naming its holder, before a server is started.
+        holder = port_holder(self.port)
+        if holder is not None:
+            raise LocalStackError(holder)
+        return super().start(timeout)
+
+    def held_by_another(self) -> str | None:
+        if not self.atomic_dynamodb or self.process is None:
+            return None  # moto's own server names no owner
+        owner = owner_of(self.endpoint)
+        if owner is not None and owner.get("server_pid") == self.process.pid:
+            return None
+        return port_holder(self.port) or f"port {self.port} was taken while the stack started"
 
 
 def endpoint_environment(endpoint: str, region: str) -> dict[str, str]:

@@ -187,10 +187,14 @@ class Producer:
         serialised = self._serialised(messages, report, flow.get("progress"))
         return self._send(serialised, report, **flow)
 
-    def send_lines(self, lines: Iterable[tuple[int, bytes]], **flow: Unpack[Flow]) -> SendReport:
+    def send_lines(
+        self, lines: Iterable[tuple[int, bytes | InvalidMessage]], **flow: Unpack[Flow]
+    ) -> SendReport:
         """Send each (line number, line) as it is: the line's bytes, without its terminator,
         unchanged. Lines the handler would refuse (when validating) are reported in
-        `refused` with their number, and not sent. `flow`: see Flow."""
+        `refused` with their number, and not sent; so is a line given as the InvalidMessage
+        that refused it as it was read (over the bound on a line: its bytes were never
+        held), validating or not. `flow`: see Flow."""
         return self._send(lines, SendReport(), **flow)
 
     def _serialised(
@@ -210,7 +214,7 @@ class Producer:
 
     def _send(
         self,
-        lines: Iterable[tuple[int, bytes]],
+        lines: Iterable[tuple[int, bytes | InvalidMessage]],
         report: SendReport,
         progress: Callable[[int], None] | None = None,
         stop: threading.Event | None = None,
@@ -292,8 +296,13 @@ class Producer:
         self._headroom = self.max_queued - held - count
         return True
 
-    def _prepare(self, number: int, data: bytes, report: SendReport) -> _Outgoing | None:
+    def _prepare(
+        self, number: int, data: bytes | InvalidMessage, report: SendReport
+    ) -> _Outgoing | None:
         """The message for one line, or None if it was refused or could not be staged."""
+        if isinstance(data, InvalidMessage):
+            report.refused.append(Refusal(number, data.field, data.reason))
+            return None
         if self.validate:
             refused = self.refusal(data)
             if refused is not None:
