@@ -1,6 +1,6 @@
-"""DynamoDB's expression limits as a tested property (issue 38, finding 6; docs/design.md,
-"Expression limits"): every expression the store, the collector, `vhs migrate` and `vhs
-reindex` send stays within 4 KB and 300 operators or functions (vhs.expression_limits), at
+"""DynamoDB's expression limits as a tested property (docs/design.md, "Expression
+limits"): every expression the store, the collector, `vhs migrate` and `vhs
+reindex` send stays within 4 KB and 300 operators or functions (vhs_testing.expression_limits), at
 the extreme configurations the store's constructor accepts.
 
 * each builder of updates.py, driven directly at its extremes (the longest history a trim
@@ -9,7 +9,7 @@ the extreme configurations the store's constructor accepts.
 * every request a store at the largest accepted retention makes, with the collector, a
   migration and a reindex, recorded as botocore builds it;
 * 2,000 puts at the largest accepted retention on in-process moto, moto's server and dynalite:
-  every request within the limits, every item DynamoDB's size rules allow (item.item_size).
+  every request within the limits, every item DynamoDB's size rules allow (item_size.item_size).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from vhs import updates
 from vhs.changes.feed import ChangePublisher
 from vhs.changes.reindex import Selection, Target, reindex_segment
 from vhs.errors import ConfigurationError
-from vhs.expression_limits import MAX_EXPRESSION_BYTES, MAX_OPERATORS, Measure, measure, problems
-from vhs.item import ITEM_BUDGET, MAX_CONDEMNED, entry_to_dynamo, item_size
+from vhs.item import ITEM_BUDGET, MAX_CONDEMNED, entry_to_dynamo
+from vhs.item_size import item_size
 from vhs.keys import shard_of
 from vhs.layouts import Layout
 from vhs.maintenance.gc import GarbageCollector
@@ -40,6 +40,13 @@ from vhs.parts import MAX_PARTS
 from vhs.retention import Retention
 from vhs.store import VersionedHybridStore
 from vhs_testing.backends import Backend
+from vhs_testing.expression_limits import (
+    MAX_EXPRESSION_BYTES,
+    MAX_OPERATORS,
+    Measure,
+    measure,
+    problems,
+)
 
 T = "2026-11-01T09:00:00.000000Z"
 
@@ -318,7 +325,7 @@ def test_the_largest_retention_takes_puts_at_its_fullest_within_every_limit(back
 @pytest.mark.skipif(not PUTS, reason="the long run: VHS_LARGEST_RETENTION_PUTS=2000")
 @pytest.mark.parametrize("backend", ["inprocess", "server", "dynalite"], indirect=True)
 def test_the_largest_retention_takes_2000_puts_within_every_limit(backend: Backend):
-    """Done when of issue 38: a store at the largest accepted retention takes 2,000 puts on
+    """The long run: a store at the largest accepted retention takes 2,000 puts on
     in-process moto, moto's server and dynalite, every item within DynamoDB's size rules and
     every expression within its limits. One version in a hundred has a part (a planned write,
     its part in S3 and guarded); the rest are blind writes, whose trims drop half the
