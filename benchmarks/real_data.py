@@ -23,7 +23,7 @@ from .store import build_systems, measure_storage
 # The VHS configurations measured: name -> VersionedHybridStore options (VhsSystem's), each
 # with a table and bucket of its own. The first is the one the peers are compared with.
 CONFIGURATIONS: dict[str, dict[str, Any]] = {VHS: {}}
-QUICK_SHARE = 0.03
+QUICK_SHARE = 0.02
 OPTIONS = {
     "--corpus": (str, "all", "all", "a corpus of the pin file, or all"),
     "--sample": (float, 1.0, QUICK_SHARE,

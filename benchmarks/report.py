@@ -46,7 +46,9 @@ class StorageResult:
 
 
 def _count(n: float) -> str:
-    return f"{n:g}" if n == int(n) else f"{n:.2f}"
+    if n == int(n):
+        return f"{n:g}"
+    return "<0.01" if n < 0.005 else f"{n:.2f}"  # a request in some puts, rarely: not "0.00"
 
 
 def requests_cell(bill: Bill) -> str:
