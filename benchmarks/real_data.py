@@ -40,6 +40,9 @@ LABELS = {"create": "create", "change": "change", "touch": "touch (same body, la
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
     mode = "quick" if args.quick else "full"
     try:
+        if not 0 < options.sample <= 1 or not 0 <= options.stale <= 1:
+            raise CorpusError(f"--sample must be in (0, 1] and --stale in [0, 1], not "
+                              f"{options.sample} and {options.stale}")  # fmt: skip
         pins = corpora.load_pins(Path(options.pins))
         if options.corpus != "all" and options.corpus not in pins:
             raise CorpusError(f"no corpus {options.corpus!r} in {options.pins}: "

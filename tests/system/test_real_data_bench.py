@@ -272,3 +272,10 @@ def test_the_command_fails_on_a_refused_file(tiny: tuple, tmp_path: Path,
     assert code == 1
     assert "check failed: tiny-json 1.0.2:" in capsys.readouterr().err
     assert "real-data" not in doc.read_text()
+
+
+def test_a_share_out_of_range_is_refused_naming_the_option(capsys: pytest.CaptureFixture) -> None:
+    assert main(["real-data", "--sample", "0"]) == 1
+    assert "--sample must be in (0, 1] and --stale in [0, 1], not 0.0 and 0.02" in (
+        capsys.readouterr().err
+    )
