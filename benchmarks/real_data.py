@@ -11,7 +11,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from vhs.local.stack import MotoServer
+from vhs.errors import InvalidInput
+from vhs.local.stack import MotoServer, client
+from vhs.operator.dictionaries import TrainReport
 
 from . import corpora, report
 from .common import Progress, Report, environment, now, table
@@ -21,8 +23,11 @@ from .report import FLOOR, PEERS, VHS
 from .store import build_systems, measure_storage
 
 # The VHS configurations measured: name -> VersionedHybridStore options (VhsSystem's), each
-# with a table and bucket of its own. The first is the one the peers are compared with.
-CONFIGURATIONS: dict[str, dict[str, Any]] = {VHS: {}}
+# with a table and bucket of its own. The first is the one the peers are compared with. The
+# dictionary one trains its zstd dictionary on what its table holds after the first release
+# (`vhs dictionary train`, as an operator would once a table has records), then writes with it.
+DICTIONARY = "VHS + dictionary"
+CONFIGURATIONS: dict[str, dict[str, Any]] = {VHS: {}, DICTIONARY: {"dictionaries": True}}
 QUICK_SHARE = 0.02
 OPTIONS = {
     "--corpus": (str, "all", "all", "a corpus of the pin file, or all"),
@@ -72,7 +77,8 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
 
 def replay_corpus(corpus: corpora.Corpus, endpoint: str, options: argparse.Namespace,
                   progress: Progress) -> tuple[Replay, report.StorageResult]:  # fmt: skip
-    """Every pinned release of `corpus` through every system, then what each one holds."""
+    """Every pinned release of `corpus` through every system, then what each one holds. A
+    configuration that writes with a dictionary trains it after the first release."""
     systems = build_systems(endpoint, prefix=f"real-{corpus.name}", vhs=CONFIGURATIONS,
                             diagnostics=False)  # fmt: skip
     replay = Replay(corpus.name, systems.values(), json_records=corpus.kind == "json",
@@ -80,10 +86,40 @@ def replay_corpus(corpus: corpora.Corpus, endpoint: str, options: argparse.Names
     keep = lambda id: share(id) < options.sample  # noqa: E731
     for release in corpora.releases(corpus, Path(options.cache), keep=keep):
         replay.release(release)
+        if len(replay.versions) == 1:
+            replay.trained = train_dictionaries(systems.values(), endpoint, progress)
     if not replay.newest:
         raise CorpusError(f"{corpus.name}: a sample of {options.sample} keeps no id")
     stored = measure_storage(list(systems.values()), endpoint, len(replay.newest), progress)
     return replay, stored
+
+
+def train_dictionaries(systems: Any, endpoint: str,
+                       progress: Progress) -> dict[str, TrainReport | str]:  # fmt: skip
+    """Each dictionary-writing system's dictionary, trained on its table and published (not
+    billed: a one-off scan of the table, as `vhs dictionary train` makes it); what stopped it,
+    if it could not be (too few inline bodies)."""
+    trained: dict[str, TrainReport | str] = {}
+    for system in systems:
+        if system.name in CONFIGURATIONS and CONFIGURATIONS[system.name].get("dictionaries"):
+            try:
+                trained[system.name] = system.train_dictionary(
+                    client("s3", endpoint), client("dynamodb", endpoint)
+                )
+            except InvalidInput as error:
+                trained[system.name] = str(error)
+            progress(f"{system.name}: dictionary {describe_training(trained[system.name])}")
+    return trained
+
+
+def describe_training(trained: TrainReport | str) -> str:
+    if isinstance(trained, str):
+        return f"not trained ({trained})"
+    if not trained.published:
+        return f"not published: it packs the held-out bodies no smaller ({trained.ratio:.3f})"
+    return (f"{trained.dictionary} trained after the first release on {trained.samples:,} "
+            f"inline bodies ({trained.size:,} B); it packs the {trained.held_out:,} held out "
+            f"to {trained.ratio:.3f} of zlib's bytes")  # fmt: skip
 
 
 def per_million(replay: Replay, system: str, classes: Sequence[str]) -> float | None:
@@ -144,6 +180,7 @@ def corpus_section(corpus: corpora.Corpus, replay: Replay, stored: report.Storag
         f"delivered again after it, with the release before's version. Record size (each id's "
         f"newest): median {statistics.median(sizes):,.0f} B, mean {statistics.mean(sizes):,.0f} B, "
         f"largest {sizes[-1]:,} B. Checks: {checks}.",
+        *(f"{name}: dictionary {describe_training(t)}." for name, t in replay.trained.items()),
         cost_table(replay, systems),
         "Each system's bill per put, by class (requests · capacity units · $ per million):",
         bills_table(replay, systems),
@@ -164,4 +201,7 @@ def results(replay: Replay, stored: report.StorageResult) -> dict[str, Any]:
         },
         "storage_per_million_records_month": {s: stored.dollars(s) for s in systems},
         "failures": dict(replay.failures),
+        "dictionaries": {
+            name: t if isinstance(t, str) else t.as_dict() for name, t in replay.trained.items()
+        },
     }

@@ -74,6 +74,8 @@ class Replay:
         self.previous: Release | None = None
         self.failures: Counter[str] = Counter()
         self.listed: list[str] = []
+        # A dictionary-writing system's training after the first release (real_data.py).
+        self.trained: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     # --- the plan ------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from vhs import VersionedHybridStore, resources
 from vhs.layouts import Layout
 from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
 from vhs.maintenance.gc import GarbageCollector
+from vhs.operator.dictionaries import TrainReport, train_dictionary
 
 from .pricing import Biller
 from .workload import canonical
@@ -121,6 +122,16 @@ class VhsSystem:
 
     def delete(self, id: str, deleted_at: datetime) -> None:
         self.store.delete(id, deleted_at=deleted_at)
+
+    def train_dictionary(self, s3: Any, dynamodb: Any) -> TrainReport:
+        """`vhs dictionary train` on this system's table, on un-metered clients (a one-off scan
+        an operator runs, not a put's cost); the store writes with what it publishes from its
+        next put (which reads the pointer, billed, as a writer does every REFRESH_SECONDS)."""
+        trainer = VersionedHybridStore(self.table, self.bucket, s3_client=s3,
+                                       dynamodb_client=dynamodb, **self.options)  # fmt: skip
+        trained = train_dictionary(trainer)
+        self.store.dictionaries.refresh()
+        return trained
 
     def collect_garbage(self, s3: Any, dynamodb: Any) -> None:
         """VHS's garbage collector, twice, as its schedule would run it, on un-metered clients."""

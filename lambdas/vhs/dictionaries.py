@@ -125,6 +125,13 @@ class DictionaryStore:
             self._newest = (now, dictionary)
             return dictionary
 
+    def refresh(self) -> None:
+        """Read `current` again at the next write, not REFRESH_SECONDS after the last read: for
+        a writer that must use a dictionary just published by another (a benchmark that trains
+        between releases)."""
+        with self._lock:
+            self._newest = None
+
     def publish(self, dictionary: Dictionary) -> None:
         """Keep `dictionary` (once: its key never changes content) and make it the one new
         writes use."""

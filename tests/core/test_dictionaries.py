@@ -153,6 +153,20 @@ def test_new_writes_use_the_newest_and_every_older_body_stays_readable(inprocess
         ]
 
 
+def test_a_refreshed_writer_reads_the_pointer_at_its_next_write(inprocess: Backend) -> None:
+    store = inprocess.store(dictionaries=True)
+    store.dictionaries.clock = FakeMonotonic()  # no refresh falls due by itself
+    store.put("r", edition(1), updated_at=at(1))
+    assert raw_entry(inprocess, "r")["z"]["S"] == ZLIB
+    first = trained_dictionary()
+    DictionaryStore(inprocess.s3, inprocess.bucket_name).publish(first)
+    store.put("r", edition(2), updated_at=at(2))
+    assert "zd" not in raw_entry(inprocess, "r")  # the pointer read before still holds
+    store.dictionaries.refresh()
+    store.put("r", edition(3), updated_at=at(3))
+    assert raw_entry(inprocess, "r")["zd"]["B"].hex() == first.id
+
+
 def test_a_store_without_dictionaries_asks_for_none_and_writes_zlib(inprocess: Backend) -> None:
     publish_to(inprocess.store())  # a dictionary exists; this store does not write with it
     store = inprocess.store()

@@ -5,6 +5,7 @@ reaches a registry: the one fetch tested runs a stand-in `npm` on PATH."""
 
 from __future__ import annotations
 
+import argparse
 import base64
 import hashlib
 import io
@@ -18,6 +19,11 @@ from typing import Any
 
 import pytest
 
+from vhs import VersionedHybridStore
+from vhs.local.stack import client
+from vhs.operator.dictionaries import TrainReport
+from vhs.packing import ZSTD
+
 ROOT = Path(__file__).resolve().parents[2]
 # The benchmarks package lives at the repository root, which pytest does not put on sys.path.
 if str(ROOT) not in sys.path:
@@ -26,6 +32,7 @@ if str(ROOT) not in sys.path:
 from benchmarks import corpora  # noqa: E402
 from benchmarks.__main__ import main  # noqa: E402
 from benchmarks.corpora import CorpusError  # noqa: E402
+from benchmarks.real_data import DICTIONARY, replay_corpus  # noqa: E402
 from benchmarks.replay import Replay, share  # noqa: E402
 from benchmarks.store import build_systems  # noqa: E402
 
@@ -83,15 +90,20 @@ def integrity(data: bytes) -> str:
 @pytest.fixture
 def tiny(tmp_path: Path) -> tuple[Path, Path]:
     """(the pin file, the cache) of two corpora, every release already fetched."""
-    cache, pins = tmp_path / "cache", {}
-    files: dict[str, list[tuple[str, bytes]]] = {
+    return write_pins(tmp_path, {
         "tiny-json": [(f"data-1.0.{n}.tgz", npm_tarball(f, f"1.0.{n}"))
                       for n, f in enumerate(FEATURES)],
         "tiny-zones": [(f"tzdata-2025.{n}-py3-none-any.whl", wheel(z))
                        for n, z in enumerate(ZONES)],
-    }  # fmt: skip
+    })  # fmt: skip
+
+
+def write_pins(tmp_path: Path, files: dict[str, list[tuple[str, bytes]]]) -> tuple[Path, Path]:
+    """Pins and a cache holding `files`: corpus name -> its releases' (file name, bytes); a
+    corpus is npm's JSON when its files are tarballs, else PyPI's zone files."""
+    cache, pins = tmp_path / "cache", {}
     for name, releases in files.items():
-        npm = name == "tiny-json"
+        npm = releases[0][0].endswith(".tgz")
         (cache / name).mkdir(parents=True)
         pins[name] = {"registry": "npm" if npm else "pypi", "package": "@example/data",
                       "kind": "json" if npm else "opaque", "releases": []}  # fmt: skip
@@ -279,3 +291,45 @@ def test_a_share_out_of_range_is_refused_naming_the_option(capsys: pytest.Captur
     assert "--sample must be in (0, 1] and --stale in [0, 1], not 0.0 and 0.02" in (
         capsys.readouterr().err
     )
+
+
+def test_the_dictionary_configuration_trains_after_the_first_release_and_writes_with_it(
+    moto_server: str, tmp_path: Path
+) -> None:
+    """`VHS + dictionary` trains its dictionary on its own table once the first release is in
+    (enough inline bodies), publishes it, and the next release's writes pack with it; the
+    read-backs stay equal to what was put."""
+    features = [
+        {"api": {f"F{n}": compat(f"{n % 7}") for n in range(60)}},
+        {"api": {f"F{n}": compat(f"{n % 7 + (n % 3 == 0)}") for n in range(60)}},
+    ]
+    pins, cache = write_pins(tmp_path, {
+        "wide-json": [(f"data-1.0.{n}.tgz", npm_tarball(f, f"1.0.{n}"))
+                      for n, f in enumerate(features)],
+    })  # fmt: skip
+    options = argparse.Namespace(sample=1.0, stale=0.0, cache=str(cache))
+    corpus = corpora.load_pins(pins)["wide-json"]
+    replay, _ = replay_corpus(corpus, moto_server, options, lambda _: None)
+
+    trained = replay.trained[DICTIONARY]
+    assert isinstance(trained, TrainReport) and trained.published, trained
+    assert replay.failures == {}
+    table = "real-wide-json-vhs-1"  # the second configuration's (benchmarks/store.py)
+    store = VersionedHybridStore(table, table,
+                                 s3_client=client("s3", moto_server),
+                                 dynamodb_client=client("dynamodb", moto_server),
+                                 prefix="bench")  # fmt: skip
+    changed = [f"api.F{n}" for n in range(0, 60, 3)]
+    items = [store.index.read(id) for id in changed]
+    assert {item.current.dictionary for item in items} == {trained.dictionary}
+    assert {item.current.codec for item in items} == {ZSTD}
+
+
+def test_too_few_bodies_to_train_on_is_said_in_the_section(tiny: tuple, tmp_path: Path) -> None:
+    pins, cache = tiny
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n")
+    assert main(["real-data", "--pins", str(pins), "--cache", str(cache), "--corpus",
+                 "tiny-json", "--write", str(doc)]) == 0  # fmt: skip
+    assert (f"{DICTIONARY}: dictionary not trained (--sample: the table holds 3 inline bodies"
+            in doc.read_text())  # fmt: skip
