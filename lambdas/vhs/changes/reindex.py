@@ -43,9 +43,6 @@ from .feed import Change, ChangePublisher, change_of
 
 log = logging.getLogger(__name__)
 
-# Records per second per segment unless told otherwise (resources.REINDEX): at 8 segments
-# 400 records/s, 200-400 eventually consistent read units/s for items up to 8 KB.
-DEFAULT_RATE = REINDEX.default_rate
 DEFAULT_SEGMENTS = REINDEX.default_segments
 DEFAULT_PAGE_SIZE = REINDEX.page_size
 MAX_SEGMENTS = REINDEX.max_segments

@@ -12,7 +12,6 @@ from pathlib import Path
 from .. import settings
 from ..resources.local import CONTAINER_HOST
 
-DEFAULT_ENV_VARS_FILE = Path(".vhs/sam-env.json")
 # Credentials and the region are SAM's to set (from the caller's profile, or its defaults);
 # a function's template never declares them.
 _SAM_SETS = {

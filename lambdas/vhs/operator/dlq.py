@@ -150,15 +150,6 @@ class _Report(Protocol):
 _ReportT = TypeVar("_ReportT", bound=_Report)
 
 
-@dataclass(frozen=True)
-class MoveTask:
-    handle: str | None
-    status: str  # RUNNING, COMPLETED, CANCELLING, CANCELLED, FAILED
-    moved: int
-    to_move: int | None
-    failure_reason: str | None
-
-
 @dataclass
 class DeadLetterQueue:
     """The ingest DLQ (`dlq_url`), and the queue its letters are redriven to (`queue_url`).
@@ -396,22 +387,6 @@ class DeadLetterQueue:
         report = RedriveReport("move-task", task_handle=response.get("TaskHandle"))
         report.to_move = depth.visible
         return report, None
-
-    def move_tasks(self) -> builtins.list[MoveTask]:
-        """The DLQ's recent message move tasks, newest first (ListMessageMoveTasks)."""
-        response = self.sqs.list_message_move_tasks(
-            SourceArn=self._arn(self.dlq_url), MaxResults=10
-        )
-        return [
-            MoveTask(
-                handle=task.get("TaskHandle"),
-                status=task.get("Status", ""),
-                moved=int(task.get("ApproximateNumberOfMessagesMoved", 0)),
-                to_move=task.get("ApproximateNumberOfMessagesToMove"),
-                failure_reason=task.get("FailureReason"),
-            )
-            for task in response.get("Results", [])
-        ]
 
     # --- helpers ---------------------------------------------------------------------------
 

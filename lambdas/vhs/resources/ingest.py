@@ -145,8 +145,5 @@ class DlqAlarmShape:
     threshold: float = 1
     comparison_operator: str = "GreaterThanOrEqualToThreshold"
 
-    def breached(self, visible: float) -> bool:
-        return visible >= self.threshold
-
 
 DLQ_ALARM = DlqAlarmShape()
