@@ -55,11 +55,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     def time_left() -> float:
         return context.get_remaining_time_in_millis() / 1000 - WAIT_MARGIN_SECONDS
 
-    # A write whose body the garbage collector condemned waits the condemnation out, and a
-    # message waits for the memory or /tmp the batch's others hold, but never past this
-    # invocation's time: it fails instead, and SQS delivers it again.
-    worker.store.wait_budget = time_left
-    worker.budgets.remaining = time_left
+    worker.bound_waits(time_left)
     records = event.get("Records") or []
     results = ingest_batch(
         worker,

@@ -7,25 +7,22 @@ leaves at worst an unreferenced object, which the garbage collector removes late
 never sees a pointer to a body that is not yet in S3. Deletes write a tombstone to DynamoDB and
 leave the bodies to the garbage collector: with content addressing another version may share
 a key, so nothing on a write or failure path deletes a body. How a put is uploaded and written
-(with parts or without) is in write_path.py; the index's three kinds of write (blind put,
-planned put, delete) in index.py."""
+(with parts or without), and a delete, is the store's writer's (write_path.Writer); the
+index's three kinds of write (blind put, planned put, delete) are in index.py."""
 
 from __future__ import annotations
 
 import logging
-import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from . import keys
 from .aws import aws_client
 from .bodies import MULTIPART_THRESHOLD, S3BodyStore
 from .codec import MAX_BODY_SIZE, Body, encode_record
-from .deltas import UndecodableBody, history_after, inline_body, inline_part
+from .deltas import UndecodableBody, inline_body, inline_part
 from .dictionaries import DictionaryStore
 from .diffs import Diff, diff_versions
 from .errors import (
@@ -35,17 +32,13 @@ from .errors import (
     PartNotFound,
     RecordNotFound,
     VersionNotRetained,
-    WriteConflict,
     never_or_no_longer,
 )
-from .index import BodyCondemned, DynamoIndex, WriteResult
-from .item import INLINE
+from .index import DynamoIndex
 from .item_budget import entry_budget
 from .model import (
     DeleteResult,
     Entry,
-    Item,
-    PartInfo,
     PutResult,
     Record,
     StoredPart,
@@ -53,14 +46,13 @@ from .model import (
     VersionInfo,
     entry_time,
 )
-from .ordering import TOMBSTONE_HASH, Outcome, parse_timestamp
-from .packing import Packed, compress
+from .ordering import parse_timestamp
 from .parts import PartBody, encode_parts
 from .retention import Retention
 from .settings import StoreSettings
 from .timetravel import When, locate_at
 from .write_path import MAX_WRITE_WINDOW as MAX_WRITE_WINDOW  # the collector's too (gc.py)
-from .write_path import KnownCurrent, put_body, put_with_parts
+from .write_path import KnownCurrent, Writer, WriteSettings, parts_info
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +61,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_INLINE_THRESHOLD = 8 * 1024
 DEFAULT_MAX_FUTURE = timedelta(days=1)
 DEFAULT_CLOCK_SKEW = timedelta(seconds=60)
-# Bodies up to this multiple of the threshold are worth trying to compress into it.
-_COMPRESSIBLE_RATIO = 16
 
 
 class VersionedHybridStore:
@@ -117,11 +107,6 @@ class VersionedHybridStore:
         self.clock = clock
         # How far apart this writer's clock and the garbage collector's may be.
         self.clock_skew = clock_skew.total_seconds()
-        self._sleep = time.sleep
-        # Seconds the caller may still wait, if it is bounded (a Lambda's remaining time): a
-        # write that would have to wait longer for the collector fails with WriteConflict
-        # instead, to be retried (the ingest handler sets this for each invocation).
-        self.wait_budget: Callable[[], float] | None = None
         self.bodies = S3BodyStore(
             s3_client, bucket_name, multipart_threshold=multipart_threshold, clock=clock
         )
@@ -130,7 +115,21 @@ class VersionedHybridStore:
         # newest one (docs/design.md, "Dictionaries").
         self.dictionaries = DictionaryStore(s3_client, bucket_name, self.prefix)
         self.write_dictionaries = dictionaries
-        self.known = KnownCurrent()
+        self.writer = Writer(
+            self.bodies,
+            self.index,
+            self.dictionaries,
+            WriteSettings(
+                prefix=self.prefix,
+                inline_threshold=inline_threshold,
+                retention=self.retention,
+                delta_history=delta_history,
+                write_dictionaries=dictionaries,
+                entry_budget=self.entry_budget,
+                clock=clock,
+                clock_skew=self.clock_skew,
+            ),
+        )
 
     @classmethod
     def from_env(cls, **options: Any) -> VersionedHybridStore:
@@ -197,36 +196,7 @@ class VersionedHybridStore:
         of `ordering.parse_timestamp` within `max_future`, and parts from
         `parts.encode_parts`. Ingest validates each message field once, naming the message's
         fields, and writes through this."""
-        if parts:
-            return put_with_parts(self, id, body, stamp, parts)
-        return put_body(self, id, body, stamp)
-
-    def _wait_out(self, id: str, condemned: BodyCondemned) -> None:
-        """The collector may delete a condemned object until its deadline: wait until the next
-        upload is surely later (past the deadline and the clock-skew allowance), so that the
-        upload after this wait makes an object the collector's deletes cannot touch."""
-        wait = max(0.0, condemned.deadline + self.clock_skew - self.clock()) + 1
-        budget = self.wait_budget() if self.wait_budget is not None else None
-        if budget is not None and wait > budget:
-            raise WriteConflict(
-                f"{id!r}: the garbage collector condemned its body for {wait:.0f} s "
-                f"more, longer than this caller may wait ({budget:.0f} s): retry later"
-            ) from None
-        self._sleep(wait)
-
-    def _parts_info(self, id: str, entry: Entry) -> dict[str, PartInfo]:
-        return {
-            p.name: PartInfo(
-                p.name,
-                p.content_hash,
-                p.size,
-                p.content_type,
-                INLINE
-                if p.inline is not None
-                else self.bodies.location(keys.body_key(self.prefix, id, p.content_hash)),
-            )
-            for p in entry.parts
-        }
+        return self.writer.put(id, body, stamp, parts)
 
     def delete(self, id: str, *, deleted_at: datetime | str, purge: bool = False) -> DeleteResult:
         """Delete `id` as of `deleted_at`, ordered like a put: puts that arrive later with
@@ -244,84 +214,12 @@ class VersionedHybridStore:
 
     def delete_validated(self, id: str, stamp: str, *, purge: bool = False) -> DeleteResult:
         """`delete` of arguments already validated (see `put_validated`)."""
-        entry = Entry(
-            updated_at=stamp,
-            content_hash=TOMBSTONE_HASH,
-            size=0,
-            written_at=int(self.clock()),
-            token=_token(),
-            purge=purge,
-        )
-        keep_history = self.retention.versions > 0 and not purge
-        # A delete is never refused for its size (a tombstone is tiny): the item makes room.
-        fallback = self._history_after(entry, None) if keep_history else None
-        result = self.index.delete(id, entry, keep_history=keep_history, fallback=fallback)
-        self.known.saw(result.item)
-        item, raw = result.item, result.raw
-        if purge and item is not None and result.outcome is not Outcome.DELETED:
-            purged_item = self.index.purge(id)
-            # A purge leaves no history: nothing to trim.
-            item, raw = (purged_item, None) if purged_item is not None else (item, raw)
-        self._trim_if_due(item, raw)
-        purged = bool(purge and item is not None and item.current.deleted and not item.history)
-        return DeleteResult(id, result.outcome, result.version, purged)
+        return self.writer.delete(id, stamp, purge=purge)
 
-    def _new_entry(self, stamp: str, body: Body, packed: Packed | None, **more: Any) -> Entry:
-        """The entry of a put of `body` at `stamp`, written now by a writer of its own, its
-        body inline as `packed` (None: in S3) (`more`: what a version with parts adds, its
-        manifest's hash among them)."""
-        fields: dict[str, Any] = {"content_hash": body.sha256, **more}
-        return Entry(
-            updated_at=stamp,
-            size=body.size,
-            written_at=int(self.clock()),
-            token=_token(),
-            content_type=body.content_type,
-            inline=packed.data if packed else None,
-            codec=packed.codec if packed else None,
-            dictionary=packed.dictionary if packed else None,
-            **fields,
-        )
-
-    def _settled(self, result: WriteResult) -> None:
-        """After a put: remember the key its item holds, and trim the history if due."""
-        self.known.saw(result.item)
-        self._trim_if_due(result.item, result.raw)
-
-    def _inline_form(self, body: Body, *, with_dictionary: bool = True) -> Packed | None:
-        """`body` packed as the item would hold it, or None when it goes to S3."""
-        if body.data is None or body.size > self.inline_threshold * _COMPRESSIBLE_RATIO:
-            return None
-        newest = self.dictionaries.newest() if with_dictionary and self.write_dictionaries else None
-        packed = compress(body.data, newest)
-        return packed if len(packed.data) <= self.inline_threshold else None
-
-    def _history_after(self, new: Entry, new_body: bytes | None) -> Callable[[Item], list[Entry]]:
-        """deltas.history_after, by this store's retention, clock and delta setting."""
-        return history_after(
-            new,
-            new_body,
-            self.retention,
-            self.clock,
-            self.delta_history,
-            self.dictionaries.get,
-            zstd_deltas=self.write_dictionaries,
-        )
-
-    def _trim_if_due(self, item: Item | None, raw: Mapping[str, Any] | None) -> None:
-        """Trim the expired history of `item` (`raw`: as the write returned it) once
-        `trim_batch` entries have expired."""
-        if item is None or raw is None:
-            return
-        expired = self.retention.expired_count(item, self.clock())
-        if expired < self.retention.trim_batch:
-            return
-        try:
-            self.index.trim(item.id, raw, expired)
-        except (ClientError, BotoCoreError) as error:
-            # The version is written; trimming is housekeeping that the next writer redoes
-            # (expired entries are invisible to readers meanwhile), so it must not fail the put.
-            logger.warning("could not trim the history of %r: %s", item.id, error)
+    @property
+    def known(self) -> KnownCurrent:
+        """The highest current key this store's writes have seen of each id written lately."""
+        return self.writer.known
 
     # --- reads -------------------------------------------------------------------------------
 
@@ -445,7 +343,7 @@ class VersionedHybridStore:
         # Records with parts add what names and reads them; others stay as they always were.
         with_parts = (
             {
-                "parts": self._parts_info(id, entry),
+                "parts": parts_info(id, entry, self.bodies, self.prefix),
                 "body_hash": entry.body_sha256,
                 "read_part": lambda name: self.read_part(found, name),
             }
@@ -477,12 +375,8 @@ class VersionedHybridStore:
             deleted=entry.deleted,
             content_type=entry.content_type,
             location=location,
-            parts=self._parts_info(id, entry),
+            parts=parts_info(id, entry, self.bodies, self.prefix),
         )
 
     def body_key(self, id: str, content_hash: str) -> str:
         return keys.body_key(self.prefix, id, content_hash)
-
-
-def _token() -> str:
-    return secrets.token_urlsafe(9)

@@ -267,7 +267,7 @@ def down_with(note: dict, *, lock_held: bool) -> int:
 
     local_session.STATE.parent.mkdir(parents=True, exist_ok=True)
     local_session.STATE.write_text(json.dumps(note))
-    lock = local_session._lock(local_session.LOCK, wait=False) if lock_held else None
+    lock = local_session._lock(local_session.LOCK) if lock_held else None
     try:
         return main(["local", "down"])
     finally:

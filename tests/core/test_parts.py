@@ -350,7 +350,7 @@ def test_a_part_condemned_between_the_read_and_the_write_is_uploaded_again(inpro
     store = backend.store(
         clock=fake.clock, clock_skew=timedelta(seconds=SKEW), retention=Retention(0)
     )
-    store._sleep = fake.sleep
+    store.writer.sleep = fake.sleep
     other = backend.store(clock=fake.clock, retention=Retention(0))
     rid = backend.id("condemned-part")
     store.put(rid, {"v": 1}, updated_at=at(1), parts={"scan": SCAN})
@@ -382,7 +382,7 @@ def test_a_standing_condemnation_of_a_reused_part_makes_the_writer_upload_it(inp
     backend = inprocess
     fake = FakeTime()
     store = backend.store(clock=fake.clock, clock_skew=timedelta(seconds=SKEW))
-    store._sleep = fake.sleep
+    store.writer.sleep = fake.sleep
     rid = backend.id("reused-condemned")
     store.put(rid, {"v": 1}, updated_at=at(1), parts={"scan": SCAN})
     scan_hash = hashlib.sha256(SCAN).hexdigest()

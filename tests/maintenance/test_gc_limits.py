@@ -192,7 +192,7 @@ def test_a_retried_delete_past_its_fence_is_not_sent_and_the_rewritten_body_surv
     fake = FakeTime()
     store = make_store(backend, fake)
     writer = backend.store(clock=fake.clock, clock_skew=timedelta(seconds=SKEW))
-    writer._sleep = fake.sleep
+    writer.writer.sleep = fake.sleep
     rid = backend.id("fenced")
     body = large(31)
     key = orphans_of_body(backend, store, rid, body)
@@ -231,7 +231,7 @@ def test_a_writer_never_waits_past_its_budget(backend):
     function's timeout."""
     fake = FakeTime()
     store = make_store(backend, fake)
-    store.wait_budget = lambda: 30.0
+    store.writer.wait_budget = lambda: 30.0
     rid = backend.id("budget")
     body = large(32)
     store.put(rid, large(33), updated_at=at(0))
@@ -239,7 +239,7 @@ def test_a_writer_never_waits_past_its_budget(backend):
     with pytest.raises(WriteConflict, match="retry later"):
         store.put(rid, body, updated_at=at(1))
     assert fake.slept == []
-    store.wait_budget = lambda: LEASE + SKEW + 10
+    store.writer.wait_budget = lambda: LEASE + SKEW + 10
     assert store.put(rid, body, updated_at=at(1)).outcome == "stored"
     assert fake.slept == [LEASE + SKEW + 1]
 

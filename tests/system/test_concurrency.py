@@ -137,7 +137,7 @@ def writer_process(
             time.sleep(seconds)
 
         # The store sleeps only to wait out the collector's condemnation of its body.
-        store._sleep = wait_out_condemnation
+        store.writer.sleep = wait_out_condemnation
         told: list[tuple[int, str, int]] = []
         resent = 0
         start.wait(CHILD_DEADLINE)
@@ -418,7 +418,7 @@ def test_a_slow_put_across_the_after_delete_window_never_brings_back_a_collected
     writer = backend.store(s3_client=s3, **options)
     # The collector, with no grace period, also condemns the put's own upload (not committed
     # yet): the writer waits that out on the test's clock, uploads again and commits.
-    writer._sleep = lambda seconds: now.__setitem__(0, now[0] + seconds)
+    writer.writer.sleep = lambda seconds: now.__setitem__(0, now[0] + seconds)
     collector = GarbageCollector(backend.store(**options), grace=timedelta(0), clock=lambda: now[0])
     collected: list[int] = []
 

@@ -384,7 +384,7 @@ def drop_episode(backend: Backend, fault: Fault | None = None) -> DropEpisode:
     s3 = backend.new_client("s3")
     writer = backend.store(s3_client=s3, **options)
     # Waiting out a condemnation of its own upload passes on the test's clock.
-    writer._sleep = lambda seconds: now.__setitem__(0, now[0] + seconds)
+    writer.writer.sleep = lambda seconds: now.__setitem__(0, now[0] + seconds)
     clients = [backend.new_client("s3"), backend.new_client("dynamodb")]
     collector = GarbageCollector(
         backend.store(s3_client=clients[0], dynamodb_client=clients[1], **options),

@@ -49,24 +49,34 @@ LOG = Path(".vhs/logs/local-up.log")
 STOP_SECONDS = 30.0
 
 
-def _lock(path: Path, *, wait: bool) -> int | None:
-    """An open descriptor holding `path`'s exclusive lock, or None when another holds it (and
-    `wait` is false)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+def _lock(path: Path) -> int | None:
+    """An open descriptor holding `path`'s exclusive lock, or None when another holds it."""
+    fd = _open_lock_file(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         return None
     return fd
 
 
+def _wait_for_lock(path: Path) -> int:
+    """An open descriptor holding `path`'s exclusive lock, once whoever holds it lets go."""
+    fd = _open_lock_file(path)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def _open_lock_file(path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+
 def _held(path: Path) -> bool:
     """Whether a process holds `path`'s lock (this one's own descriptors count as others)."""
     if not path.exists():
         return False
-    fd = _lock(path, wait=False)
+    fd = _lock(path)
     if fd is None:
         return True
     os.close(fd)
@@ -137,8 +147,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _starting() -> Iterator[int]:
-    fd = _lock(STARTING, wait=True)
-    assert fd is not None  # waited for
+    fd = _wait_for_lock(STARTING)
     try:
         yield fd
     finally:
@@ -149,7 +158,7 @@ def detach(args: argparse.Namespace, serve: Callable[..., int]) -> int:
     """Start `serve(args)` in the background and print its environment once it is ready (or
     the environment of the stack already running from this directory)."""
     with _starting() as starting:
-        lock = _lock(LOCK, wait=False)
+        lock = _lock(LOCK)
         if lock is None:
             return _already_running(args)
         STATE.unlink(missing_ok=True)  # the lock was free: whatever it says is stale

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,14 @@ class Ingestor:
         # What the messages being stored at once may hold (budget.py); this instance's.
         self.budgets = budgets or Budgets.of_this_function()
         self._message = threading.local()  # the reservations of the message this thread stores
+
+    def bound_waits(self, time_left: Callable[[], float]) -> None:
+        """Wait no longer than `time_left()` seconds (an invocation's remaining time, less a
+        margin): for the collector's condemnation of a body (the store's writer), and for the
+        memory or /tmp other messages hold (the budgets). Past it a message fails instead,
+        and SQS delivers it again."""
+        self.store.writer.wait_budget = time_left
+        self.budgets.remaining = time_left
 
     @property
     def limits(self) -> MessageLimits:

@@ -39,5 +39,5 @@ def condemn(backend, rid: str, sha: str, deadline: float) -> None:
 
 def make_store(backend, fake: FakeTime):
     store = backend.store(clock=fake.clock, clock_skew=timedelta(seconds=SKEW))
-    store._sleep = fake.sleep
+    store.writer.sleep = fake.sleep
     return store
