@@ -112,23 +112,23 @@ _rate = _number(float, validate_rate)
 _page_size = _number(int, validate_page_size)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="vhs", description="VHS: a versioned hybrid store")
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-    parser.add_argument(
-        "--traceback", action="store_true", help="print the traceback of an error, too"
-    )
-    parser.add_argument(
-        "--stack",
-        metavar="NAME",
-        help="configure from a deployed stage's stack outputs (e.g. Vhs-prod)",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_local(sub: Any) -> None:
     local = sub.add_parser("local", help="the local stack on moto's server")
     local_sub = local.add_subparsers(
         dest="local_command", required=True, metavar="{up,down,status}"
     )
+    _add_local_up(local_sub)
+    _command(local_sub, "down", cmd_local_down, "stop the stack `up --detach` started here")
+    _command(
+        local_sub,
+        "status",
+        cmd_local_status,
+        "what runs from here: its pid, port and since when; who holds the port",
+    )
+
+
+def _add_local_up(local_sub: Any) -> None:
+    # Not `_command`: --json comes last in its help, after the options of the stack.
     up = local_sub.add_parser("up", help="start it; print its environment, then 'ready'")
     up.add_argument(
         "--port",
@@ -185,15 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--moto-sqs-as-is", action="store_true", help=argparse.SUPPRESS)
     up.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     up.set_defaults(handler=cmd_local_up)
-    down = local_sub.add_parser("down", help="stop the stack `up --detach` started here")
-    down.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-    down.set_defaults(handler=cmd_local_down)
-    status = local_sub.add_parser(
-        "status", help="what runs from here: its pid, port and since when; who holds the port"
-    )
-    status.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-    status.set_defaults(handler=cmd_local_status)
 
+
+def _add_put(sub: Any) -> None:
     p = _command(sub, "put", cmd_put, "store a record")
     p.add_argument("id")
     p.add_argument("file", help="a file, or - for standard input")
@@ -210,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
         "shell command)",
     )
 
+
+def _add_get(sub: Any) -> None:
     p = _command(sub, "get", cmd_get, "print a record's body")
     p.add_argument("id")
     which = p.add_mutually_exclusive_group()
@@ -228,14 +224,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--part", metavar="NAME", help="print this part's bytes instead of the body")
     p.add_argument("--output", metavar="FILE", help="write the body or part to FILE")
 
+
+def _add_history(sub: Any) -> None:
     p = _command(sub, "history", cmd_history, "list the retained versions")
     p.add_argument("id")
 
+
+def _add_diff(sub: Any) -> None:
     p = _command(sub, "diff", cmd_diff, "what changed between two retained versions")
     p.add_argument("id")
     p.add_argument("a", type=_positive, metavar="A", help="the version to compare from")
     p.add_argument("b", type=_positive, metavar="B", help="the version to compare to")
 
+
+def _add_send(sub: Any) -> None:
     p = _command(sub, "send", cmd_send, "send a JSON Lines file of messages to the ingest queue")
     p.add_argument("file", help="one message per line (see docs/ingest.md)")
     p.add_argument(
@@ -259,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
         "endpoint, no limit against AWS; 0: no limit)",
     )
 
+
+def _add_import(sub: Any) -> None:
     p = _command(sub, "import", cmd_import, "import JSON Lines or CSV files into the store")
     p.add_argument(
         "sources",
@@ -291,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="lines coalesced and checkpointed together (default 1000)",
     )
 
+
+def _add_gc(sub: Any) -> None:
     p = _command(sub, "gc", cmd_gc, "delete S3 bodies that no retained version references")
     p.add_argument("--dry-run", action="store_true", help="report only; delete nothing")
     p.add_argument("--grace", default="1h", help="skip objects younger than this (default 1h)")
@@ -298,6 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--shard", action="append", type=_shard, help="only this shard (00-ff); repeatable"
     )
 
+
+def _add_verify(sub: Any) -> None:
     p = _command(sub, "verify", cmd_verify, "check every current and retained pointer")
     p.add_argument("ids", nargs="*", help="only these ids (default: the whole table)")
     p.add_argument("--deep", action="store_true", help="read and hash every S3 body")
@@ -305,9 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=_positive, default=16, help="concurrent S3 lookups")
     p.add_argument("--consistent", action="store_true", help="strongly consistent scan")
 
+
+def _add_migrate(sub: Any) -> None:
     p = _command(sub, "migrate", cmd_migrate, "lay every item out compactly, at once")
     p.add_argument("--segments", type=_segments, default=4, help="parallel scan segments")
 
+
+def _add_dictionary(sub: Any) -> None:
     dictionary = sub.add_parser("dictionary", help="zstd dictionaries of the store's records")
     dictionary_sub = dictionary.add_subparsers(dest="dictionary_command", required=True)
     p = _command(
@@ -322,6 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="measure it; publish nothing")
     _command(dictionary_sub, "list", cmd_dictionary_list, "the dictionaries the bucket keeps")
 
+
+def _add_reindex(sub: Any) -> None:
     p = _command(sub, "reindex", cmd_reindex, "replay current records to the change feed")
     p.add_argument("ids", nargs="*", help="only these ids (default: every record)")
     p.add_argument("--since", help="only records whose current version was written at or after")
@@ -350,6 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--state-machine", metavar="ARN", help="start this state machine instead")
 
+
+def _add_dlq(sub: Any) -> None:
     dlq = sub.add_parser("dlq", help="the ingest dead-letter queue")
     dlq_sub = dlq.add_subparsers(
         dest="dlq_command", required=True, metavar="{list,redrive,discard}"
@@ -369,6 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="also letters whose claimed reason VHS did not write (kept by default)",
     )
 
+
+def _add_invoke(sub: Any) -> None:
     p = _command(sub, "invoke", cmd_invoke, "run a handler on an event file, in this process")
     p.add_argument("function", choices=list(settings.FUNCTIONS))
     p.add_argument(
@@ -383,6 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--debug", action="store_true", help="print the traceback of a handler error")
 
+
+def _add_delete(sub: Any) -> None:
     p = _command(sub, "delete", cmd_delete, "delete a record")
     p.add_argument("id")
     p.add_argument("--deleted-at", help="RFC 3339 timestamp (default: now)")
@@ -392,6 +412,42 @@ def build_parser() -> argparse.ArgumentParser:
         help="drop every earlier version now (default: readable for the retention-after-"
         "delete window); the next gc collects their bodies",
     )
+
+
+# Each adds one command to the parser's subcommands; their order is `vhs --help`'s.
+_COMMANDS: tuple[Callable[[Any], None], ...] = (
+    _add_local,
+    _add_put,
+    _add_get,
+    _add_history,
+    _add_diff,
+    _add_send,
+    _add_import,
+    _add_gc,
+    _add_verify,
+    _add_migrate,
+    _add_dictionary,
+    _add_reindex,
+    _add_dlq,
+    _add_invoke,
+    _add_delete,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="vhs", description="VHS: a versioned hybrid store")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument(
+        "--traceback", action="store_true", help="print the traceback of an error, too"
+    )
+    parser.add_argument(
+        "--stack",
+        metavar="NAME",
+        help="configure from a deployed stage's stack outputs (e.g. Vhs-prod)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in _COMMANDS:
+        add(sub)
     return parser
 
 
