@@ -243,7 +243,10 @@ def _too_long(source: str, number: int, size: int, end: int, max_bytes: int) -> 
     return Line(source, number, b"", end, refused=("line", reason))
 
 
-def split_lines(
+# One pass over a byte stream, every byte looked at once, with the line being read carried
+# across chunks (held, or over the bound and dropped): cut apart, that state would cross
+# calls on every line of a bulk import, its hottest loop.
+def split_lines(  # noqa: C901, PLR0912
     chunks: Iterable[bytes],
     source: str,
     *,
