@@ -105,28 +105,10 @@ def _corpus(name: str, spec: Any, path: Path) -> Corpus:
     if not isinstance(spec.get("package"), str) or not isinstance(spec.get("releases"), list):
         raise CorpusError(f"{where}: needs a package (text) and releases (a list)")
     field = "integrity" if spec["registry"] == "npm" else "sha256"
-    releases = []
-    for n, release in enumerate(spec["releases"]):
-        at = f"{where}: releases[{n}]"
-        if not isinstance(release, dict):
-            raise CorpusError(f"{at}: must be an object")
-        for key in ("version", "updated_at", "file", field):
-            if not isinstance(release.get(key), str) or not release[key]:
-                raise CorpusError(f"{at}: {key} is missing")
-        if Path(release["file"]).name != release["file"]:
-            raise CorpusError(f"{at}: file must be a file name, not a path")
-        try:
-            when = datetime.fromisoformat(release["updated_at"])
-        except ValueError:
-            raise CorpusError(f"{at}: updated_at is not an ISO 8601 time") from None
-        if when.tzinfo is None:
-            raise CorpusError(f"{at}: updated_at has no UTC offset")
-        algorithm, digest = "sha256", release[field]
-        if field == "integrity":
-            algorithm, _, digest = digest.partition("-")
-            if algorithm != "sha512":
-                raise CorpusError(f"{at}: integrity must be sha512-<base64>")
-        releases.append(Pin(release["version"], when, release["file"], algorithm, digest))
+    releases = [
+        _pin(release, f"{where}: releases[{n}]", field)
+        for n, release in enumerate(spec["releases"])
+    ]
     if not releases:
         raise CorpusError(f"{where}: no releases")
     for before, after in itertools.pairwise(releases):
@@ -134,6 +116,30 @@ def _corpus(name: str, spec: Any, path: Path) -> Corpus:
             raise CorpusError(f"{where}: {after.version} is not dated after {before.version}: "
                               "a replay puts releases in the order of their dates")  # fmt: skip
     return Corpus(name, spec["registry"], spec["package"], spec["kind"], tuple(releases))
+
+
+def _pin(release: Any, at: str, field: str) -> Pin:
+    """One release of a corpus's pins, checked; `field` names its hash ("integrity" for npm's
+    sha512-<base64>, else "sha256")."""
+    if not isinstance(release, dict):
+        raise CorpusError(f"{at}: must be an object")
+    for key in ("version", "updated_at", "file", field):
+        if not isinstance(release.get(key), str) or not release[key]:
+            raise CorpusError(f"{at}: {key} is missing")
+    if Path(release["file"]).name != release["file"]:
+        raise CorpusError(f"{at}: file must be a file name, not a path")
+    try:
+        when = datetime.fromisoformat(release["updated_at"])
+    except ValueError:
+        raise CorpusError(f"{at}: updated_at is not an ISO 8601 time") from None
+    if when.tzinfo is None:
+        raise CorpusError(f"{at}: updated_at has no UTC offset")
+    algorithm, digest = "sha256", release[field]
+    if field == "integrity":
+        algorithm, _, digest = digest.partition("-")
+        if algorithm != "sha512":
+            raise CorpusError(f"{at}: integrity must be sha512-<base64>")
+    return Pin(release["version"], when, release["file"], algorithm, digest)
 
 
 def verified(corpus: Corpus, pin: Pin, path: Path) -> Path:

@@ -65,11 +65,17 @@ class ChangeFeed(Feature):
         **wiring: Unpack[Wiring],
     ) -> None:
         super().__init__(scope, id, **wiring)
-        config = self.config
+        self.dead_letters = self._dead_letter_queue(shape)
+        self.topic_key = topic_key(self, f"Encrypts the VHS {self.config.stage} change feed topic")
+        self.topic = self._topic()
+        self._function(bucket, table_stream_arn, shape)
+        self.event_source = self._stream_source(table_stream_arn, shape)
+        self.add_alarms(self._alarms)
 
-        # What the event source gives up on: Lambda's on-failure records (the shard and the
-        # range of sequence numbers; `vhs.changes.feed.replay` publishes them again).
-        self.dead_letters = sqs.Queue(
+    def _dead_letter_queue(self, shape: resources.ChangeFeedShape) -> sqs.Queue:
+        """What the event source gives up on: Lambda's on-failure records (the shard and the
+        range of sequence numbers; `vhs.changes.feed.replay` publishes them again)."""
+        return sqs.Queue(
             self,
             "DeadLetters",
             retention_period=cdk.Duration.seconds(shape.dlq_retention_seconds),
@@ -77,8 +83,9 @@ class ChangeFeed(Feature):
             enforce_ssl=True,
         )
 
-        self.topic_key = topic_key(self, f"Encrypts the VHS {config.stage} change feed topic")
-        self.topic = sns.Topic(
+    def _topic(self) -> sns.Topic:
+        config = self.config
+        return sns.Topic(
             self,
             "Topic",
             # A fixed name, so subscribers can rely on the ARN across redeployments.
@@ -93,6 +100,10 @@ class ChangeFeed(Feature):
             enforce_ssl=True,
         )
 
+    def _function(
+        self, bucket: s3.IBucket, table_stream_arn: str, shape: resources.ChangeFeedShape
+    ) -> None:
+        config = self.config
         dictionaries = dictionary_arn(bucket, config.body_prefix)
         self.add_function(
             settings.CHANGES_FUNCTION,
@@ -127,7 +138,12 @@ class ChangeFeed(Feature):
 
         acknowledge_dictionary_reads(self.role, dictionaries)
 
-        self.event_source = lambda_.EventSourceMapping(
+    def _stream_source(
+        self, table_stream_arn: str, shape: resources.ChangeFeedShape
+    ) -> lambda_.EventSourceMapping:
+        """The mapping from the table's stream to the function, failing over to the
+        dead-letter queue."""
+        event_source = lambda_.EventSourceMapping(
             self,
             "StreamSource",
             target=self.function,
@@ -144,14 +160,14 @@ class ChangeFeed(Feature):
         # The on-failure destination, written as CloudFormation has it: `on_failure=SqsDlq(...)`
         # would also grant sqs:GetQueueAttributes and sqs:GetQueueUrl, which Lambda does not
         # need to send an on-failure record.
-        mapping = self.event_source.node.default_child
+        mapping = event_source.node.default_child
         if not isinstance(mapping, lambda_.CfnEventSourceMapping):
             raise TypeError(f"expected the event source mapping's L1 resource, got {mapping!r}")
         mapping.add_property_override(
             "DestinationConfig.OnFailure.Destination", self.dead_letters.queue_arn
         )
         # Lambda checks the role's permissions when the mapping is created.
-        self.event_source.node.add_dependency(self.role)
+        event_source.node.add_dependency(self.role)
         nag.acknowledge(
             self.dead_letters,
             "AwsSolutions-SQS3",
@@ -160,8 +176,7 @@ class ChangeFeed(Feature):
             "(it knows only RedrivePolicy targets). Nothing consumes it with a redrive policy "
             "that could need a DLQ of its own.",
         )
-
-        self.add_alarms(self._alarms)
+        return event_source
 
     def _alarms(self, alarms: Alarms) -> list[cloudwatch.Alarm]:
         self.dead_letter_alarm = alarms.dead_letters(

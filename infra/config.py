@@ -97,6 +97,38 @@ def powertools_ssm_parameter(
     return f"/aws/service/powertools/python/{architecture}/python{python_version}/{version}"
 
 
+class _Context:
+    """CDK context values as what they must be; ``get`` is ``node.try_get_context``."""
+
+    def __init__(self, get: Any) -> None:
+        self.get = get
+
+    def text(self, key: str) -> str | None:
+        """The value as text; None when it is unset or empty."""
+        value = self.get(key)
+        if value is None or value == "":
+            return None
+        return str(value)
+
+    def number(self, key: str) -> int | None:
+        value = self.text(key)
+        if value is None:
+            return None
+        try:
+            return int(value)
+        except ValueError:
+            raise ConfigError(f"context {key}={value!r} is not a whole number") from None
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.text(key)
+        if value is None:
+            return default
+        lowered = value.lower()
+        if lowered not in ("true", "false"):
+            raise ConfigError(f"context {key}={value!r}: use true or false")
+        return lowered == "true"
+
+
 @dataclass(frozen=True)
 class VhsConfig:
     stage: str = "dev"
@@ -221,30 +253,8 @@ class VhsConfig:
     @classmethod
     def from_context(cls, get: Any) -> VhsConfig:
         """Build from CDK context; ``get`` is ``node.try_get_context``."""
-
-        def text(key: str) -> str | None:
-            value = get(key)
-            if value is None or value == "":
-                return None
-            return str(value)
-
-        def number(key: str) -> int | None:
-            value = text(key)
-            if value is None:
-                return None
-            try:
-                return int(value)
-            except ValueError:
-                raise ConfigError(f"context {key}={value!r} is not a whole number") from None
-
-        def flag(key: str, default: bool) -> bool:
-            value = text(key)
-            if value is None:
-                return default
-            lowered = value.lower()
-            if lowered not in ("true", "false"):
-                raise ConfigError(f"context {key}={value!r}: use true or false")
-            return lowered == "true"
+        context = _Context(get)
+        text, number, flag = context.text, context.number, context.flag
 
         # The shapes first (a context value replaces one field; the shape validates it), then
         # the plain settings.

@@ -47,15 +47,12 @@ class GarbageCollection(StoreFeature):
         """The collector is told of the store what the Ingest is (`StoreWiring`), so it
         judges with the retention ingest writes with."""
         super().__init__(scope, id, **wiring)
-        config, store, bucket, table = self.config, self.store, self.bucket, self.table
+        config, store = self.config, self.store
         shape = config.gc
-        stack = cdk.Stack.of(self)
         function_name = gc_function_name(config)
-
-        body_objects = self.body_objects
         # The function's own ARN, from its fixed name: not `self.function.function_arn`,
         # which would make the role's policy depend on the function that depends on it.
-        self.function_arn = stack.format_arn(
+        self.function_arn = cdk.Stack.of(self).format_arn(
             service="lambda",
             resource="function",
             resource_name=function_name,
@@ -65,44 +62,7 @@ class GarbageCollection(StoreFeature):
             settings.GC_FUNCTION,
             does="deletes body objects no retained version uses",
             role="garbage collector: list, judge, delete orphans",
-            statements=[
-                # ListBucket is ListObjectsV2, one shard prefix at a time.
-                allow_listing("ListBodyShards", bucket, store.prefix),
-                # HeadObject, for the `vhs-id` metadata of bodies whose id is cut in the key.
-                allow("ReadBodyMetadata", ["s3:GetObject"], [body_objects]),
-                # The current version only: the bucket is versioned, so a delete leaves a
-                # noncurrent version for 30 days. No DeleteObjectVersion.
-                allow("DeleteOrphanedBodies", ["s3:DeleteObject"], [body_objects]),
-                # The store's zstd dictionaries sit under the prefix too, beside the shards
-                # the collector lists, and every body packed with one needs it as long as
-                # the body is kept: never deleted, whatever else allows it.
-                iam.PolicyStatement(
-                    sid="NeverDeleteDictionaries",
-                    effect=iam.Effect.DENY,
-                    actions=["s3:DeleteObject"],
-                    resources=[dictionary_arn(bucket, store.prefix)],
-                ),
-                # BatchGetItem reads the ids of a listing page; UpdateItem writes and
-                # clears the condemnation markers (conditional writes). No Scan of the
-                # table, no GetItem.
-                allow(
-                    "ReadAndMarkIndex",
-                    ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
-                    [table.table_arn],
-                ),
-                # Scan of the sparse index of condemned items only (keys and deadlines), to
-                # clear expired condemnations of ids with no object left to list.
-                allow(
-                    "FindExpiredCondemnations",
-                    ["dynamodb:Scan"],
-                    [f"{table.table_arn}/index/{resources.TABLE.condemned_index}"],
-                ),
-                allow(
-                    "InvokeItselfToFanOutAndContinue",
-                    ["lambda:InvokeFunction"],
-                    [self.function_arn],
-                ),
-            ],
+            statements=self._statements(),
             # The collector judges versions by retention, exactly as readers do (docs/gc.md):
             # it must have the retention the ingest function writes and readers read with, or
             # it would collect bodies that readers still consider retained. It writes no
@@ -120,12 +80,69 @@ class GarbageCollection(StoreFeature):
             ),
         )
 
-        # The schedule. The target adds the function's resource policy for this rule
-        # (lambda:InvokeFunction by events.amazonaws.com, on condition of the rule's ARN).
-        self.rule = events.Rule(
+        self.rule = self._schedule()
+
+        nag.acknowledge_wildcard(
+            self.role,
+            self.body_objects,
+            "Object-level access under the store's body prefix only: the collector deletes "
+            "orphaned bodies, whose keys are content-addressed ({prefix}/{shard}/{id}/{sha256}) "
+            "and found by listing, so they cannot be named in advance. The actions are "
+            "GetObject (HeadObject) and DeleteObject; no PutObject, no DeleteObjectVersion.",
+        )
+
+        self.add_alarms(self._alarms)
+
+    def _statements(self) -> list[iam.PolicyStatement]:
+        """The role's statements: list, judge and delete orphans, and invoke itself."""
+        store, bucket, table, body_objects = self.store, self.bucket, self.table, self.body_objects
+        return [
+            # ListBucket is ListObjectsV2, one shard prefix at a time.
+            allow_listing("ListBodyShards", bucket, store.prefix),
+            # HeadObject, for the `vhs-id` metadata of bodies whose id is cut in the key.
+            allow("ReadBodyMetadata", ["s3:GetObject"], [body_objects]),
+            # The current version only: the bucket is versioned, so a delete leaves a
+            # noncurrent version for 30 days. No DeleteObjectVersion.
+            allow("DeleteOrphanedBodies", ["s3:DeleteObject"], [body_objects]),
+            # The store's zstd dictionaries sit under the prefix too, beside the shards
+            # the collector lists, and every body packed with one needs it as long as
+            # the body is kept: never deleted, whatever else allows it.
+            iam.PolicyStatement(
+                sid="NeverDeleteDictionaries",
+                effect=iam.Effect.DENY,
+                actions=["s3:DeleteObject"],
+                resources=[dictionary_arn(bucket, store.prefix)],
+            ),
+            # BatchGetItem reads the ids of a listing page; UpdateItem writes and
+            # clears the condemnation markers (conditional writes). No Scan of the
+            # table, no GetItem.
+            allow(
+                "ReadAndMarkIndex",
+                ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
+                [table.table_arn],
+            ),
+            # Scan of the sparse index of condemned items only (keys and deadlines), to
+            # clear expired condemnations of ids with no object left to list.
+            allow(
+                "FindExpiredCondemnations",
+                ["dynamodb:Scan"],
+                [f"{table.table_arn}/index/{resources.TABLE.condemned_index}"],
+            ),
+            allow(
+                "InvokeItselfToFanOutAndContinue",
+                ["lambda:InvokeFunction"],
+                [self.function_arn],
+            ),
+        ]
+
+    def _schedule(self) -> events.Rule:
+        """The rule that runs the collector. Its target adds the function's resource policy
+        for it (lambda:InvokeFunction by events.amazonaws.com, on condition of the rule's ARN)."""
+        shape = self.config.gc
+        return events.Rule(
             self,
             "Schedule",
-            description=f"VHS {config.stage}: runs the garbage collector",
+            description=f"VHS {self.config.stage}: runs the garbage collector",
             schedule=events.Schedule.expression(shape.schedule_expression),
             targets=[
                 targets.LambdaFunction(
@@ -134,17 +151,6 @@ class GarbageCollection(StoreFeature):
                 )
             ],
         )
-
-        nag.acknowledge_wildcard(
-            self.role,
-            body_objects,
-            "Object-level access under the store's body prefix only: the collector deletes "
-            "orphaned bodies, whose keys are content-addressed ({prefix}/{shard}/{id}/{sha256}) "
-            "and found by listing, so they cannot be named in advance. The actions are "
-            "GetObject (HeadObject) and DeleteObject; no PutObject, no DeleteObjectVersion.",
-        )
-
-        self.add_alarms(self._alarms)
 
     def _alarms(self, alarms: Alarms) -> list[cloudwatch.Alarm]:
         config = self.config

@@ -66,10 +66,25 @@ class Ingest(StoreFeature):
         """Producers stage large payloads in `staging`; the function is told of the store what
         the collector is (`StoreWiring`). Ingest's alarms are the Monitoring construct's."""
         super().__init__(scope, id, **wiring)
-        config, table = self.config, self.table
-        shape = config.ingest
+        self.dead_letters, self.queue = self._queues()
+        self._staging = staging
+        self._staged_objects = object_arn(staging, resources.STAGING_PREFIX)
+        # Beside the producers' prefix, not under it: ingest never reads there.
+        self._dead_letter_objects = object_arn(staging, DEAD_LETTER_STAGING_PREFIX)
+        self._function()
+        self.event_source: sources.SqsEventSource | None = None
+        if self.config.ingest_event_source:
+            self.event_source = self._event_source()
+        self._acknowledge_wildcards()
+        self._stage = self.config.stage
+        # What every producer may do: send to the ingest queue and stage large payloads
+        # anywhere under the producers' prefix (`producer_policy_for` gives one its own).
+        self.producer_policy = self._producer_policy("ProducerPolicy", resources.STAGING_PREFIX)
 
-        self.dead_letters = sqs.Queue(
+    def _queues(self) -> tuple[sqs.Queue, sqs.Queue]:
+        """The dead-letter queue, and the ingest queue that redrives to it."""
+        shape = self.config.ingest
+        dead_letters = sqs.Queue(
             self,
             "DeadLetters",
             retention_period=cdk.Duration.seconds(shape.dlq_retention_seconds),
@@ -77,7 +92,7 @@ class Ingest(StoreFeature):
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
         )
-        self.queue = sqs.Queue(
+        queue = sqs.Queue(
             self,
             "Queue",
             visibility_timeout=cdk.Duration.seconds(shape.visibility_timeout_seconds),
@@ -86,23 +101,26 @@ class Ingest(StoreFeature):
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             dead_letter_queue=sqs.DeadLetterQueue(
-                queue=self.dead_letters, max_receive_count=shape.max_receive_count
+                queue=dead_letters, max_receive_count=shape.max_receive_count
             ),
         )
+        return dead_letters, queue
 
-        body_objects = self.body_objects
-        staged_objects = object_arn(staging, resources.STAGING_PREFIX)
-        # Beside the producers' prefix, not under it: ingest never reads there.
-        dead_letter_objects = object_arn(staging, DEAD_LETTER_STAGING_PREFIX)
+    def _function(self) -> None:
+        shape, staging = self.config.ingest, self._staging
         self.add_function(
             settings.INGEST_FUNCTION,
             does="stores the records sent to the ingest queue",
             role="ingest function: store writes only",
             statements=[
                 *store_writer_statements(
-                    body_objects, self.dictionary_objects, staging, table, staged_objects
+                    self.body_objects,
+                    self.dictionary_objects,
+                    staging,
+                    self.table,
+                    self._staged_objects,
                 ),
-                allow("StageOversizedDeadLetters", ["s3:PutObject"], [dead_letter_objects]),
+                allow("StageOversizedDeadLetters", ["s3:PutObject"], [self._dead_letter_objects]),
                 allow(
                     "DeadLetterInvalidMessages", ["sqs:SendMessage"], [self.dead_letters.queue_arn]
                 ),
@@ -122,19 +140,22 @@ class Ingest(StoreFeature):
             ),
         )
 
-        self.event_source: sources.SqsEventSource | None = None
-        if config.ingest_event_source:
-            self.event_source = sources.SqsEventSource(
-                self.queue,
-                batch_size=shape.batch_size,
-                max_batching_window=cdk.Duration.seconds(shape.max_batching_window_seconds),
-                report_batch_item_failures=True,
-                max_concurrency=shape.max_concurrency,
-            )
-            self.function.add_event_source(self.event_source)
+    def _event_source(self) -> sources.SqsEventSource:
+        shape = self.config.ingest
+        event_source = sources.SqsEventSource(
+            self.queue,
+            batch_size=shape.batch_size,
+            max_batching_window=cdk.Duration.seconds(shape.max_batching_window_seconds),
+            report_batch_item_failures=True,
+            max_concurrency=shape.max_concurrency,
+        )
+        self.function.add_event_source(event_source)
+        return event_source
+
+    def _acknowledge_wildcards(self) -> None:
         nag.acknowledge_wildcard(
             self.role,
-            body_objects,
+            self.body_objects,
             "Object-level access under the store's body prefix only: body keys are "
             "content-addressed ({prefix}/{shard}/{id}/{sha256}) and cannot be listed in "
             "advance. The actions are PutObject and AbortMultipartUpload; no GetObject, no "
@@ -143,7 +164,7 @@ class Ingest(StoreFeature):
         acknowledge_dictionary_reads(self.role, self.dictionary_objects)
         nag.acknowledge_wildcard(
             self.role,
-            staged_objects,
+            self._staged_objects,
             "GetObject under the producers' prefix of the staging bucket (incoming/): "
             "producers stage claim-check payloads under keys they choose (SQS Extended Client "
             "UUIDs), and the handler reads only keys that a message points to there; never "
@@ -151,18 +172,12 @@ class Ingest(StoreFeature):
         )
         nag.acknowledge_wildcard(
             self.role,
-            dead_letter_objects,
+            self._dead_letter_objects,
             "PutObject under dead-letters/ of the staging bucket only: an invalid message too "
             "large for the DLQ is staged there by its message id and dead-lettered as a "
             "claim check, and every dead letter's receipt is written there by the dead "
             "letter's message id (receipts/), which SQS assigns.",
         )
-
-        self._staging, self._dead_letter_objects = staging, dead_letter_objects
-        self._stage = config.stage
-        # What every producer may do: send to the ingest queue and stage large payloads
-        # anywhere under the producers' prefix (`producer_policy_for` gives one its own).
-        self.producer_policy = self._producer_policy("ProducerPolicy", resources.STAGING_PREFIX)
 
     def producer_policy_for(self, name: str) -> iam.ManagedPolicy:
         """A producer policy that stages under `incoming/<name>/` only, so that producers

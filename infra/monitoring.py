@@ -151,14 +151,18 @@ class Monitoring(Construct):
         table: dynamodb.ITable,
     ) -> None:
         super().__init__(scope, id)
-        thresholds = config.alarms
-        stack = cdk.Stack.of(self)
+        self.topic_key, self.topic = self._alarm_topic(config)
+        self.alarms = self._ingest_alarms(config, queue, dead_letters, function, table)
+        self.dashboard = self._dashboard(config, queue, function, table)
 
+    def _alarm_topic(self, config: VhsConfig) -> tuple[kms.Key, sns.Topic]:
+        """The topic the alarms publish to (and its key), with the alarm e-mail subscribed."""
+        stack = cdk.Stack.of(self)
         # SNS encrypts with a customer managed key: CloudWatch cannot publish to a topic
         # encrypted with the AWS managed aws/sns key, because that key's policy cannot be
         # changed to let CloudWatch use it.
-        self.topic_key = topic_key(self, f"Encrypts the VHS {config.stage} alarm topic")
-        self.topic_key.add_to_resource_policy(
+        key = topic_key(self, f"Encrypts the VHS {config.stage} alarm topic")
+        key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="AllowCloudWatchAlarmsToPublish",
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
@@ -168,19 +172,19 @@ class Monitoring(Construct):
                 conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
             )
         )
-        self.topic = sns.Topic(
+        topic = sns.Topic(
             self,
             "AlarmTopic",
             display_name=f"VHS {config.stage} alarms",
-            master_key=self.topic_key,
+            master_key=key,
             enforce_ssl=True,
         )
-        self.topic.add_to_resource_policy(
+        topic.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="AllowCloudWatchAlarmsToPublish",
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
                 actions=["sns:Publish"],
-                resources=[self.topic.topic_arn],
+                resources=[topic.topic_arn],
                 conditions={
                     "StringEquals": {"aws:SourceAccount": stack.account},
                     "ArnLike": {
@@ -195,8 +199,18 @@ class Monitoring(Construct):
             )
         )
         if config.alarm_email:
-            self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+            topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+        return key, topic
 
+    def _ingest_alarms(
+        self,
+        config: VhsConfig,
+        queue: sqs.IQueue,
+        dead_letters: sqs.IQueue,
+        function: lambda_.IFunction,
+        table: dynamodb.ITable,
+    ) -> list[cloudwatch.Alarm]:
+        thresholds = config.alarms
         alarms = Alarms(self, config, actions.SnsAction(self.topic))
         period = cdk.Duration.seconds(thresholds.period_seconds)
         self.dead_letter_alarm = alarms.dead_letters(
@@ -235,7 +249,7 @@ class Monitoring(Construct):
             "DynamoDB throttled requests to the index table.",
             threshold=thresholds.dynamodb_throttled_requests,
         )
-        self.alarms = [
+        return [
             self.dead_letter_alarm,
             self.errors_alarm,
             self.throttles_alarm,
@@ -243,35 +257,30 @@ class Monitoring(Construct):
             self.dynamodb_alarm,
         ]
 
-        self.dashboard = self._dashboard(config, queue, dead_letters, function, table)
-
     def _dashboard(
         self,
         config: VhsConfig,
         queue: sqs.IQueue,
-        dead_letters: sqs.IQueue,
         function: lambda_.IFunction,
         table: dynamodb.ITable,
     ) -> cloudwatch.Dashboard:
-        minute = cdk.Duration.minutes(1)
-        outcome_metrics = [
-            cloudwatch.Metric(
-                namespace=metrics_namespace(config),
-                metric_name=outcome,
-                dimensions_map={"service": settings.INGEST_FUNCTION.service},
-                statistic="Sum",
-                period=minute,
-                label=outcome,
-            )
-            for outcome in INGEST_OUTCOMES
-        ]
+        """The pipeline on one page, a row at a time: what it is and its alarms; the queue;
+        the function; the outcomes and the table."""
         dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
             dashboard_name=f"{config.prefix}-pipeline",
             default_interval=cdk.Duration.hours(3),
         )
-        dashboard.add_widgets(
+        dashboard.add_widgets(*self._overview_row(config))
+        dashboard.add_widgets(*self._queue_row(queue))
+        dashboard.add_widgets(*self._function_row(config, function))
+        dashboard.add_widgets(*self._outcome_row(config, table))
+        return dashboard
+
+    def _overview_row(self, config: VhsConfig) -> list[cloudwatch.IWidget]:
+        """The stage, the pipeline's shape, and the alarms' state."""
+        return [
             cloudwatch.TextWidget(
                 markdown=(
                     f"# VHS {config.stage}\n"
@@ -282,8 +291,12 @@ class Monitoring(Construct):
                 height=3,
             ),
             cloudwatch.AlarmStatusWidget(alarms=self.alarms, width=12, height=3),
-        )
-        dashboard.add_widgets(
+        ]
+
+    def _queue_row(self, queue: sqs.IQueue) -> list[cloudwatch.IWidget]:
+        """The ingest queue: its traffic, its oldest message, its dead letters."""
+        minute = cdk.Duration.minutes(1)
+        return [
             cloudwatch.GraphWidget(
                 title="Ingest queue",
                 left=[
@@ -309,8 +322,14 @@ class Monitoring(Construct):
                 left_annotations=[self.dead_letter_alarm.to_annotation()],
                 width=8,
             ),
-        )
-        dashboard.add_widgets(
+        ]
+
+    def _function_row(
+        self, config: VhsConfig, function: lambda_.IFunction
+    ) -> list[cloudwatch.IWidget]:
+        """The ingest function: invocations, duration, concurrency."""
+        minute = cdk.Duration.minutes(1)
+        return [
             cloudwatch.GraphWidget(
                 title="Ingest function",
                 left=[
@@ -338,8 +357,23 @@ class Monitoring(Construct):
                 ],
                 width=8,
             ),
-        )
-        dashboard.add_widgets(
+        ]
+
+    def _outcome_row(self, config: VhsConfig, table: dynamodb.ITable) -> list[cloudwatch.IWidget]:
+        """Messages by outcome, and the index table's capacity."""
+        minute = cdk.Duration.minutes(1)
+        outcome_metrics = [
+            cloudwatch.Metric(
+                namespace=metrics_namespace(config),
+                metric_name=outcome,
+                dimensions_map={"service": settings.INGEST_FUNCTION.service},
+                statistic="Sum",
+                period=minute,
+                label=outcome,
+            )
+            for outcome in INGEST_OUTCOMES
+        ]
+        return [
             cloudwatch.GraphWidget(
                 title="Messages by outcome", left=outcome_metrics, stacked=True, width=12
             ),
@@ -352,5 +386,4 @@ class Monitoring(Construct):
                 right=[self.dynamodb_alarm.metric],
                 width=12,
             ),
-        )
-        return dashboard
+        ]

@@ -98,11 +98,16 @@ class Store(Construct):
     ) -> None:
         """Names are optional: CloudFormation generates the ones left out."""
         super().__init__(scope, id)
+        self.access_logs = self._access_log_bucket(access_log_bucket_name)
+        self.bucket = self._body_bucket(bucket_name)
+        self.staging = self._staging_bucket(staging_bucket_name)
+        self.table = self._table(table_name)
 
-        self.access_logs = _private_bucket(
+    def _access_log_bucket(self, name: str | None) -> s3.Bucket:
+        access_logs = _private_bucket(
             self,
             "AccessLogs",
-            bucket_name=access_log_bucket_name,
+            bucket_name=name,
             expiry=s3.LifecycleRule(
                 id="expire-access-logs",
                 expiration=cdk.Duration.days(shapes.ACCESS_LOG_EXPIRATION_DAYS),
@@ -111,23 +116,25 @@ class Store(Construct):
         # No logs of its own: it is the access-log target of the other buckets, which
         # cdk-nag's S1 recognises (logging it to itself would log every log delivery).
         nag.skip_checkov(
-            self.access_logs,
+            access_logs,
             "CKV_AWS_18",
             "This is the access-log bucket, the target of the other buckets' server access "
             "logs: logging it to itself would log every log delivery, without end.",
         )
         nag.skip_checkov(
-            self.access_logs,
+            access_logs,
             "CKV_AWS_21",
             "S3's logging service writes each access-log object once under a unique key and "
             "lifecycle expires it; nothing overwrites or deletes logs early, so versions would "
             "only hold copies of nothing.",
         )
+        return access_logs
 
-        self.bucket = _private_bucket(
+    def _body_bucket(self, name: str | None) -> s3.Bucket:
+        return _private_bucket(
             self,
             "Bodies",
-            bucket_name=bucket_name,
+            bucket_name=name,
             versioned=True,
             access_logs=self.access_logs,
             expiry=s3.LifecycleRule(
@@ -139,10 +146,11 @@ class Store(Construct):
             ),
         )
 
-        self.staging = _private_bucket(
+    def _staging_bucket(self, name: str | None) -> s3.Bucket:
+        staging = _private_bucket(
             self,
             "Staging",
-            bucket_name=staging_bucket_name,
+            bucket_name=name,
             access_logs=self.access_logs,
             # The rule `vhs local up` applies too (resources.staging_expiry_rule).
             expiry=s3.LifecycleRule(
@@ -152,18 +160,20 @@ class Store(Construct):
             ),
         )
         nag.skip_checkov(
-            self.staging,
+            staging,
             "CKV_AWS_21",
             "Staged payloads are transient claim checks, written once under producer-chosen "
             "unique keys, read by key, and expired by lifecycle; no VHS role may delete them, "
             "and a claim-check pointer names no version, so a noncurrent one is never read.",
         )
+        return staging
 
+    def _table(self, name: str | None) -> dynamodb.Table:
         shape = resources.TABLE
-        self.table = dynamodb.Table(
+        table = dynamodb.Table(
             self,
             "Records",
-            table_name=table_name,
+            table_name=name,
             partition_key=dynamodb.Attribute(
                 name=shape.partition_key, type=_ATTRIBUTE_TYPES[shape.partition_key_type]
             ),
@@ -179,7 +189,7 @@ class Store(Construct):
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
-        self.table.add_global_secondary_index(
+        table.add_global_secondary_index(
             index_name=shape.condemned_index,
             partition_key=dynamodb.Attribute(
                 name=shape.condemned_index_key,
@@ -188,10 +198,11 @@ class Store(Construct):
             projection_type=dynamodb.ProjectionType.KEYS_ONLY,
         )
         nag.skip_checkov(
-            self.table,
+            table,
             "CKV_AWS_119",
             "Encrypted with the AWS managed key (aws/dynamodb), not a customer managed one: a "
             "key of our own would have to outlive this RETAIN table and its point-in-time "
             "backups (disabling or deleting it makes them unreadable) and be granted to every "
             "reader and the stream consumer, for no control that VHS needs.",
         )
+        return table

@@ -155,6 +155,26 @@ def _parse(text: str | bytes, field_prefix: str, *, levels: int, whole: str | No
     """`text` as I-JSON within `levels`. Errors name the top-level field at fault, prefixed
     with `field_prefix`; or, with `whole`, always the field `whole`, saying where inside."""
     document = whole or document_field(field_prefix)
+    text = _readable(text, document, field_prefix, levels=levels, whole=whole)
+    hooks = _Hooks()
+    try:
+        parsed = _loads(text, document, hooks.of_values())
+    except _IntegerTooLong:
+        # Rare, so only now parse again with a hook on every integer (it halves the speed),
+        # to find where the integer is.
+        parsed = _loads(text, document, {**hooks.of_values(), "parse_int": hooks.integer})
+    if hooks.refused or _LONE_SURROGATE_HINT.search(text):
+        problem = _first_problem(parsed, field_prefix, whole)
+        if problem is not None:
+            raise problem
+    return parsed
+
+
+def _readable(
+    text: str | bytes, document: str, field_prefix: str, *, levels: int, whole: str | None
+) -> str:
+    """`text` as a str, once it is known to be UTF-8, without a byte order mark, and no
+    deeper than `levels` (errors named as `_parse` names them)."""
     if isinstance(text, bytes | bytearray | memoryview):
         try:
             # Strict UTF-8: json.loads(bytes) would also take UTF-16 and UTF-32, skip a BOM
@@ -171,58 +191,57 @@ def _parse(text: str | bytes, field_prefix: str, *, levels: int, whole: str | No
         key = None if whole else _too_deep_key(text, levels)
         field = document if key is None else field_prefix + field_label(key)
         raise InvalidMessage(field, too_deep_reason())
-    refused = False
+    return text
 
-    def refuse(reason: str, duplicate: str | None = None) -> _Refused:
-        nonlocal refused
-        refused = True
+
+class _Hooks:
+    """json.loads's hooks for what I-JSON refuses and json takes: each puts a `_Refused` in
+    the tree in the value's place, and notes that it did, so that the walk for the place
+    runs only when there is one to find."""
+
+    def __init__(self) -> None:
+        self.refused = False
+
+    def of_values(self) -> dict[str, Any]:
+        """The hooks of every parse (`integer` only when an integer is too long for int)."""
+        return {
+            "parse_constant": self.constant,
+            "parse_float": self.number,
+            "object_pairs_hook": self.unique,
+        }
+
+    def refuse(self, reason: str, duplicate: str | None = None) -> _Refused:
+        self.refused = True
         return _Refused(reason, duplicate)
 
-    def constant(name: str) -> _Refused:
-        return refuse(f"{name} is not valid JSON")
+    def constant(self, name: str) -> _Refused:
+        return self.refuse(f"{name} is not valid JSON")
 
-    def number(literal: str) -> float | _Refused:
+    def number(self, literal: str) -> float | _Refused:
         value = float(literal)
         shown = literal if len(literal) <= 32 else literal[:29] + "..."
         if math.isinf(value):
-            return refuse(f"{shown} is out of range of a double")
+            return self.refuse(f"{shown} is out of range of a double")
         if value == 0 and _NONZERO_DIGIT.search(literal.lower().partition("e")[0]):
-            return refuse(f"{shown} is too small for a double (it would read as 0)")
+            return self.refuse(f"{shown} is too small for a double (it would read as 0)")
         return value
 
-    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any] | _Refused:
+    def unique(self, pairs: list[tuple[str, Any]]) -> dict[str, Any] | _Refused:
         obj = dict(pairs)
         if len(obj) == len(pairs):
             return obj
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                return refuse(f"duplicate key {field_label(key)!r}", key)
+                return self.refuse(f"duplicate key {field_label(key)!r}", key)
             seen.add(key)
         raise AssertionError("unreachable: dict() dropped a pair without a duplicate key")
 
-    hooks: dict[str, Any] = {
-        "parse_constant": constant,
-        "parse_float": number,
-        "object_pairs_hook": unique,
-    }
-    try:
-        parsed = _loads(text, document, hooks)
-    except _IntegerTooLong:
-        # Rare, so only now parse again with a hook on every integer (it halves the speed),
-        # to find where the integer is.
-        def integer(literal: str) -> int | _Refused:
-            digits = len(literal.lstrip("-"))
-            if digits > MAX_INTEGER_DIGITS:
-                return refuse(f"an integer of {digits} digits is too large")
-            return int(literal)
-
-        parsed = _loads(text, document, {**hooks, "parse_int": integer})
-    if refused or _LONE_SURROGATE_HINT.search(text):
-        problem = _first_problem(parsed, field_prefix, whole)
-        if problem is not None:
-            raise problem
-    return parsed
+    def integer(self, literal: str) -> int | _Refused:
+        digits = len(literal.lstrip("-"))
+        if digits > MAX_INTEGER_DIGITS:
+            return self.refuse(f"an integer of {digits} digits is too large")
+        return int(literal)
 
 
 class _IntegerTooLong(Exception):

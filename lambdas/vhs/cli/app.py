@@ -25,11 +25,12 @@ command's fields), and --stack NAME to read its configuration from a deployed st
 outputs. Otherwise configuration comes from the environment that `vhs local up` prints (or
 AWS's own, for a deployed stack).
 
-This module is the parser and the dispatch; the commands live by concern in records,
-pipeline, maintenance and dlq, and import what they need (boto, rich, the store) only when
-they run, so that `vhs --help` and a mistyped command stay quick. Whatever a command (or the
-parser) raises is reported in one place, boundary.run: one line on standard error, the exit
-status docs/cli.md gives, and under --json a JSON document on standard output.
+This module is the parser and the dispatch (its options' types are in options); the
+commands live by concern in records, pipeline, maintenance and dlq, and import what they
+need (boto, rich, the store) only when they run, so that `vhs --help` and a mistyped command
+stay quick. Whatever a command (or the parser) raises is reported in one place,
+boundary.run: one line on standard error, the exit status docs/cli.md gives, and under --json
+a JSON document on standard output.
 """
 
 from __future__ import annotations
@@ -41,8 +42,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import settings
-from ..changes.reindex import validate_page_size, validate_rate, validate_segments
-from ..errors import InvalidInput
 from ..resources import DEFAULT_PORT, REINDEX
 from .boundary import Parser, run
 from .dictionary import cmd_dictionary_list, cmd_dictionary_train
@@ -50,6 +49,7 @@ from .dlq import add_filters, cmd_dlq_discard, cmd_dlq_list, cmd_dlq_redrive
 from .importer import cmd_import
 from .local_session import cmd_local_down, cmd_local_status
 from .maintenance import cmd_gc, cmd_migrate, cmd_verify
+from .options import non_negative, page_size, port, positive, rate, seconds, segments, shard
 from .pipeline import cmd_invoke, cmd_local_up, cmd_send
 from .records import cmd_delete, cmd_diff, cmd_get, cmd_history, cmd_put
 from .reindex import cmd_reindex
@@ -63,76 +63,27 @@ def _command(sub: Any, name: str, handler: Any, help: str) -> argparse.ArgumentP
     return p
 
 
-def _number(convert: Callable[[str], Any], check: Callable[[Any], Any]) -> Callable[[str], Any]:
-    """An option's type: `convert` the text (int or float), then `check` the value, which
-    returns it or raises InvalidInput. Every numeric option is checked so, before anything
-    runs: a value out of range is exit 2 naming the option, never replaced by a default."""
-    kind = "whole number" if convert is int else "number"
-
-    def parse(text: str) -> Any:
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a {kind}: {text!r}") from None
-        try:
-            return check(value)
-        except InvalidInput as error:
-            raise argparse.ArgumentTypeError(error.reason) from None
-
-    return parse
-
-
-def _between(least: int, most: int | None = None, unit: str = "") -> Callable[[int], int]:
-    def check(value: int) -> int:
-        if value < least or (most is not None and value > most):
-            allowed = f"{least} or more" if most is None else f"{least}..{most:,}{unit}"
-            raise InvalidInput("", f"must be {allowed}, not {value}")
-        return value
-
-    return check
-
-
-def _shard(text: str) -> str:
-    from ..keys import all_shards
-
-    if text not in all_shards():
-        raise argparse.ArgumentTypeError(f"not a shard: {text!r} (two lowercase hex digits, 00-ff)")
-    return text
-
-
-_positive = _number(int, _between(1))
-_non_negative = _number(int, _between(0))
-# Lambda's range of timeouts.
-_seconds = _number(int, _between(1, 900, " seconds (Lambda's range)"))
-# 0: a free port, chosen when the stack starts.
-_port = _number(int, _between(0, 65535))
-# Scan's own bounds, as the reindex worker and the state machine check them.
-_segments = _number(int, validate_segments)
-_rate = _number(float, validate_rate)
-_page_size = _number(int, validate_page_size)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="vhs", description="VHS: a versioned hybrid store")
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-    parser.add_argument(
-        "--traceback", action="store_true", help="print the traceback of an error, too"
-    )
-    parser.add_argument(
-        "--stack",
-        metavar="NAME",
-        help="configure from a deployed stage's stack outputs (e.g. Vhs-prod)",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_local(sub: Any) -> None:
     local = sub.add_parser("local", help="the local stack on moto's server")
     local_sub = local.add_subparsers(
         dest="local_command", required=True, metavar="{up,down,status}"
     )
+    _add_local_up(local_sub)
+    _command(local_sub, "down", cmd_local_down, "stop the stack `up --detach` started here")
+    _command(
+        local_sub,
+        "status",
+        cmd_local_status,
+        "what runs from here: its pid, port and since when; who holds the port",
+    )
+
+
+def _add_local_up(local_sub: Any) -> None:
+    # Not `_command`: --json comes last in its help, after the options of the stack.
     up = local_sub.add_parser("up", help="start it; print its environment, then 'ready'")
     up.add_argument(
         "--port",
-        type=_port,
+        type=port,
         default=None,
         help=f"port (default: {settings.LOCAL_PORT}, or {DEFAULT_PORT})",
     )
@@ -166,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument(
         "--read-api-port",
-        type=_port,
+        type=port,
         default=0,
         help="port on 127.0.0.1 for the read API (default: a free port; see VHS_READ_API_URL)",
     )
@@ -185,15 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--moto-sqs-as-is", action="store_true", help=argparse.SUPPRESS)
     up.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     up.set_defaults(handler=cmd_local_up)
-    down = local_sub.add_parser("down", help="stop the stack `up --detach` started here")
-    down.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-    down.set_defaults(handler=cmd_local_down)
-    status = local_sub.add_parser(
-        "status", help="what runs from here: its pid, port and since when; who holds the port"
-    )
-    status.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-    status.set_defaults(handler=cmd_local_status)
 
+
+def _add_put(sub: Any) -> None:
     p = _command(sub, "put", cmd_put, "store a record")
     p.add_argument("id")
     p.add_argument("file", help="a file, or - for standard input")
@@ -210,10 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
         "shell command)",
     )
 
+
+def _add_get(sub: Any) -> None:
     p = _command(sub, "get", cmd_get, "print a record's body")
     p.add_argument("id")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--version", type=_positive)
+    which.add_argument("--version", type=positive)
     which.add_argument(
         "--as-of",
         metavar="T",
@@ -228,14 +175,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--part", metavar="NAME", help="print this part's bytes instead of the body")
     p.add_argument("--output", metavar="FILE", help="write the body or part to FILE")
 
+
+def _add_history(sub: Any) -> None:
     p = _command(sub, "history", cmd_history, "list the retained versions")
     p.add_argument("id")
 
+
+def _add_diff(sub: Any) -> None:
     p = _command(sub, "diff", cmd_diff, "what changed between two retained versions")
     p.add_argument("id")
-    p.add_argument("a", type=_positive, metavar="A", help="the version to compare from")
-    p.add_argument("b", type=_positive, metavar="B", help="the version to compare to")
+    p.add_argument("a", type=positive, metavar="A", help="the version to compare from")
+    p.add_argument("b", type=positive, metavar="B", help="the version to compare to")
 
+
+def _add_send(sub: Any) -> None:
     p = _command(sub, "send", cmd_send, "send a JSON Lines file of messages to the ingest queue")
     p.add_argument("file", help="one message per line (see docs/ingest.md)")
     p.add_argument(
@@ -245,20 +198,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--from-line",
-        type=_positive,
+        type=positive,
         default=1,
         metavar="N",
         help="start at line N (an interrupted send prints the N to resume from)",
     )
     p.add_argument(
         "--max-queued",
-        type=_non_negative,
+        type=non_negative,
         default=None,
         metavar="N",
         help="wait while the queue holds N messages or more (default: 1000 against a local "
         "endpoint, no limit against AWS; 0: no limit)",
     )
 
+
+def _add_import(sub: Any) -> None:
     p = _command(sub, "import", cmd_import, "import JSON Lines or CSV files into the store")
     p.add_argument(
         "sources",
@@ -283,62 +238,70 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume", action="store_true", help="continue an interrupted import from its checkpoint"
     )
-    p.add_argument("--workers", type=_positive, default=16, help="concurrent writes (default 16)")
+    p.add_argument("--workers", type=positive, default=16, help="concurrent writes (default 16)")
     p.add_argument(
         "--chunk-lines",
-        type=_positive,
+        type=positive,
         default=1000,
         help="lines coalesced and checkpointed together (default 1000)",
     )
 
+
+def _add_gc(sub: Any) -> None:
     p = _command(sub, "gc", cmd_gc, "delete S3 bodies that no retained version references")
     p.add_argument("--dry-run", action="store_true", help="report only; delete nothing")
     p.add_argument("--grace", default="1h", help="skip objects younger than this (default 1h)")
     p.add_argument(
-        "--shard", action="append", type=_shard, help="only this shard (00-ff); repeatable"
+        "--shard", action="append", type=shard, help="only this shard (00-ff); repeatable"
     )
 
+
+def _add_verify(sub: Any) -> None:
     p = _command(sub, "verify", cmd_verify, "check every current and retained pointer")
     p.add_argument("ids", nargs="*", help="only these ids (default: the whole table)")
     p.add_argument("--deep", action="store_true", help="read and hash every S3 body")
-    p.add_argument("--segments", type=_segments, default=4, help="parallel scan segments")
-    p.add_argument("--workers", type=_positive, default=16, help="concurrent S3 lookups")
+    p.add_argument("--segments", type=segments, default=4, help="parallel scan segments")
+    p.add_argument("--workers", type=positive, default=16, help="concurrent S3 lookups")
     p.add_argument("--consistent", action="store_true", help="strongly consistent scan")
 
-    p = _command(sub, "migrate", cmd_migrate, "lay every item out compactly, at once")
-    p.add_argument("--segments", type=_segments, default=4, help="parallel scan segments")
 
+def _add_migrate(sub: Any) -> None:
+    p = _command(sub, "migrate", cmd_migrate, "lay every item out compactly, at once")
+    p.add_argument("--segments", type=segments, default=4, help="parallel scan segments")
+
+
+def _add_dictionary(sub: Any) -> None:
     dictionary = sub.add_parser("dictionary", help="zstd dictionaries of the store's records")
     dictionary_sub = dictionary.add_subparsers(dest="dictionary_command", required=True)
     p = _command(
         dictionary_sub, "train", cmd_dictionary_train, "train one on a sample and publish it"
     )
     p.add_argument(
-        "--sample", type=_positive, default=5000, help="current bodies to read (default 5000)"
+        "--sample", type=positive, default=5000, help="current bodies to read (default 5000)"
     )
     p.add_argument(
-        "--size", type=_positive, default=64 * 1024, help="its size in bytes (default 65536)"
+        "--size", type=positive, default=64 * 1024, help="its size in bytes (default 65536)"
     )
     p.add_argument("--dry-run", action="store_true", help="measure it; publish nothing")
     _command(dictionary_sub, "list", cmd_dictionary_list, "the dictionaries the bucket keeps")
 
+
+def _add_reindex(sub: Any) -> None:
     p = _command(sub, "reindex", cmd_reindex, "replay current records to the change feed")
     p.add_argument("ids", nargs="*", help="only these ids (default: every record)")
     p.add_argument("--since", help="only records whose current version was written at or after")
     p.add_argument("--until", help="only records whose current version was written before")
     p.add_argument(
         "--segments",
-        type=_segments,
+        type=segments,
         help=f"parallel Scan segments (default {REINDEX.default_segments})",
     )
     p.add_argument(
         "--rate",
-        type=_rate,
+        type=rate,
         help=f"records/s per segment (default {REINDEX.default_rate:g}); total = segments x rate",
     )
-    p.add_argument(
-        "--page-size", type=_page_size, default=REINDEX.page_size, help=argparse.SUPPRESS
-    )
+    p.add_argument("--page-size", type=page_size, default=REINDEX.page_size, help=argparse.SUPPRESS)
     resume = p.add_mutually_exclusive_group()
     resume.add_argument("--checkpoint", metavar="FILE", help="write the checkpoint here")
     resume.add_argument("--resume", metavar="FILE", help="resume the run of this checkpoint")
@@ -350,18 +313,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--state-machine", metavar="ARN", help="start this state machine instead")
 
+
+def _add_dlq(sub: Any) -> None:
     dlq = sub.add_parser("dlq", help="the ingest dead-letter queue")
     dlq_sub = dlq.add_subparsers(
         dest="dlq_command", required=True, metavar="{list,redrive,discard}"
     )
     p = _command(dlq_sub, "list", cmd_dlq_list, "each dead letter's id, error, reason and age")
-    p.add_argument("--limit", type=_positive, help="at most this many")
+    p.add_argument("--limit", type=positive, help="at most this many")
     p.add_argument("--resolve", action="store_true", help="read claim checks' record ids")
     p = _command(dlq_sub, "redrive", cmd_dlq_redrive, "move dead letters back to the ingest queue")
-    add_filters(p, _positive)
+    add_filters(p, positive)
     p.add_argument("--no-move-task", action="store_true", help="never use StartMessageMoveTask")
     p = _command(dlq_sub, "discard", cmd_dlq_discard, "delete dead letters (e.g. already resent)")
-    add_filters(p, _positive)
+    add_filters(p, positive)
     p.add_argument("--all", action="store_true", help="every dead letter")
     p.add_argument(
         "--include-unverified",
@@ -369,6 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="also letters whose claimed reason VHS did not write (kept by default)",
     )
 
+
+def _add_invoke(sub: Any) -> None:
     p = _command(sub, "invoke", cmd_invoke, "run a handler on an event file, in this process")
     p.add_argument("function", choices=list(settings.FUNCTIONS))
     p.add_argument(
@@ -377,12 +344,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--timeout",
-        type=_seconds,
+        type=seconds,
         metavar="SECONDS",
         help="the invocation's timeout (default: the function's configured timeout)",
     )
     p.add_argument("--debug", action="store_true", help="print the traceback of a handler error")
 
+
+def _add_delete(sub: Any) -> None:
     p = _command(sub, "delete", cmd_delete, "delete a record")
     p.add_argument("id")
     p.add_argument("--deleted-at", help="RFC 3339 timestamp (default: now)")
@@ -392,6 +361,42 @@ def build_parser() -> argparse.ArgumentParser:
         help="drop every earlier version now (default: readable for the retention-after-"
         "delete window); the next gc collects their bodies",
     )
+
+
+# Each adds one command to the parser's subcommands; their order is `vhs --help`'s.
+_COMMANDS: tuple[Callable[[Any], None], ...] = (
+    _add_local,
+    _add_put,
+    _add_get,
+    _add_history,
+    _add_diff,
+    _add_send,
+    _add_import,
+    _add_gc,
+    _add_verify,
+    _add_migrate,
+    _add_dictionary,
+    _add_reindex,
+    _add_dlq,
+    _add_invoke,
+    _add_delete,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="vhs", description="VHS: a versioned hybrid store")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument(
+        "--traceback", action="store_true", help="print the traceback of an error, too"
+    )
+    parser.add_argument(
+        "--stack",
+        metavar="NAME",
+        help="configure from a deployed stage's stack outputs (e.g. Vhs-prod)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in _COMMANDS:
+        add(sub)
     return parser
 
 

@@ -149,17 +149,19 @@ class Failure:
 
 def failure_of(error: BaseException) -> Failure:
     """The report of `error`: any exception a command may raise, expected or not."""
-    from botocore.exceptions import (
-        BotoCoreError,
-        ClientError,
-        ConnectionError,
-        HTTPClientError,
-        NoCredentialsError,
-        NoRegionError,
-        PartialCredentialsError,
-        ProfileNotFound,
+    found = _local_failure(error) or _aws_failure(error)
+    if found is not None:
+        return found
+    # A bug, not a user error: still one line, with what to do about it.
+    return Failure(
+        FOUND,
+        f"{type(error).__name__}: {error} (unexpected: vhs --traceback ... shows where; "
+        "please report it)",
     )
 
+
+def _local_failure(error: BaseException) -> Failure | None:
+    """The report of an interruption, of VHS's own errors, or of a file's; None for others."""
     if isinstance(error, KeyboardInterrupt):
         return Failure(INTERRUPTED, "interrupted (Ctrl-C or SIGTERM)")
     if isinstance(error, RecordNotFound):
@@ -183,6 +185,23 @@ def failure_of(error: BaseException) -> Failure:
     if isinstance(error, OSError):
         where = f"{error.filename}: " if error.filename is not None else ""
         return Failure(BAD_INPUT, f"{where}{error.strerror or error}")
+    return None
+
+
+def _aws_failure(error: BaseException) -> Failure | None:
+    """The report of botocore's errors: configuration, credentials, the network, and what
+    AWS refused; None for others."""
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        ConnectionError,
+        HTTPClientError,
+        NoCredentialsError,
+        NoRegionError,
+        PartialCredentialsError,
+        ProfileNotFound,
+    )
+
     if isinstance(error, NoRegionError):
         return Failure(
             BAD_INPUT,
@@ -200,28 +219,28 @@ def failure_of(error: BaseException) -> Failure:
         )
         return Failure(UNAVAILABLE, f"{error}: {hint}")
     if isinstance(error, ClientError):
-        code = str(error.response.get("Error", {}).get("Code", ""))
-        if code in CREDENTIALS_CODES:
-            return Failure(BAD_INPUT, f"AWS refused the credentials: {error}: {CREDENTIALS_HINT}")
-        if code in DENIED_CODES:
-            return Failure(
-                BAD_INPUT,
-                f"{error}: these credentials may not do this (whose are they: aws sts "
-                "get-caller-identity)",
-            )
-        if code in MISSING_RESOURCE_CODES:
-            return Failure(
-                BAD_INPUT, f"{error}: check the configuration (VHS_* variables, or --stack NAME)"
-            )
-        return Failure(UNAVAILABLE, f"{error}: try again later")
+        return _refusal(error)
     if isinstance(error, BotoCoreError):
         return Failure(BAD_INPUT, str(error))
-    # A bug, not a user error: still one line, with what to do about it.
-    return Failure(
-        FOUND,
-        f"{type(error).__name__}: {error} (unexpected: vhs --traceback ... shows where; "
-        "please report it)",
-    )
+    return None
+
+
+def _refusal(error: Any) -> Failure:
+    """The report of what AWS refused (a botocore ClientError), by its error code."""
+    code = str(error.response.get("Error", {}).get("Code", ""))
+    if code in CREDENTIALS_CODES:
+        return Failure(BAD_INPUT, f"AWS refused the credentials: {error}: {CREDENTIALS_HINT}")
+    if code in DENIED_CODES:
+        return Failure(
+            BAD_INPUT,
+            f"{error}: these credentials may not do this (whose are they: aws sts "
+            "get-caller-identity)",
+        )
+    if code in MISSING_RESOURCE_CODES:
+        return Failure(
+            BAD_INPUT, f"{error}: check the configuration (VHS_* variables, or --stack NAME)"
+        )
+    return Failure(UNAVAILABLE, f"{error}: try again later")
 
 
 @contextlib.contextmanager

@@ -55,19 +55,12 @@ def serve_local_stack(
     naming it, before anything is served."""
     from .. import settings
     from ..local.owner import this_owner
-    from ..local.read_api import LocalReadApi
     from ..local.stack import DEFAULT_BUCKET, DEFAULT_TABLE, LocalStack, MotoServer
     from ..resources.local import DEFAULT_PORT
 
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    console = sys.stdout  # the function's own output goes to its log, not here
-
-    def show(line: str, **fields: Any) -> None:
-        text = json.dumps(fields, default=json_value) if args.json else line
-        print(text, file=console, flush=True)
-
     port = (
         settings.whole_number(settings.LOCAL_PORT, DEFAULT_PORT) if args.port is None else args.port
     )
@@ -85,58 +78,10 @@ def serve_local_stack(
             bucket_name=args.bucket or DEFAULT_BUCKET,
             pipeline=not args.no_pipeline,
         ).provision()
-        if not args.no_pipeline:
-            from ..local.sqs_source import LocalPipeline
-
-            def on_alarm(t: Any) -> None:
-                show(
-                    f"alarm {stack.alarm_name}: {t.old} -> {t.new} at {t.at:%H:%M:%S} "
-                    f"({t.value:g} visible in the DLQ)",
-                    alarm=stack.alarm_name,
-                    old=t.old,
-                    new=t.new,
-                    at=t.at.isoformat(),
-                    visible=t.value,
-                    reason=t.reason,
-                )
-
-            def on_invocation(i: Any) -> None:
-                if i.error:
-                    show(
-                        f"ingest: batch of {len(i.message_ids)} failed: {i.error}",
-                        invocation=i.request_id,
-                        messages=len(i.message_ids),
-                        error=i.error,
-                    )
-
-            log = Path(args.function_log)
-            pipeline = running.enter_context(
-                LocalPipeline(stack, function_log=log, on_alarm=on_alarm)
-            )
-            pipeline.running()[0].on_invocation = on_invocation
-        env = stack.env()
-        if not args.no_pipeline:
-            env.update(running.enter_context(_local_change_feed(stack, watch=args.watch_queue)))
-        env[settings.READ_API_URL] = running.enter_context(
-            LocalReadApi(stack, port=args.read_api_port, function_log=Path(args.read_api_log))
-        ).url
+        pipeline = None if args.no_pipeline else _start_pipeline(args, stack, running)
+        env = _start_services(args, stack, running)
         print_env(env, as_json=args.json)
-        if args.sam_env_vars:
-            from ..local.sam import write_env_vars_file
-
-            written = write_env_vars_file(Path(args.sam_env_vars), env, server.port)
-            print(f"sam local invoke: --env-vars {written}", file=sys.stderr)
-        if not args.no_pipeline:
-            print(
-                f"ingest: {stack.queue_name} -> handlers.ingest.handler (its logs: {log}); "
-                f"DLQ alarm {stack.alarm_name}: {pipeline.alarm.state}",
-                file=sys.stderr,
-            )
-        print(
-            f"read API: {env[settings.READ_API_URL]} -> handlers.read_api.handler, SigV4 "
-            f"(service lambda) with these credentials (its logs: {args.read_api_log})",
-            file=sys.stderr,
-        )
+        _tell_where(args, env, stack, pipeline, server.port)
         if ready is None:
             print("ready", flush=True)
         else:
@@ -150,6 +95,88 @@ def serve_local_stack(
         flush=True,
     )
     return 0
+
+
+def _start_pipeline(args: argparse.Namespace, stack: Any, running: contextlib.ExitStack) -> Any:
+    """The local ingest pipeline, entered on `running`; its DLQ alarm's transitions and its
+    failed batches are shown on standard output (lines, or JSON under --json)."""
+    from ..local.sqs_source import LocalPipeline
+
+    console = sys.stdout  # the function's own output goes to its log, not here
+
+    def show(line: str, **fields: Any) -> None:
+        text = json.dumps(fields, default=json_value) if args.json else line
+        print(text, file=console, flush=True)
+
+    def on_alarm(t: Any) -> None:
+        show(
+            f"alarm {stack.alarm_name}: {t.old} -> {t.new} at {t.at:%H:%M:%S} "
+            f"({t.value:g} visible in the DLQ)",
+            alarm=stack.alarm_name,
+            old=t.old,
+            new=t.new,
+            at=t.at.isoformat(),
+            visible=t.value,
+            reason=t.reason,
+        )
+
+    def on_invocation(i: Any) -> None:
+        if i.error:
+            show(
+                f"ingest: batch of {len(i.message_ids)} failed: {i.error}",
+                invocation=i.request_id,
+                messages=len(i.message_ids),
+                error=i.error,
+            )
+
+    pipeline = running.enter_context(
+        LocalPipeline(stack, function_log=Path(args.function_log), on_alarm=on_alarm)
+    )
+    pipeline.running()[0].on_invocation = on_invocation
+    return pipeline
+
+
+def _start_services(
+    args: argparse.Namespace, stack: Any, running: contextlib.ExitStack
+) -> dict[str, str]:
+    """The change feed (with the pipeline) and the read API, entered on `running`; the
+    stack's environment, theirs included."""
+    from .. import settings
+    from ..local.read_api import LocalReadApi
+
+    env = stack.env()
+    if not args.no_pipeline:
+        env.update(running.enter_context(_local_change_feed(stack, watch=args.watch_queue)))
+    env[settings.READ_API_URL] = running.enter_context(
+        LocalReadApi(stack, port=args.read_api_port, function_log=Path(args.read_api_log))
+    ).url
+    return env
+
+
+def _tell_where(
+    args: argparse.Namespace, env: dict[str, str], stack: Any, pipeline: Any, port: int
+) -> None:
+    """On standard error: the SAM environment file written, and where ingest and the read
+    API run and log."""
+    from .. import settings
+
+    if args.sam_env_vars:
+        from ..local.sam import write_env_vars_file
+
+        written = write_env_vars_file(Path(args.sam_env_vars), env, port)
+        print(f"sam local invoke: --env-vars {written}", file=sys.stderr)
+    if pipeline is not None:
+        print(
+            f"ingest: {stack.queue_name} -> handlers.ingest.handler "
+            f"(its logs: {Path(args.function_log)}); "
+            f"DLQ alarm {stack.alarm_name}: {pipeline.alarm.state}",
+            file=sys.stderr,
+        )
+    print(
+        f"read API: {env[settings.READ_API_URL]} -> handlers.read_api.handler, SigV4 "
+        f"(service lambda) with these credentials (its logs: {args.read_api_log})",
+        file=sys.stderr,
+    )
 
 
 @contextlib.contextmanager

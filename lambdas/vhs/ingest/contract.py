@@ -217,6 +217,26 @@ def validate_message(
     unknown = sorted(set(body) - ALLOWED_FIELDS)
     if unknown:
         raise InvalidMessage(name(field_label(unknown[0])), "unknown field")
+    record_id, updated_at, stamp = _identity(body, name, limits)
+    kind = _payload_kind(body, name)
+    content_type, parts = _options(body, kind, name)
+    message = IngestMessage(
+        record_id,
+        updated_at,
+        stamp,
+        kind,
+        content_type=content_type,
+        field_prefix=field_prefix,
+        parts=parts,
+    )
+    return _with_payload(message, body, limits)
+
+
+def _identity(
+    body: dict[str, Any], name: Callable[[str], str], limits: MessageLimits
+) -> tuple[str, str, str]:
+    """A message's `id` and `updated_at`, checked: the id, the timestamp as sent, and as
+    parsed."""
     if "id" not in body:
         raise InvalidMessage(name("id"), "is required")
     if not isinstance(body["id"], str):
@@ -232,6 +252,11 @@ def validate_message(
         )
     with as_message_error():
         stamp = parse_timestamp(updated_at, field=name("updated_at"), max_future=limits.max_future)
+    return record_id, updated_at, stamp
+
+
+def _payload_kind(body: dict[str, Any], name: Callable[[str], str]) -> str:
+    """Which one of the payload fields the message has."""
     if "deleted" in body and body["deleted"] is not True:
         # Before counting payloads, so that {"record": ..., "deleted": false} is told why.
         raise InvalidMessage(name("deleted"), "must be true; leave it out for a put")
@@ -242,7 +267,14 @@ def validate_message(
             name("record"),
             f"exactly one of record, body_base64, record_location, deleted is required ({what})",
         )
-    kind = present[0]
+    return present[0]
+
+
+def _options(
+    body: dict[str, Any], kind: str, name: Callable[[str], str]
+) -> tuple[Any, tuple[StagedPart, ...]]:
+    """The fields that go with some kinds only (purge, content_type, parts), checked against
+    `kind`: the content type and the parts."""
     if "purge" in body:
         if not isinstance(body["purge"], bool):
             raise InvalidMessage(
@@ -263,17 +295,18 @@ def validate_message(
         if kind == "deleted":
             raise InvalidMessage(name("parts"), "only goes with a put, not with deleted")
         parts = _read_parts(body["parts"], name("parts"))
-    message = IngestMessage(
-        record_id,
-        updated_at,
-        stamp,
-        kind,
-        content_type=content_type,
-        field_prefix=field_prefix,
-        parts=parts,
-    )
+    return content_type, parts
+
+
+def _with_payload(
+    message: IngestMessage, body: dict[str, Any], limits: MessageLimits
+) -> IngestMessage:
+    """`message` with what its payload field gives: a delete's purge, a staged record's
+    location, or an inline body, decoded and encoded as the store keeps it."""
+    kind, name = message.kind, message.field
     if kind == "deleted":
         return replace(message, purge=body.get("purge") is True)
+    content_type = body.get("content_type")
     if kind == "record":
         with as_message_error():
             data = canonical_json(body["record"], name("record"))

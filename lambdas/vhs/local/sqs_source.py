@@ -261,7 +261,9 @@ class SqsEventSource(EventSource):
             return []
         return response.get("Messages", [])
 
-    def _poll(self) -> None:
+    # Lambda's SQS poller in one loop: the batch, its bytes, its window's start and the
+    # messages carried to the next batch live across receives, as the poller's state does.
+    def _poll(self) -> None:  # noqa: C901, PLR0912
         batch: list[dict[str, Any]] = []
         batch_bytes = 0
         first_at = 0.0

@@ -303,6 +303,16 @@ class GarbageCollector:
     ) -> None:
         """Collect the orphans among `found`, condemnation after condemnation, while they
         last and `should_stop()` does not say time is short."""
+        orphans = self._orphans(item, found, now, report)
+        if self.dry_run:
+            report.bytes_reclaimed += sum(body.size for body in orphans)
+            return
+        self._collect(record_id, raw, item, orphans, now, report, should_stop)
+
+    def _orphans(
+        self, item: Item | None, found: list[_Object], now: float, report: GcReport
+    ) -> list[_Object]:
+        """The bodies among `found` that no version `item` retains references."""
         referenced = set()
         if item is not None:
             # Retention by age is read off clocks: a reader whose clock is behind ours (by up
@@ -316,9 +326,20 @@ class GarbageCollector:
             else:
                 orphans.append(body)
         report.orphaned += len(orphans)
-        if self.dry_run:
-            report.bytes_reclaimed += sum(body.size for body in orphans)
-            return
+        return orphans
+
+    def _collect(
+        self,
+        record_id: str,
+        raw: dict[str, Any],
+        item: Item | None,
+        orphans: list[_Object],
+        now: float,
+        report: GcReport,
+        should_stop: Callable[[], bool] | None,
+    ) -> None:
+        """Condemn and delete `orphans`, a round at a time, while the item lets us and
+        `should_stop()` does not say time is short."""
         standing = self._standing_condemnation(record_id, raw, now, report)
         # A delete whose history retention dropped: the condemnation flags it, so that no
         # later put (one that started before the drop, say) can make that history retained
