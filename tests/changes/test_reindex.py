@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import signal
 import threading
+import time
 import urllib.parse
 from collections import Counter
 from dataclasses import dataclass
@@ -42,6 +45,7 @@ from vhs_testing.backends import Backend
 from vhs_testing.cli import assert_documented, local_env, vhs
 from vhs_testing.notifications import receive_notifications
 from vhs_testing.records import large
+from vhs_testing.signals import terminal_ctrl_c
 
 __all__ = ["local_env"]  # the fixture: `vhs local up` for the CLI test
 
@@ -709,14 +713,10 @@ def test_an_interrupted_vhs_reindex_stops_at_once_and_reports_what_its_checkpoin
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """At 0.05 records/s a segment's second page waits 20 s to be paid for. Ctrl-C in that
+    """At 0.01 records/s a segment's second page waits 100 s to be paid for. Ctrl-C in that
     wait stops the run at once (each segment handles the page it has read), and the summary
     counts exactly what the checkpoint holds: it is printed once every segment has recorded
     its page, never while one is still in hand."""
-    import os
-    import signal
-    import time
-
     from vhs.cli.app import main
 
     for n in range(4):
@@ -727,21 +727,43 @@ def test_an_interrupted_vhs_reindex_stops_at_once_and_reports_what_its_checkpoin
         if name.startswith(("AWS_", "VHS_")):
             monkeypatch.setenv(name, value)
     checkpoint = tmp_path / "run.json"
-    # Well inside the 20 s wait, and after the run has started (in this process: no imports).
-    ctrl_c = threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGINT))
-    started = time.monotonic()
-    ctrl_c.start()
-    try:
-        status = main(
-            ["--json", "reindex", "--segments", "2", "--rate", "0.05", "--page-size", "1",
-             "--checkpoint", str(checkpoint)]
-        )  # fmt: skip
-    finally:
-        ctrl_c.cancel()
-    took = time.monotonic() - started
+    interrupted: list[float] = []
+
+    def ctrl_c_once_every_segment_waits() -> None:
+        # Each segment records its first page, then waits for the rate: Ctrl-C then.
+        while not done.is_set():
+            if scanned_by_segment(checkpoint) == [1, 1]:
+                interrupted.append(time.monotonic())
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            done.wait(0.05)
+
+    done = threading.Event()
+    watcher = threading.Thread(target=ctrl_c_once_every_segment_waits)
+    with terminal_ctrl_c():  # as from a terminal, whatever this runner's SIGINT is
+        watcher.start()
+        try:
+            status = main(
+                ["--json", "reindex", "--segments", "2", "--rate", "0.01", "--page-size", "1",
+                 "--checkpoint", str(checkpoint)]
+            )  # fmt: skip
+        finally:
+            done.set()
+            watcher.join()
     summary = json.loads(capsys.readouterr().out)
     saved = json.loads(checkpoint.read_text())
+    assert interrupted, "the segments never both recorded a page"
+    took = time.monotonic() - interrupted[0]
     assert (status, summary["status"]) == (1, "interrupted")
     assert summary["scanned"] == sum(s["counts"]["scanned"] for s in saved["segments"]) >= 2
     assert summary["replayed"] == sum(s["counts"]["replayed"] for s in saved["segments"])
-    assert took < 12, f"{took:.1f}s: the segments slept out their wait"
+    assert took < 50, f"{took:.1f}s after Ctrl-C: the segments slept out their 100 s wait"
+
+
+def scanned_by_segment(checkpoint: Path) -> list[int] | None:
+    """What each segment's checkpoint says it scanned, or None while there is none to read."""
+    try:
+        saved = json.loads(checkpoint.read_text())
+    except (OSError, ValueError):
+        return None
+    return [s["counts"]["scanned"] for s in saved.get("segments", [])]

@@ -12,6 +12,7 @@ import jsonpatch
 import pytest
 
 from vhs_testing.cli import VHS, assert_documented, json_of, local_env, vhs
+from vhs_testing.signals import restore_ctrl_c
 
 __all__ = ["local_env"]  # the fixture: `vhs local up` for every test here
 
@@ -460,6 +461,7 @@ def test_send_interrupted_says_what_was_sent_and_a_rerun_sends_only_the_rest(
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=restore_ctrl_c,  # Ctrl-C as a terminal delivers it
     )
     deadline = time.monotonic() + 60
     while int(queue_held(sqs, url)) < 20:  # the sender now waits on the queue

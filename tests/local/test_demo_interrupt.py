@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from vhs.local import owner
+from vhs_testing.signals import restore_ctrl_c
 
 # A clean stop takes about a second here; main took 30 s (the pipeline's threads retrying
 # a server that the same Ctrl-C had stopped) before dying on a traceback.
@@ -26,6 +27,7 @@ def test_ctrl_c_on_the_demo_stops_it_at_once_with_one_line(tmp_path: Path):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # a process group of its own, as a terminal's job is
+        preexec_fn=restore_ctrl_c,  # and Ctrl-C's default action, as a terminal's job has
     )
     assert demo.stdout is not None
     endpoint = None
