@@ -22,13 +22,12 @@ Two events, one per state of the state machine:
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from handlers.observability import instrumented, logger_and_metrics
+from handlers.observability import instrumented, logger_and_metrics, per_environment
 from vhs import resources, settings
 from vhs.errors import InvalidInput, VhsError
 from vhs.ingest.bulk import (
@@ -63,18 +62,12 @@ class ImportIncomplete(VhsError):
     """Some lines of a chunk failed after every retry: the chunk is to be run again."""
 
 
-@functools.cache
+@per_environment
 def ingestor() -> Ingestor:
     store = VersionedHybridStore.from_env()
     return Ingestor(
         store, sqs_client=None, dlq_url="", staging=StagingLocation.from_env(), s3_client=None
     )
-
-
-def reset() -> None:
-    """Forget the configured ingestor (tests point the handler at a fresh stack)."""
-    ingestor.cache_clear()
-    metrics.namespace = settings.metrics_namespace()
 
 
 def _where() -> tuple[str, str, str]:

@@ -19,7 +19,6 @@ that a record which keeps failing is given up on (to the DLQ) alone, not with it
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +30,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from handlers.observability import instrumented, logger_and_metrics
+from handlers.observability import instrumented, logger_and_metrics, per_environment
 from vhs import keys, settings
 from vhs.aws import aws_client
 from vhs.changes.feed import ChangePublisher, Derived, changes_from_record
@@ -70,15 +69,9 @@ class Feed:
         )
 
 
-@functools.cache
+@per_environment
 def feed() -> Feed:
-    # Built on first use, not at import, so the import stays cheap and tests can set the env.
     return Feed.from_env()
-
-
-def reset() -> None:
-    """Forget the configured feed (tests point the handler at a fresh stack)."""
-    feed.cache_clear()
 
 
 class NotPublished(Exception):

@@ -9,7 +9,6 @@ invocation's time left, the logger and the metrics.
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from typing import Any
 
@@ -21,8 +20,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from handlers.observability import instrumented, logger_and_metrics
-from vhs import settings
+from handlers.observability import instrumented, logger_and_metrics, per_environment
 from vhs.ingest.batch import ingest_batch
 from vhs.ingest.ingestor import Ingestor
 from vhs.settings import INGEST_FUNCTION
@@ -34,18 +32,9 @@ processor = BatchProcessor(event_type=EventType.SQS)
 WAIT_MARGIN_SECONDS = 15.0
 
 
-@functools.cache
+@per_environment
 def ingestor() -> Ingestor:
-    # Built on first use, not at import, so the import stays cheap and tests can set the env.
     return Ingestor.from_env()
-
-
-def reset() -> None:
-    """Forget the configured ingestor, and read the metrics namespace again (tests point the
-    handler at a fresh stack, with an environment of its own; the namespace was read when the
-    module was first imported, under whichever test's environment that was)."""
-    ingestor.cache_clear()
-    metrics.namespace = settings.metrics_namespace()
 
 
 @instrumented(logger, metrics, capture_cold_start_metric=True)

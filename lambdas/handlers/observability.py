@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics.provider import cold_start
@@ -13,6 +14,37 @@ from vhs import settings
 from vhs.settings import FunctionSpec
 
 Handler = Callable[[dict[str, Any], Any], Any]
+_T = TypeVar("_T")
+
+
+class PerEnvironment(Generic[_T]):
+    """`build()`'s result, built on first use (so that importing a handler stays cheap) and
+    again whenever the variables that configure a function have changed since: in Lambda
+    that is once per execution environment; where one process runs a handler against several
+    stacks (`vhs local up`'s functions, `vhs invoke`, tests), once per stack, never a client
+    of the stack before. Only the newest is kept."""
+
+    def __init__(self, build: Callable[[], _T]) -> None:
+        self.build = build
+        self._built: tuple[tuple[tuple[str, str], ...], _T] | None = None
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, build)
+
+    def __call__(self) -> _T:
+        configuration = settings.configuration_of()
+        with self._lock:
+            if self._built is None or self._built[0] != configuration:
+                self._built = (configuration, self.build())
+            return self._built[1]
+
+    def cache_clear(self) -> None:
+        """Build again at the next call, whatever the environment (functools.cache's name)."""
+        with self._lock:
+            self._built = None
+
+
+def per_environment(build: Callable[[], _T]) -> PerEnvironment[_T]:
+    return PerEnvironment(build)
 
 
 def logger_and_metrics(function: FunctionSpec) -> tuple[Logger, Metrics]:
@@ -68,6 +100,9 @@ def published(
 
     @functools.wraps(handler)
     def invoke(event: dict[str, Any], context: Any) -> Any:
+        # As deployed, what the module read at its import; where a process runs the handler
+        # for several stacks, each stack's own (see PerEnvironment).
+        metrics.namespace = settings.metrics_namespace()
         try:
             response = handler(event, context)
             if capture_cold_start_metric and cold_start.is_cold_start:

@@ -40,7 +40,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from handlers.observability import instrumented, logger_and_metrics
+from handlers.observability import instrumented, logger_and_metrics, per_environment
 from handlers.read_api_document import (
     AS_OF,
     BODY_RESPONSES,
@@ -93,17 +93,9 @@ _TEXT_SUFFIXES = ("+json", "+xml")
 app = LambdaFunctionUrlResolver(enable_validation=True)
 
 
-@functools.cache
+@per_environment
 def store() -> VersionedHybridStore:
-    # Built on first use, not at import, so the import stays cheap and tests can set the env.
     return VersionedHybridStore.from_env()
-
-
-def reset() -> None:
-    """Forget the configured store (tests and the local server point the handler at a fresh
-    stack) and read the metrics namespace again."""
-    store.cache_clear()
-    metrics.namespace = settings.metrics_namespace()
 
 
 def presign_seconds() -> int:

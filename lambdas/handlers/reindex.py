@@ -33,14 +33,13 @@ minutes is dropped as a duplicate.
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from handlers.observability import instrumented, logger_and_metrics
+from handlers.observability import instrumented, logger_and_metrics, per_environment
 from vhs import settings
 from vhs.changes.reindex import (
     FOREIGN_EXAMPLES,
@@ -74,14 +73,9 @@ class Worker:
         return cls(target, stop)
 
 
-@functools.cache
+@per_environment
 def worker() -> Worker:
     return Worker.from_env()
-
-
-def reset() -> None:
-    """Forget the configured worker (tests point the handler at a fresh stack)."""
-    worker.cache_clear()
 
 
 def _whole(event: dict[str, Any], name: str, default: int | None = None) -> int:

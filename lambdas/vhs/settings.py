@@ -143,6 +143,19 @@ def get(name: str, default: str = "", environ: Mapping[str, str] | None = None) 
     return (os.environ if environ is None else environ).get(name, default)
 
 
+# The prefixes of every variable a function is configured by: VHS's own, the AWS SDK's
+# (endpoint, region, credentials, retries) and Powertools'.
+CONFIGURING_PREFIXES = ("VHS_", "AWS_", "POWERTOOLS_")
+
+
+def configuration_of(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+    """Every variable that configures a function, as it is now: what a handler's cached
+    objects were built from. In Lambda it never changes; in a process that runs handlers
+    against several stacks (the local stack's functions, `vhs invoke`, tests) it does."""
+    source = os.environ if environ is None else environ
+    return tuple(sorted((k, v) for k, v in source.items() if k.startswith(CONFIGURING_PREFIXES)))
+
+
 def require(*names: str, hint: str = "", environ: Mapping[str, str] | None = None) -> list[str]:
     """The values of `names`, or ConfigurationError naming every one that is unset."""
     values = [get(name, environ=environ) for name in names]

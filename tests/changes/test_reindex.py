@@ -646,7 +646,7 @@ def test_the_lambda_worker_loops_from_its_cursor_until_done(feed: Feed) -> None:
         "POWERTOOLS_TRACE_DISABLED": "true",
     }
     vhs.aws._session = None
-    handler_module.reset()
+    handler_module.worker.cache_clear()
     with environment(env):
         handler = load_handler("reindex")
         # events/reindex-segment.json, the first invocation of a segment, in pages of 4.
@@ -660,7 +660,7 @@ def test_the_lambda_worker_loops_from_its_cursor_until_done(feed: Feed) -> None:
         with pytest.raises(InvalidInput) as raised:
             handler({"segment": 0, "run": {"total_segments": 1}}, LambdaContext())
         assert raised.value.field == "run.run_id"
-    handler_module.reset()
+    handler_module.worker.cache_clear()
     assert invocations == 3  # one page each, its output the next one's input
     assert state["totals"]["replayed"] == 9 and state["last"]["replayed"] == 1
     assert state["run"]["run_id"] == "sfn-run" and state["foreign_ids"] == []

@@ -84,14 +84,14 @@ def reindex_run(clock: Any = None) -> Iterator[Reindex]:
         )
         from handlers import reindex as worker
 
-        worker.reset()
+        worker.worker.cache_clear()
         options = {"clock": clock} if clock is not None else {}
         with installed(machine, {function.handler: worker.handler}, **options) as machines:
             store = VersionedHybridStore.from_env()
             yield Reindex(
                 machines, store, functools.partial(receive_notifications, sqs, queue_url, 5)
             )
-        worker.reset()
+        worker.worker.cache_clear()
 
 
 @pytest.fixture
@@ -243,7 +243,7 @@ def test_a_permanent_error_in_a_segment_fails_it_at_once(
 
     reindex.store.put("r01", {"n": 1}, updated_at=AT)
     monkeypatch.delenv("VHS_CHANGE_TOPIC_ARN")
-    worker.reset()
+    worker.worker.cache_clear()
 
     execution = reindex.machines.run({"total_segments": 2})
 

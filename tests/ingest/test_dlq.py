@@ -150,7 +150,7 @@ def configure_handler(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> N
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     load_handler("ingest")
-    sys.modules["handlers.ingest"].reset()
+    sys.modules["handlers.ingest"].ingestor.cache_clear()
 
 
 @pytest.fixture

@@ -440,9 +440,9 @@ def import_function(
         monkeypatch.setenv(name, value)
     import handlers.bulk_import as function
 
-    function.reset()
+    function.ingestor.cache_clear()
     yield inprocess, bucket
-    function.reset()
+    function.ingestor.cache_clear()
 
 
 def test_the_cloud_worker_plans_chunks_and_imports_them_with_the_files_line_numbers(

@@ -8,6 +8,7 @@ failures; one message's failure never fails another's.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import logging
@@ -23,6 +24,7 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 from botocore.exceptions import ClientError
 
 from vhs import VersionedHybridStore, resources
+from vhs.errors import RecordNotFound
 from vhs.ingest.deadletter import (
     ERROR_FIELD,
     ERROR_MESSAGE,
@@ -93,9 +95,9 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         created = Stack()
         for name, value in created.env().items():
             monkeypatch.setenv(name, value)
-        handler_module().reset()
+        handler_module().ingestor.cache_clear()
         yield created
-        handler_module().reset()
+        handler_module().ingestor.cache_clear()
 
 
 def run(event: dict[str, Any]) -> dict[str, Any]:
@@ -522,3 +524,51 @@ def test_one_message_is_parsed_and_validated_once(stack, monkeypatch):
     assert failures(run(message_event(message))) == set()
     assert stack.store.get("once").json() == {"n": 1}
     assert calls == {"parse_json_body": 1, "validate_message": 1, "encode_record": 1}
+
+
+def test_one_process_runs_the_handler_against_each_stack_its_environment_names(
+    stack, monkeypatch, capsys
+):
+    """`vhs local up`, `vhs invoke` and tests run a handler for several stacks in one process:
+    whatever the handler built for one stack's environment (the ingestor and its clients, the
+    metrics namespace) is built again when the environment names another, with nothing
+    cleared by hand."""
+    resources.create_store_resources(
+        stack.dynamodb, stack.s3, table_name="records-2", bucket_name="bodies-2", region=REGION
+    )
+    second = VersionedHybridStore(
+        "records-2", "bodies-2", s3_client=stack.s3, dynamodb_client=stack.dynamodb
+    )
+
+    def held(store: VersionedHybridStore) -> list[str]:
+        found = []
+        for record_id in ("first", "second", "third"):
+            with contextlib.suppress(RecordNotFound):
+                found.append(store.get(record_id).id)
+        return found
+
+    def put(record_id: str) -> set[str]:
+        record = {"id": record_id, "updated_at": "2026-01-01T00:00:00Z", "record": 1}
+        assert failures(run(message_event(record))) == set()
+        emf = [json.loads(x) for x in capsys.readouterr().out.splitlines() if '"_aws"' in x]
+        return {m["_aws"]["CloudWatchMetrics"][0]["Namespace"] for m in emf}
+
+    assert put("first") == {"VHS"}
+    monkeypatch.setenv("VHS_TABLE_NAME", "records-2")
+    monkeypatch.setenv("VHS_BUCKET_NAME", "bodies-2")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "VHS-second")
+    assert put("second") == {"VHS-second"}
+    monkeypatch.setenv("VHS_TABLE_NAME", "records")
+    monkeypatch.setenv("VHS_BUCKET_NAME", BUCKET)
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "VHS")
+    assert put("third") == {"VHS"}
+    assert held(stack.store) == ["first", "third"]
+    assert held(second) == ["second"]
+
+
+def test_the_handler_keeps_what_it_built_while_its_environment_stays_the_same(stack, monkeypatch):
+    built = handler_module().ingestor()
+    monkeypatch.setenv("SOMETHING_ELSE", "changed")  # configures no function
+    assert handler_module().ingestor() is built
+    monkeypatch.setenv("VHS_DLQ_URL", stack.dlq_url + "?again")
+    assert handler_module().ingestor() is not built

@@ -83,7 +83,7 @@ def test_parts_the_item_has_no_room_for_are_dead_lettered_at_once(stack, monkeyp
     the message at once, naming `parts`, instead of leaving it to SQS's redrive."""
     monkeypatch.setenv("VHS_INLINE_THRESHOLD", "1024")
     monkeypatch.setenv("VHS_RETAIN_VERSIONS", "140")
-    handler_module().reset()
+    handler_module().ingestor.cache_clear()
     names = {f"scan_page_{i:02d}": P + f"page-{i}" for i in range(16)}
     for key in names.values():
         stage(stack, key, b"x", "application/octet-stream")

@@ -127,7 +127,7 @@ def bulk() -> Iterator[Import]:
         resources.create_staging_bucket(s3, env["VHS_STAGING_BUCKET"], REGION)
         from handlers import bulk_import
 
-        bulk_import.reset()
+        bulk_import.ingestor.cache_clear()
         after_plan: list[Callable[[dict[str, Any]], None]] = []
 
         def handler(event: Any, context: Any) -> Any:
@@ -150,7 +150,7 @@ def bulk() -> Iterator[Import]:
         session = function_session()
         for event, unique_id in hooks:
             session.unregister(event, unique_id=unique_id)
-        bulk_import.reset()
+        bulk_import.ingestor.cache_clear()
 
 
 def chunk_calls(machines: StateMachines) -> list[Any]:

@@ -296,7 +296,7 @@ class Episode:
         with environment(self.stack.function_env()):
             if fresh or self.ingest_module is None:
                 self.ingest_module = importlib.import_module(load_handler("ingest").__module__)
-                self.ingest_module.reset()
+                self.ingest_module.ingestor.cache_clear()
             saved = batching.CONCURRENCY
             # One message at a time, so that the calls of a batch come in a fixed order and
             # each is a fault point of its own.
@@ -415,7 +415,7 @@ class Episode:
     def recover_changes(self, *, crashed: bool) -> None:
         assert self.feed is not None
         if crashed:  # Lambda replaces the environment; the checkpoint is the source's
-            self.feed.module.reset()
+            self.feed.module.feed.cache_clear()
         self.feed.drain(timeout=60)
 
     def dead_letters(self) -> list[DeadLetter]:

@@ -230,17 +230,14 @@ class LocalFunction:
         function_log: Path | None = None,
     ) -> Handler:
         """Set the function's environment for as long as it runs, and load its handler unless
-        one was given. The handler's module is built on first use from that environment, so
-        its `reset()` forgets any earlier stack, now and when the function stops."""
+        one was given. The handler builds what it needs from that environment at its first
+        invocation (handlers.observability.PerEnvironment), never from an earlier stack's."""
         running.enter_context(environment(env))
         if self.handler is None:
             handler = load_handler(function.module)
             self.module = importlib.import_module(handler.__module__)
             if function_log is not None:
                 running.enter_context(function_output(function_log, self.module))
-            if hasattr(self.module, "reset"):
-                self.module.reset()
-                running.callback(self.module.reset)
             self.handler = handler
         elif function_log is not None:
             running.enter_context(function_output(function_log))

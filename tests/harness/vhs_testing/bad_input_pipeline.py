@@ -169,8 +169,8 @@ def ingest_function(stack: LocalStack, function_log: Path | None) -> Iterator[An
         module = importlib.import_module(handler.__module__)
         if function_log is not None:
             running.enter_context(function_output(function_log, module))
-        module.reset()
-        running.callback(module.reset)
+        module.ingestor.cache_clear()  # its max_body_size is this run's
+        running.callback(module.ingestor.cache_clear)
         # max_body_size has no environment variable; a small one keeps "too large" cheap.
         module.ingestor().store.max_body_size = MAX_BODY_BYTES
         yield handler
