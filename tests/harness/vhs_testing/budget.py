@@ -203,4 +203,3 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(Budget(config), "vhs-budget")
     except SlowListError as error:
         raise pytest.UsageError(str(error)) from None
-

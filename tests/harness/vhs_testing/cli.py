@@ -6,8 +6,10 @@ its own environment, standard streams that are not a terminal, empty standard in
 given, and a new botocore session (so credentials and region are read anew). A process costs
 about half a CPU-second to start and import; tests of what the CLI decides and prints use
 `vhs`. `vhs_process` starts a real one, for what only a process shows (its exit status as the
-shell sees it, signals, pipes, a terminal); tests/cli/test_cli_user_errors.py checks that both
-give the same status, lines and documents for every kind of failure."""
+shell sees it, signals, pipes, a terminal), and for `vhs invoke` of a handler, whose module
+state (its cached store, Powertools' logger on the stream it first saw) would outlive the
+command in this process. tests/cli/test_cli_user_errors.py checks that both give the same
+status, lines and documents for every kind of failure."""
 
 from __future__ import annotations
 
@@ -197,8 +199,15 @@ def assert_documented(section: str, output: object, *, more_allowed: bool = Fals
         assert not undocumented, f"{section}: not in docs/cli.md: {sorted(undocumented)}"
 
 
-def json_of(env: dict[str, str], *args: str, stdin: bytes | None = None, status: int = 0) -> object:
-    result = vhs(env, "--json", *args, stdin=stdin)
+def json_of(
+    env: dict[str, str],
+    *args: str,
+    stdin: bytes | None = None,
+    status: int = 0,
+    process: bool = False,
+) -> object:
+    """`vhs --json ARGS`'s one document (in a process of its own with `process`)."""
+    result = (vhs_process if process else vhs)(env, "--json", *args, stdin=stdin)
     assert result.returncode == status, (args, result.stderr)
     output = json.loads(result.stdout)  # one JSON document, nothing else
     for key, stamp in times_in(output):
