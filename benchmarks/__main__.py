@@ -26,6 +26,7 @@ BENCHMARKS = {
     "time-travel": "benchmarks.time_travel",
     "item-layout": "benchmarks.item_layout",
     "volume": "benchmarks.volume",
+    "real-data": "benchmarks.real_data",
     "atomicity": "benchmarks.atomicity",
 }
 ALL = [name for name in BENCHMARKS if name != "atomicity"]  # atomicity: figures for a report

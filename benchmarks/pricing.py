@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from vhs import item as vhs_item
+from vhs import item_size as vhs_item_size
 from vhs.local.metering import RequestMeter
 
 
@@ -53,7 +53,7 @@ DYNAMODB_READS = frozenset({"GetItem"})
 DYNAMODB_OPERATIONS = DYNAMODB_WRITES | DYNAMODB_READS
 DYNAMODB_ITEM_OVERHEAD = 100  # bytes AWS adds to every item's size for storage
 GB = 1024**3
-item_size = vhs_item.item_size  # DynamoDB's size rules, in the item codec (one definition)
+item_size = vhs_item_size.item_size  # DynamoDB's size rules (one definition)
 
 
 def s3_price_per_million(operation: str) -> float:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from vhs import Retention
@@ -46,7 +46,9 @@ class StorageResult:
 
 
 def _count(n: float) -> str:
-    return f"{n:g}" if n == int(n) else f"{n:.2f}"
+    if n == int(n):
+        return f"{n:g}"
+    return "<0.01" if n < 0.005 else f"{n:.2f}"  # a request in some puts, rarely: not "0.00"
 
 
 def requests_cell(bill: Bill) -> str:
@@ -196,23 +198,25 @@ def class_table(mix: MixCost, systems: Sequence[str], passes: Sequence[str]) -> 
     return table(headers, rows)
 
 
-def storage(found: StorageResult, mix: MixCost, systems: Sequence[str]) -> str:
+def storage(found: StorageResult, per_put: Mapping[str, float], systems: Sequence[str],
+            puts: str = "steady-state puts") -> str:  # fmt: skip
+    """Storage per record of each system, beside its $ per million `puts` (`per_put`)."""
     n, rows = found.records, []
     for system in systems:
         after, before = found.after[system], found.before.get(system)
         dynamodb, s3 = after.gb_month(n)
         reclaimed = f"{before.object_bytes / n:,.0f} B" if before else "-"
-        per_put = mix.total(system, all_puts(mix)).per_million()
         rows.append([system, after.items, f"{after.item_bytes / n:,.0f} B",
                      f"{after.objects / n:.2f}",
                      f"{after.object_bytes / n:,.0f} B", reclaimed, f"{dynamodb:.2e} + {s3:.2e}",
-                     dollars(found.dollars(system)), f"{found.dollars(system) / per_put:.2f}",
+                     dollars(found.dollars(system)),
+                     f"{found.dollars(system) / per_put[system]:.2f}",
                      *(ratio(found.dollars(system) / found.dollars(p))
                        for p in PEERS)])  # fmt: skip
     headers = ["System", "items", "DynamoDB bytes per record", "S3 objects per record",
                "S3 bytes per record", "S3 bytes per record before the collector",
                "GB-month per record (DynamoDB + S3)", "$ per million records per month",
-               "a month's storage in steady-state puts", *(f"÷ {p}" for p in PEERS)]  # fmt: skip
+               f"a month's storage in {puts}", *(f"÷ {p}" for p in PEERS)]  # fmt: skip
     return table(headers, rows)
 
 

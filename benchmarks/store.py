@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -33,22 +33,37 @@ SETTINGS = {
 }
 
 
-def build_systems(endpoint: str) -> dict[str, Any]:
-    """Every system with fresh clients and its own table and bucket on the one server."""
+def build_systems(endpoint: str, *, prefix: str = "bench",
+                  vhs: Mapping[str, Mapping[str, Any]] | None = None,
+                  diagnostics: bool = True) -> dict[str, Any]:  # fmt: skip
+    """VHS in each configuration of `vhs` (name -> VersionedHybridStore options; by default VHS
+    with its defaults), the peers, the raw floor and, with `diagnostics`, the three diagnostics
+    of docs/benchmarks.md: each with fresh clients and its own table and bucket (`prefix-...`)
+    on the one server."""
     probe = client("dynamodb", endpoint)  # un-metered: reads item sizes for billing
 
     def clients() -> tuple[Any, Any]:
         return client("s3", endpoint), client("dynamodb", endpoint)
 
-    systems = [
-        VhsSystem(*clients(), probe, table="bench-vhs"),
-        PynamodbMateStore(client("s3", endpoint), endpoint, probe, table="bench-pm"),
-        Wellcome2018Store(*clients(), probe, table="bench-wellcome"),
-        RawFloor(*clients(), probe, table="bench-raw"),
-        VhsSystem(*clients(), probe, table="bench-vhs-blind", name=DELTA_OFF, delta_history=False),
-        VhsSystem(*clients(), probe, table="bench-vhs-text", name=TEXT_LAYOUT, layout=Layout.TEXT),
-        RawVhsRequests(*clients(), probe, scratch=clients(), table="bench-raw-vhs"),
+    configurations = {VHS: {}} if vhs is None else vhs
+    systems: list[Any] = [
+        VhsSystem(*clients(), probe, table=f"{prefix}-vhs{f'-{n}' if n else ''}", name=name,
+                  **options)
+        for n, (name, options) in enumerate(configurations.items())
+    ]  # fmt: skip
+    systems += [
+        PynamodbMateStore(client("s3", endpoint), endpoint, probe, table=f"{prefix}-pm"),
+        Wellcome2018Store(*clients(), probe, table=f"{prefix}-wellcome"),
+        RawFloor(*clients(), probe, table=f"{prefix}-raw"),
     ]
+    if diagnostics:
+        systems += [
+            VhsSystem(*clients(), probe, table=f"{prefix}-vhs-blind", name=DELTA_OFF,
+                      delta_history=False),
+            VhsSystem(*clients(), probe, table=f"{prefix}-vhs-text", name=TEXT_LAYOUT,
+                      layout=Layout.TEXT),
+            RawVhsRequests(*clients(), probe, scratch=clients(), table=f"{prefix}-raw-vhs"),
+        ]  # fmt: skip
     return {s.name: s for s in systems}
 
 
@@ -105,7 +120,11 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
         "store-operations": report.operations(costs, names[0]),
         "store-dearer": report.dearer(costs),
         "store-mix": report.mix(mix, names[1]),
-        "store-storage": report.storage(stored, mix, names[1]),
+        "store-storage": report.storage(
+            stored,
+            {s: mix.total(s, report.all_puts(mix)).per_million() for s in names[1]},
+            names[1],
+        ),
         "store-wall": report.wall(walls, names[2]),
         "store-settings": f"This run: {len(bodies)} records, each put {settings.mix_puts} times; "
         f"table 1's steady-state row bills {measure.STEADY_STATE_UPDATES} updates of an id "

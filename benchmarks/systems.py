@@ -1,6 +1,8 @@
 """Every system the benchmarks measure, each with a table and bucket of its own, as
 docs/benchmarks.md describes them. `put` says what the system did ("stored", "unchanged",
-"stale"...); `exists` tells a peer with separate create and update calls which to use."""
+"stale"...); `exists` tells a peer with separate create and update calls which to use. A
+record is a JSON value, or bytes for an opaque body (stored as they are); `body` gives the
+bytes a system stores for a record, which its `get` returns."""
 
 from __future__ import annotations
 
@@ -33,12 +35,20 @@ GC_AHEAD = 24 * 3600  # past the collector's lease and marker expiry (minutes)
 class System(Protocol):
     name: str
     biller: Biller
+    ordered: bool  # whether an older `updated_at` loses to a newer one (a stale put is refused)
+
+    def body(self, record: Any) -> bytes: ...
 
     def put(self, id: str, record: Any, updated_at: datetime, *, exists: bool) -> str: ...
 
     def get(self, id: str) -> bytes: ...
 
     def delete(self, id: str, deleted_at: datetime) -> None: ...
+
+
+def stored_form(record: Any) -> bytes:
+    """The bytes VHS and its peers store for `record`: bytes as they are, JSON canonical."""
+    return bytes(record) if isinstance(record, bytes | bytearray) else canonical(record)
 
 
 def plain_table(name: str) -> dict[str, Any]:
@@ -71,6 +81,9 @@ class OwnTableAndBucket:
     """A system of bare boto3 calls: a table of VHS's shape (keyed by `id`, with a stream, as
     every table in the run has) and a bucket named as it, and a biller over its two clients."""
 
+    ordered = True
+    body = staticmethod(stored_form)
+
     def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, table: str) -> None:
         self.s3, self.dynamodb, self.table, self.bucket = s3, dynamodb, table, table
         dynamodb.create_table(**resources.TABLE.create_table_kwargs(table))
@@ -83,12 +96,17 @@ class OwnTableAndBucket:
 
 class VhsSystem:
     """The store under test with its defaults (delta history unless `delta_history` is False),
-    its items laid out in `layout` (the text layout: the layout before, for comparison)."""
+    its items laid out in `layout` (the text layout: the layout before, for comparison), and
+    any other VersionedHybridStore options in `store_options`."""
+
+    ordered = True
+    body = staticmethod(stored_form)
 
     def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, table: str, name: str = "VHS",
-                 delta_history: bool = True, layout: Layout = Layout.COMPACT) -> None:  # fmt: skip
+                 delta_history: bool = True, layout: Layout = Layout.COMPACT,
+                 **store_options: Any) -> None:  # fmt: skip
         self.name, self.table, self.bucket = name, table, table
-        self.options = {"prefix": "bench", "delta_history": delta_history}
+        self.options = {"prefix": "bench", "delta_history": delta_history, **store_options}
         self.store = new_store(s3, dynamodb, table, **self.options)
         self.store.index.layout = layout
         self.biller = Biller(probe, [s3], [dynamodb])
@@ -140,6 +158,8 @@ class PynamodbMateStore:
     """`large`: its large attributes (with parts other than the body, the JSON is `record`)."""
 
     name = "pynamodb_mate"
+    ordered = False  # no ordering: a stale put is applied like any update
+    body = staticmethod(stored_form)
 
     def __init__(self, s3: Any, endpoint: str, probe: Any, *, table: str,
                  large: tuple[str, ...] = ("body",)) -> None:  # fmt: skip
@@ -155,7 +175,7 @@ class PynamodbMateStore:
             parts: dict[str, bytes] | None = None) -> str:  # fmt: skip
         attributes = {"record": canonical(record).decode()} if parts else {}
         common = {"s3_client": self.s3, "pk": id, "sk": None, "bucket": self.bucket,
-                  "kvs": parts or {"body": canonical(record)}, "prefix": "bench/",
+                  "kvs": parts or {"body": self.body(record)}, "prefix": "bench/",
                   "update_at": updated_at}  # fmt: skip
         if not exists:
             self.model.create_large_attribute_item(
@@ -190,7 +210,7 @@ class Wellcome2018Store(OwnTableAndBucket):
         return self.dynamodb.get_item(TableName=self.table, Key={"id": {"S": id}}).get("Item")
 
     def put(self, id: str, record: Any, updated_at: datetime, *, exists: bool) -> str:
-        body, row = canonical(record), self._row(id)
+        body, row = self.body(record), self._row(id)
         if row is not None and self._body(row) == body:
             return "unchanged"
         key = f"{id[-2:][::-1]}/{id}/{zlib.crc32(body):08x}"
@@ -213,8 +233,15 @@ class RawFloor(OwnTableAndBucket):
     name = "raw floor"
     INLINE_LIMIT = 350 * 1024  # below DynamoDB's 400 KB item limit with room to spare
 
+    @staticmethod
+    def body(record: Any) -> bytes:
+        """Bytes as they are; JSON as it comes, unsorted: the floor does no work it need not."""
+        if isinstance(record, bytes | bytearray):
+            return bytes(record)
+        return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
+
     def put(self, id: str, record: Any, updated_at: datetime, *, exists: bool) -> str:
-        body = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
+        body = self.body(record)
         stamp = updated_at.isoformat()
         item: dict[str, Any] = {"id": {"S": id}, "t": {"S": stamp}}
         if len(body) <= self.INLINE_LIMIT:

@@ -15,8 +15,8 @@ from vhs.item import (
     MAX_CONDEMNED,
     MAX_CONDEMNED_HELD,
     condemnation_of,
-    item_size,
 )
+from vhs.item_size import item_size
 from vhs.keys import shard_of
 from vhs.local.stack import client
 from vhs.maintenance.gc import RESERVE_MS

@@ -45,28 +45,22 @@ its h)`, exactly as a body does.
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any
 
+from . import item_fields as fields
 from . import keys
-from .codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, MAX_BODY_SIZE
-from .errors import DamagedItem, ItemTooLarge
+from .codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE
+from .errors import DamagedItem
 from .layouts import (
     BadField,
     Layout,
     codec_of_text,
     codec_value,
     hash_of_bytes,
-    hash_of_text,
     hash_value,
     layout_of_entry,
-    time_of_number,
-    time_of_text,
     time_value,
 )
 from .model import Entry, Item, StoredPart
@@ -204,21 +198,25 @@ def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> En
     base64-encoded, and a consumer that only needs where the body lives need not decode it.
     Raises MalformedItem (errors.DamagedItem) naming the field: nothing is read, ordered or
     served from a value neither layout writes."""
-    attrs = _decoded(value, "", _map)
+    attrs = fields.decoded(value, "", fields.as_map)
     stamp = attrs.get(UPDATED_AT)
     layout = layout_of_entry({"M": {UPDATED_AT: stamp}}) if isinstance(stamp, Mapping) else None
     if layout is None:
         raise DamagedItem(f"expected a number (compact) or a string (text), got {stamp!r}", "t")
-    content_hash = _decoded(attrs, CONTENT_HASH, lambda v: _hash(v, layout))
+    content_hash = fields.decoded(attrs, CONTENT_HASH, lambda v: fields.content_hash(v, layout))
     deleted = content_hash == TOMBSTONE_HASH
-    content_type = _optional(attrs, CONTENT_TYPE, _text)
-    inline = _optional(attrs, INLINE_BODY, lambda v: _bytes(v, with_body))
-    codec = _optional(attrs, CODEC, lambda v: codec_of_text(_string(v), layout, "entry"))
-    purge = _optional(attrs, PURGE, _flag) or False
-    dropped = _optional(attrs, DROPPED, _flag) or False
-    dictionary = _optional(attrs, DICTIONARY, _dictionary_id)
-    body_hash = _optional(attrs, BODY_HASH, lambda v: _hash(v, layout, tombstone=False))
-    parts = _optional(attrs, PARTS, lambda v: _parts(v, layout, with_body)) or ()
+    content_type = fields.optional(attrs, CONTENT_TYPE, fields.text)
+    inline = fields.optional(attrs, INLINE_BODY, lambda v: fields.binary(v, with_body))
+    codec = fields.optional(
+        attrs, CODEC, lambda v: codec_of_text(fields.string(v), layout, "entry")
+    )
+    purge = fields.optional(attrs, PURGE, fields.flag) or False
+    dropped = fields.optional(attrs, DROPPED, fields.flag) or False
+    dictionary = fields.optional(attrs, DICTIONARY, _dictionary_id)
+    body_hash = fields.optional(
+        attrs, BODY_HASH, lambda v: fields.content_hash(v, layout, tombstone=False)
+    )
+    parts = fields.optional(attrs, PARTS, lambda v: _parts(v, layout, with_body)) or ()
     for damaged, field, reason in (
         (deleted and inline is not None, INLINE_BODY, "a delete with a body"),
         (deleted and bool(parts), PARTS, "a delete with parts"),
@@ -233,11 +231,11 @@ def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> En
     if content_type is None and not deleted:
         content_type = JSON_CONTENT_TYPE
     return Entry(
-        updated_at=_decoded(attrs, UPDATED_AT, lambda v: _time(v, layout)),
+        updated_at=fields.decoded(attrs, UPDATED_AT, lambda v: fields.time(v, layout)),
         content_hash=content_hash,
-        size=_decoded(attrs, SIZE, _size),
-        written_at=_decoded(attrs, WRITTEN_AT, _epoch_seconds),
-        token=_decoded(attrs, WRITER, _text),
+        size=fields.decoded(attrs, SIZE, fields.size),
+        written_at=fields.decoded(attrs, WRITTEN_AT, fields.epoch_seconds),
+        token=fields.decoded(attrs, WRITER, fields.text),
         content_type=content_type,
         inline=inline,
         codec=codec,
@@ -252,20 +250,22 @@ def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> En
 def _dictionary_id(value: Any) -> str:
     """The id of a zstd dictionary (`zd`): DICTIONARY_ID_BYTES of binary (base64 text in a
     Lambda event's stream image), as hex."""
-    return hash_of_bytes(_typed(value, "B", "binary"), DICTIONARY_ID_BYTES, "a dictionary's id")
+    return hash_of_bytes(
+        fields.typed(value, "B", "binary"), DICTIONARY_ID_BYTES, "a dictionary's id"
+    )
 
 
 _PARTS_TOGETHER = f"a version with parts has both `{BODY_HASH}` and `{PARTS}`, one without neither"
 
 
 def _parts(value: Any, layout: Layout, with_body: bool) -> tuple[StoredPart, ...]:
-    parts = _map(value)
+    parts = fields.as_map(value)
     if not parts:
         raise BadField("a version with parts has at least one")
     if len(parts) > MAX_PARTS:
         raise BadField(f"{len(parts)} parts, more than the {MAX_PARTS} a version may have")
     return tuple(
-        _decoded(parts, name, lambda v, n=name: _part(n, v, layout, with_body))
+        fields.decoded(parts, name, lambda v, n=name: _part(n, v, layout, with_body))
         for name in sorted(parts)
     )
 
@@ -273,9 +273,9 @@ def _parts(value: Any, layout: Layout, with_body: bool) -> tuple[StoredPart, ...
 def _part(name: str, value: Any, layout: Layout, with_body: bool) -> StoredPart:
     if not isinstance(name, str) or not PART_NAME.fullmatch(name):
         raise BadField(f"not a part name ({PART_NAME.pattern})")
-    attrs = _map(value)
-    inline = _optional(attrs, INLINE_BODY, lambda v: _bytes(v, with_body))
-    codec = _optional(attrs, CODEC, lambda v: codec_of_text(_string(v), layout, "part"))
+    attrs = fields.as_map(value)
+    inline = fields.optional(attrs, INLINE_BODY, lambda v: fields.binary(v, with_body))
+    codec = fields.optional(attrs, CODEC, lambda v: codec_of_text(fields.string(v), layout, "part"))
     if codec == SAME:
         if inline is not None:
             raise DamagedItem("a part held by the next version has no bytes of its own", CODEC)
@@ -284,9 +284,11 @@ def _part(name: str, value: Any, layout: Layout, with_body: bool) -> StoredPart:
         raise DamagedItem("a codec with no inline bytes", CODEC)
     return StoredPart(
         name=name,
-        content_hash=_decoded(attrs, CONTENT_HASH, lambda v: _hash(v, layout, tombstone=False)),
-        size=_decoded(attrs, SIZE, _size),
-        content_type=_optional(attrs, CONTENT_TYPE, _text) or BINARY_CONTENT_TYPE,
+        content_hash=fields.decoded(
+            attrs, CONTENT_HASH, lambda v: fields.content_hash(v, layout, tombstone=False)
+        ),
+        size=fields.decoded(attrs, SIZE, fields.size),
+        content_type=fields.optional(attrs, CONTENT_TYPE, fields.text) or BINARY_CONTENT_TYPE,
         inline=inline,
         codec=codec,
     )
@@ -301,13 +303,13 @@ def version_of(raw: Mapping[str, Any] | None) -> int | None:
 
 def _version_of(raw: Mapping[str, Any]) -> int:
     try:
-        return _decoded(raw, VERSION, _version)
+        return fields.decoded(raw, VERSION, fields.version)
     except DamagedItem as error:
         raise error.within(id=_id_or_none(raw)) from None
 
 
 def id_of(raw: Mapping[str, Any] | None) -> str | None:
-    return _decoded(raw, ID, _text) if raw and ID in raw else None
+    return fields.decoded(raw, ID, fields.text) if raw and ID in raw else None
 
 
 def item_from_dynamo(raw: Mapping[str, Any], *, with_bodies: bool = True) -> Item | None:
@@ -319,12 +321,12 @@ def item_from_dynamo(raw: Mapping[str, Any], *, with_bodies: bool = True) -> Ite
     id = _id_or_none(raw)
     try:
         if id is None:
-            _decoded(raw, ID, _text)  # raises: missing, or not a string
-        version = _decoded(raw, VERSION, _version)
-        current = _decoded(raw, CURRENT, _list)
+            fields.decoded(raw, ID, fields.text)  # raises: missing, or not a string
+        version = fields.decoded(raw, VERSION, fields.version)
+        current = fields.decoded(raw, CURRENT, fields.as_list)
         if len(current) != 1:
             raise DamagedItem(f"holds {len(current)} entries, not 1", CURRENT)
-        history = _optional(raw, HISTORY, _list) or []
+        history = fields.optional(raw, HISTORY, fields.as_list) or []
         if version < 1 + len(history):
             raise DamagedItem(
                 f"version {version} is lower than the {len(history) + 1} entries held", VERSION
@@ -396,230 +398,3 @@ def part_location(part: StoredPart, id: str, *, bucket: str, prefix: str) -> str
     if part.inline is not None:
         return INLINE
     return f"s3://{bucket}/{keys.body_key(prefix, id, part.content_hash)}"
-
-
-# --- DynamoDB's size of an item --------------------------------------------------------------
-
-
-def item_size(raw: Mapping[str, Mapping[str, Any]] | None) -> int:
-    """The size of a low-level item (as GetItem returns it) by DynamoDB's rules, the one it
-    holds against its 400 KB limit: each attribute's UTF-8 name and its value. 0 for none."""
-    if not raw:
-        return 0
-    return sum(len(name.encode("utf-8")) + value_size(value) for name, value in raw.items())
-
-
-def value_size(value: Mapping[str, Any]) -> int:
-    """The size of one low-level AttributeValue: strings in UTF-8, binary by its raw bytes,
-    numbers 1 byte and 1 a pair of significant digits, booleans and nulls 1 byte, sets their
-    members, lists and maps 3 bytes and 1 an element on top of their elements (and a map
-    its names)."""
-    ((kind, data),) = value.items()
-    if kind == "S":
-        return len(data.encode("utf-8"))
-    if kind == "B":
-        return len(data)
-    if kind == "N":
-        return number_size(data)
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "SS":
-        return sum(len(s.encode("utf-8")) for s in data)
-    if kind == "NS":
-        return sum(number_size(n) for n in data)
-    if kind == "BS":
-        return sum(len(b) for b in data)
-    if kind == "L":
-        return 3 + sum(1 + value_size(element) for element in data)
-    if kind == "M":
-        return 3 + sum(1 + len(name.encode("utf-8")) + value_size(v) for name, v in data.items())
-    raise ValueError(f"unknown DynamoDB attribute type {kind!r}")
-
-
-def entry_size(entry: Entry, layout: Layout = Layout.COMPACT) -> int:
-    """What one entry takes of its item by DynamoDB's rules, written in `layout`: its map, and
-    the byte it takes as an element of `c` or `p`."""
-    return 1 + value_size(entry_to_dynamo(entry, layout))
-
-
-def held_size(entry: Entry) -> int:
-    """The most `entry` may take of an item: its size in the larger of the layouts it can be
-    held in (a blind write moves an entry into the history as it was laid out)."""
-    return max(entry_size(entry, layout) for layout in Layout)
-
-
-def written_size(id: str, version: int, entries: int = 0) -> int:
-    """The size of an item of `id` at `version` holding no entries, as a write lays it out
-    (`c` and, when `entries` > 1, `p`: names and list overheads; no condemnation). Add
-    `entry_size` of each entry for the item's size."""
-    raw: dict[str, Any] = {ID: {"S": id}, VERSION: {"N": str(version)}, CURRENT: {"L": []}}
-    if entries > 1:
-        raw[HISTORY] = {"L": []}
-    return item_size(raw)
-
-
-def fit_history(
-    id: str,
-    version: int,
-    current: Entry,
-    history: Sequence[Entry],
-    layout: Layout = Layout.COMPACT,
-) -> int:
-    """How many of the oldest entries of `history` a write of `current` as `version` of `id`
-    (in `layout`) must leave out for its item to stay within ITEM_BUDGET (0: none). Raises
-    ItemTooLarge when the current entry alone would not fit."""
-    sizes = [entry_size(entry, layout) for entry in history]
-    return _fit(id, version, entry_size(current, layout), sizes)
-
-
-def fit_stored(raw: Mapping[str, Any]) -> int:
-    """`fit_history` of an item as it is stored (its entries measured in their own layouts):
-    how many of its oldest history entries must go for it to fit ITEM_BUDGET."""
-    held = raw.get(HISTORY, {}).get("L", [])
-    current = 1 + value_size(raw[CURRENT]["L"][0])
-    id, version = _decoded(raw, ID, _text), _decoded(raw, VERSION, _version)
-    return _fit(id, version, current, [1 + value_size(e) for e in held])
-
-
-def _fit(id: str, version: int, current: int, sizes: Sequence[int]) -> int:
-    alone = written_size(id, version, 1) + current
-    if alone > ITEM_BUDGET:
-        raise ItemTooLarge(id, alone, ITEM_BUDGET)
-    size = written_size(id, version, 1 + len(sizes)) + current + sum(sizes)
-    drop = 0
-    while size > ITEM_BUDGET and drop < len(sizes):
-        size -= sizes[drop]
-        drop += 1
-    return drop
-
-
-def number_size(number: Any) -> int:
-    """DynamoDB stores a number as mantissa and exponent: leading and trailing zeros are not
-    significant."""
-    text = format(number, "f") if isinstance(number, Decimal) else str(number)
-    mantissa = text.lstrip("+-").lower().split("e")[0]
-    significant = max(1, len(mantissa.replace(".", "").strip("0")))
-    return 1 + math.ceil(significant / 2)
-
-
-# --- decoding: each value checked, a bad one a DamagedItem naming its field -------------------
-
-_T = TypeVar("_T")
-_WHOLE = re.compile(r"-?[0-9]+")
-# datetime's last second: a write time past it cannot be shown as a time (timetravel.py).
-_LATEST_EPOCH = int(datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp())
-
-
-def _decoded(attrs: Any, name: str, decode: Callable[[Any], _T]) -> _T:
-    """`decode` of attribute `name` of `attrs`; a missing or bad one raises DamagedItem naming
-    it (a damage found inside it, under it)."""
-    if not isinstance(attrs, Mapping):
-        raise DamagedItem(f"expected a map, got {_shown(attrs)}", name)
-    if name and name not in attrs:
-        raise DamagedItem("missing", name)
-    try:
-        return decode(attrs[name] if name else attrs)
-    except BadField as error:
-        raise DamagedItem(str(error), name) from None
-    except DamagedItem as error:
-        raise error.within(name or None) from None
-
-
-def _optional(attrs: Mapping[str, Any], name: str, decode: Callable[[Any], _T]) -> _T | None:
-    return _decoded(attrs, name, decode) if name in attrs else None
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:77]}..."
-
-
-def _typed(value: Any, kind: str, what: str) -> Any:
-    if not isinstance(value, Mapping) or set(value) != {kind}:
-        raise BadField(f"expected {what}, got {_shown(value)}")
-    return value[kind]
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    data = _typed(value, "M", "a map")
-    if not isinstance(data, Mapping):
-        raise BadField(f"expected a map, got {_shown(value)}")
-    return data
-
-
-def _list(value: Any) -> list[Any]:
-    data = _typed(value, "L", "a list")
-    if not isinstance(data, list):
-        raise BadField(f"expected a list, got {_shown(value)}")
-    return data
-
-
-def _string(value: Any) -> str:
-    text = _typed(value, "S", "a string")
-    if not isinstance(text, str):
-        raise BadField(f"expected a string, got {_shown(value)}")
-    return text
-
-
-def _text(value: Any) -> str:
-    """A non-empty string (an id, a writer token, a content type)."""
-    text = _string(value)
-    if not text:
-        raise BadField("an empty string")
-    return text
-
-
-def _whole(value: Any, low: int, high: int | None = None) -> int:
-    text = _typed(value, "N", "a number")
-    if not isinstance(text, str) or not _WHOLE.fullmatch(text):
-        raise BadField(f"expected a whole number, got {_shown(value)}")
-    number = int(text)
-    if number < low or (high is not None and number > high):
-        span = f"{low} to {high}" if high is not None else f"at least {low}"
-        raise BadField(f"{number} is out of range ({span})")
-    return number
-
-
-def _version(value: Any) -> int:
-    return _whole(value, 1)
-
-
-def _size(value: Any) -> int:
-    return _whole(value, 0, MAX_BODY_SIZE)
-
-
-def _epoch_seconds(value: Any) -> int:
-    return _whole(value, 0, _LATEST_EPOCH)
-
-
-def _flag(value: Any) -> bool:
-    flag = _typed(value, "BOOL", "a boolean")
-    if not isinstance(flag, bool):
-        raise BadField(f"expected a boolean, got {_shown(value)}")
-    return flag
-
-
-def _bytes(value: Any, with_body: bool) -> bytes:
-    data = _typed(value, "B", "binary")
-    if not isinstance(data, bytes | bytearray | memoryview | str):
-        raise BadField(f"expected binary, got {_shown(value)}")
-    if not with_body:
-        return b""
-    if isinstance(data, str):  # a Lambda event's stream image: base64
-        raise BadField("expected binary, got base64 text (read it with_body=False)")
-    return bytes(data)
-
-
-def _time(value: Any, layout: Layout) -> str:
-    """An ordering timestamp in `layout`, in ordering's stored form."""
-    if layout is Layout.COMPACT:
-        return time_of_number(_typed(value, "N", "a number"))
-    return time_of_text(_string(value))
-
-
-def _hash(value: Any, layout: Layout, *, tombstone: bool = True) -> str:
-    """A sha256 (hex) or, `tombstone`, TOMBSTONE_HASH, in `layout`: the compact layout holds
-    a digest as its 32 bytes and the tombstone as the string "~"."""
-    if layout is Layout.COMPACT and not (tombstone and value == {"S": TOMBSTONE_HASH}):
-        return hash_of_bytes(_typed(value, "B", "binary"))
-    return hash_of_text(_string(value), tombstone=tombstone)

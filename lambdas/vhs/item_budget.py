@@ -6,7 +6,7 @@ rest is the collector's). The most entries an item holds between trims (retentio
 a store so configured, plus the item's own overhead at its largest (the longest id, the
 highest version), must fit that budget, or the configuration is refused. Each entry's share of
 the budget is what an entry with parts may take (write_path.entry_with_parts). Every write also
-measures the item it makes (item.fit_history, item.fit_stored): this check is for the
+measures the item it makes (item_size.fit_history, item_size.fit_stored): this check is for the
 configuration, so that the common case never comes near the limit.
 """
 
@@ -17,7 +17,8 @@ import secrets
 from . import keys
 from .codec import MAX_CONTENT_TYPE_LENGTH
 from .errors import ConfigurationError
-from .item import ITEM_BUDGET, held_size, written_size
+from .item import ITEM_BUDGET
+from .item_size import held_size, written_size
 from .model import Entry
 from .ordering import parse_timestamp
 from .packing import CODECS, DICTIONARY_ID_BYTES, ZSTD

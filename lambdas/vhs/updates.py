@@ -34,9 +34,9 @@ from .item import (
     WRITER,
     condemned_name,
     entry_to_dynamo,
-    fit_history,
     item_from_dynamo,
 )
+from .item_size import fit_history
 from .layouts import CONDITION_FORMS, Layout, key_values
 from .model import Entry, Item
 
@@ -307,10 +307,11 @@ def trim(version: int, held: Sequence[Mapping[str, Any]], count: int) -> Guarded
 
     The history left is written whole (`SET #p = :p`), not removed path by path: one
     `REMOVE #p[i]` a dropped entry made the expression grow with retention, past DynamoDB's
-    4 KB at a few hundred entries (expression_limits.py); the list's entries are values,
-    which do not count. The write costs the same (DynamoDB bills the item's size either way).
-    The entries are written as read, each in its own layout; the condition holds only while
-    no write, trim or purge has changed the history's length or the version."""
+    4 KB at a few hundred entries (measured in tests/harness/vhs_testing/expression_limits.py);
+    the list's entries are values, which do not count. The write costs the same (DynamoDB
+    bills the item's size either way). The entries are written as read, each in its own
+    layout; the condition holds only while no write, trim or purge has changed the history's
+    length or the version."""
     kept = list(held[count:])
     return Guarded(
         "SET #p = :p" if kept else "REMOVE #p",

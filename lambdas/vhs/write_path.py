@@ -30,7 +30,8 @@ from . import keys
 from .codec import Body
 from .errors import InvalidPart, WriteConflict
 from .index import BodyCondemned, WriteResult
-from .item import INLINE, held_size, item_from_dynamo
+from .item import INLINE, item_from_dynamo
+from .item_size import held_size
 from .model import Entry, Item, PutResult, StoredPart
 from .ordering import OrderKey, Outcome, classify
 from .parts import PartBody, manifest_hash

@@ -1,4 +1,4 @@
-"""Issue 40's cases, command by command: every numeric option checked one way (exit 2 naming
+"""The CLI's cases, command by command: every numeric option checked one way (exit 2 naming
 the option, never a default), errors that name options, one rule for a file's lines at every
 door (the bound, its reason, a byte order mark, standard input), nothing matched said so, a
 version never written told from one no longer kept, a delete's tombstone, whole tables off a
@@ -22,7 +22,7 @@ import pytest
 from vhs.cli.app import main
 from vhs.ingest.bulk import MAX_LINE_BYTES
 from vhs_testing.cli import VHS
-from vhs_testing.stacks import fresh_stack
+from vhs_testing.stacks import forget_loaded_handlers, fresh_stack
 
 T0 = "2026-11-01T09:00:00Z"
 
@@ -102,7 +102,9 @@ def stack(moto_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     for name, value in fresh_stack(moto_server, "cases").env().items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
+    forget_loaded_handlers()  # `vhs invoke` runs in this process
     yield tmp_path
+    forget_loaded_handlers()
 
 
 def put(id: str, at: str, capsys: pytest.CaptureFixture[str], body: str = '{"n": 1}') -> None:

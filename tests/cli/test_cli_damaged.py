@@ -1,4 +1,4 @@
-"""A damaged item through the `vhs` command (issue 38, finding 4; docs/cli.md): `get`,
+"""A damaged item through the `vhs` command (docs/cli.md): `get`,
 `history` and `diff` say "this item is damaged", naming the id and the field, in one line with
 exit status 1 (and `{"error": ...}` under --json), never "please report it"; `verify` reports
 it as a finding; `migrate` skips it, names it, and lays out the rest. Against a stack on the

@@ -130,7 +130,7 @@ def test_local_up_says_when_it_stops(tmp_path: Path):
     assert process.stderr.read().splitlines()[-1].startswith("stopped: the local stack on ")
 
 
-# --- whose a stack is (issue 40) -------------------------------------------------------------
+# --- whose a stack is -------------------------------------------------------------------------
 
 
 def test_local_up_in_the_foreground_refuses_a_port_a_stack_holds(tmp_path: Path):

@@ -1,4 +1,4 @@
-"""A damaged item is a finding, not a crash (issue 38, finding 4; docs/design.md, "The item").
+"""A damaged item is a finding, not a crash (docs/design.md, "The item").
 
 Every field of both item layouts is planted damaged with a raw PutItem (vhs_testing.damage),
 on in-process moto: reads raise the one typed error (errors.DamagedItem) naming the id and

@@ -1,6 +1,6 @@
-"""DynamoDB's expression limits as a tested property (issue 38, finding 6; docs/design.md,
-"Expression limits"): every expression the store, the collector, `vhs migrate` and `vhs
-reindex` send stays within 4 KB and 300 operators or functions (vhs.expression_limits), at
+"""DynamoDB's expression limits as a tested property (docs/design.md, "Expression
+limits"): every expression the store, the collector, `vhs migrate` and `vhs
+reindex` send stays within 4 KB and 300 operators or functions (vhs_testing.expression_limits), at
 the extreme configurations the store's constructor accepts.
 
 * each builder of updates.py, driven directly at its extremes (the longest history a trim
@@ -9,11 +9,13 @@ the extreme configurations the store's constructor accepts.
 * every request a store at the largest accepted retention makes, with the collector, a
   migration and a reindex, recorded as botocore builds it;
 * 2,000 puts at the largest accepted retention on in-process moto, moto's server and dynalite:
-  every request within the limits, every item DynamoDB's size rules allow (item.item_size).
+  every request within the limits, every item DynamoDB's size rules allow (item_size.item_size).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -26,8 +28,8 @@ from vhs import updates
 from vhs.changes.feed import ChangePublisher
 from vhs.changes.reindex import Selection, Target, reindex_segment
 from vhs.errors import ConfigurationError
-from vhs.expression_limits import MAX_EXPRESSION_BYTES, MAX_OPERATORS, Measure, measure, problems
-from vhs.item import ITEM_BUDGET, MAX_CONDEMNED, entry_to_dynamo, item_size
+from vhs.item import ITEM_BUDGET, MAX_CONDEMNED, entry_to_dynamo
+from vhs.item_size import item_size
 from vhs.keys import shard_of
 from vhs.layouts import Layout
 from vhs.maintenance.gc import GarbageCollector
@@ -38,9 +40,15 @@ from vhs.parts import MAX_PARTS
 from vhs.retention import Retention
 from vhs.store import VersionedHybridStore
 from vhs_testing.backends import Backend
+from vhs_testing.expression_limits import (
+    MAX_EXPRESSION_BYTES,
+    MAX_OPERATORS,
+    Measure,
+    measure,
+    problems,
+)
 
 T = "2026-11-01T09:00:00.000000Z"
-PUTS = 2000
 
 
 def largest_retention(inline_threshold: int = 0) -> int:
@@ -245,13 +253,79 @@ def test_every_request_of_every_kind_of_work_stays_within_the_limits(inprocess: 
     assert {"UpdateExpression", "ConditionExpression", "FilterExpression"} <= expressions
 
 
-# --- 2,000 puts at the largest retention, on every backend ------------------------------------
+# --- the largest retention, on every backend ----------------------------------------------------
+
+# The done-when's run: `VHS_LARGEST_RETENTION_PUTS=2000 .venv/bin/python -m pytest
+# tests/core/test_expression_limits.py -k largest_retention_takes` (docs/testing.md). `make
+# test` starts the id at its fullest instead (seeded), so the trims at the limit come in a few
+# puts: moto takes about half a second for each put of an item of ~790 entries.
+PUTS = int(os.environ.get("VHS_LARGEST_RETENTION_PUTS", "0"))
+
+
+def _seed_fullest(backend: Backend, store: VersionedHybridStore, rid: str) -> int:
+    """Plant `rid` as the store holds an id at its fullest between trims (retention's
+    `max_held` earlier versions and the current one; their bodies are never read here, so
+    none is uploaded); the number of its current version."""
+    held = store.retention.max_held
+    entries = []
+    for number in range(1, held + 2):
+        body = b'{"seed":%d}' % number
+        entry = Entry(
+            f"2026-01-01T00:00:00.{number:06d}Z",
+            hashlib.sha256(body).hexdigest(),
+            len(body),
+            int(store.clock()),
+            f"seed{number}",
+        )
+        entries.append(entry_to_dynamo(entry))
+    backend.dynamodb.put_item(
+        TableName=backend.table_name,
+        Item={
+            "id": {"S": rid},
+            "v": {"N": str(held + 1)},
+            "c": {"L": entries[-1:]},
+            "p": {"L": entries[:-1]},
+        },
+    )
+    return held + 1
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["inprocess", "server", "dynalite"], indirect=True)
+def test_the_largest_retention_takes_puts_at_its_fullest_within_every_limit(backend: Backend):
+    """An id at its fullest at the largest accepted retention (`inline_threshold=0`): puts that
+    trim it at the limit, one with a part (a planned write, guarded), every item within
+    DynamoDB's size rules and every expression within its limits, on each backend."""
+    store = backend.store(inline_threshold=0, retention=Retention(versions=LARGEST))
+    rid = backend.id("fullest")
+    first = _seed_fullest(backend, store, rid)
+    recorded = Recorded(store.index.dynamodb)
+    # The first put makes one entry more than retention holds between trims: it trims at the
+    # limit (half the retention at once); the second is planned (a part); then two more.
+    puts = 4
+    for n in range(first, first + puts):
+        stamp = f"2026-01-02T00:00:00.{n:06d}Z"
+        with_parts = {"p": b"%d" % n} if n == first + 1 else None
+        assert store.put(rid, {"n": n}, updated_at=stamp, parts=with_parts).version == n + 1
+    assert recorded.problems() == []
+    assert max(item_size(item) for item in recorded.items) <= ITEM_BUDGET
+    assert len(recorded.items) >= puts
+    trims = [
+        params
+        for _, params in recorded.requests
+        if params.get("UpdateExpression") in ("SET #p = :p", "REMOVE #p")  # updates.trim's
+    ]
+    assert trims, "no trim at the limit"
+    retained = store.history(rid)
+    assert retained[-1].version == first + puts and len(retained) == LARGEST + 1
+    assert store.get(rid).json() == {"n": first + puts - 1}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not PUTS, reason="the long run: VHS_LARGEST_RETENTION_PUTS=2000")
+@pytest.mark.parametrize("backend", ["inprocess", "server", "dynalite"], indirect=True)
 def test_the_largest_retention_takes_2000_puts_within_every_limit(backend: Backend):
-    """Done when of issue 38: a store at the largest accepted retention takes 2,000 puts on
+    """The long run: a store at the largest accepted retention takes 2,000 puts on
     in-process moto, moto's server and dynalite, every item within DynamoDB's size rules and
     every expression within its limits. One version in a hundred has a part (a planned write,
     its part in S3 and guarded); the rest are blind writes, whose trims drop half the

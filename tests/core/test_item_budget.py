@@ -20,13 +20,9 @@ from vhs.item import (
     CONDEMNED_UNTIL,
     ITEM_BUDGET,
     ITEM_LIMIT,
-    entry_size,
     item_from_dynamo,
-    item_size,
-    number_size,
-    value_size,
-    written_size,
 )
+from vhs.item_size import entry_size, item_size, number_size, value_size, written_size
 from vhs.model import Entry
 from vhs.ordering import parse_timestamp
 from vhs_testing.records import at, large

@@ -15,11 +15,11 @@ import pytest
 from vhs.item import (
     ID,
     entry_from_dynamo,
-    entry_size,
     entry_to_dynamo,
     item_from_dynamo,
     stored_layout,
 )
+from vhs.item_size import entry_size
 from vhs.layouts import Layout, time_value
 from vhs.local.metering import RequestMeter
 from vhs.model import Entry, StoredPart

@@ -298,7 +298,7 @@ def test_head_answers_every_route_as_get_without_the_body(api: Api, target: str)
 
 
 def test_a_damaged_item_is_a_502_problem_naming_the_id_and_the_field(api: Api) -> None:
-    """Issue 38: a text item whose `t` is not a time was a 500 (a bare ValueError)."""
+    """A text item whose `t` is not a time was a 500 (a bare ValueError)."""
     for layout in Layout:
         sound = well_formed(api.store, f"sound-{layout}", layout)
         for damage in [d for d in damages_of(layout) if d.in_current][:3]:

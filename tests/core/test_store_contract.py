@@ -32,8 +32,9 @@ from vhs import (
 )
 from vhs.codec import MAX_BODY_SIZE
 from vhs.errors import ConfigurationError, InvalidInput
-from vhs.item import ITEM_BUDGET, held_size
+from vhs.item import ITEM_BUDGET
 from vhs.item_budget import largest_entry
+from vhs.item_size import held_size
 from vhs.keys import MAX_ID_LENGTH, body_key, encode_id
 from vhs.local.metering import RequestMeter
 from vhs.model import VersionInfo

@@ -34,11 +34,11 @@ from typing import Any
 
 from .. import keys, settings
 from ..errors import InvalidInput
-from ..index import ScanPage, scan_pages
 from ..item import ID, MalformedItem, item_from_dynamo, layout_problem
 from ..model import Entry
 from ..ordering import parse_timestamp
 from ..resources import REINDEX
+from ..table_scan import ScanPage, scan_pages
 from .feed import Change, ChangePublisher, change_of
 
 log = logging.getLogger(__name__)

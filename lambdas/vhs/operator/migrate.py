@@ -3,7 +3,7 @@
 
 Nothing needs it: an item in the text layout is read as it is, and its next planned write
 rewrites it whole. This is for those who want the table compact now (smaller items: cheaper
-writes and storage). A parallel Scan (`index.scan_pages`, as `vhs verify` reads) reads every
+writes and storage). A parallel Scan (`table_scan.scan_pages`, as `vhs verify` reads) reads every
 item; each whose entries are not all compact (`item.stored_layout`) is rewritten in place by
 one conditional UpdateItem (`DynamoIndex.rewrite`): the same entries, laid out compactly, only
 if the item is still as read. Nothing else changes: not `v` (the change feed publishes
@@ -26,10 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..index import scan_pages
 from ..item import ID, MalformedItem, id_of, item_from_dynamo, layout_problem, stored_layout
 from ..layouts import Layout
 from ..store import VersionedHybridStore
+from ..table_scan import scan_pages
 
 MAX_ATTEMPTS = 4
 DEFAULT_SEGMENTS = 4

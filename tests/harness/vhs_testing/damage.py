@@ -1,4 +1,4 @@
-"""Damaged items, planted behind the store's back (issue 38, finding 4).
+"""Damaged items, planted behind the store's back.
 
 For each item layout, `well_formed` writes an item through the store itself that holds every
 field an item can hold: a current entry with an inline zlib body and a part, an earlier

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 from typing import Any
 
@@ -21,3 +22,12 @@ def fresh_stack(endpoint: str, tag: str, **options: Any) -> LocalStack:
         queue_name=f"{tag}-{suffix}",
         **options,
     ).provision()
+
+
+def forget_loaded_handlers() -> None:
+    """Every handler module loaded in this process forgets what it built from the environment
+    (its store, its clients), as a cold start would: a test that points them at a fresh stack
+    must not meet a client of an earlier test's stack, whose server may be gone."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith("handlers.") and hasattr(module, "reset"):
+            module.reset()
