@@ -32,9 +32,19 @@ WORK = ROOT / ".mutation"
 LINKS = {"vhs": "lambdas/vhs", "tests": "tests", "events": "events", "docs": "docs"}
 # What the selected tests read from the repository besides vhs and tests (the CDK app that the
 # state-machine tests synthesize, the tools, the Makefile and the audit's exceptions that
-# tests/system checks): mutmut copies them into its mutants/ directory, where the tests run.
+# tests/system checks, README.md for the docs examples, benchmarks for their test): mutmut copies them into its mutants/ directory, where the tests run.
 # None of them is on sys.path.
-READ = ("lambdas", "infra", "app.py", "cdk.json", "tools", "Makefile", "pip-audit-exceptions.txt")
+READ = (
+    "lambdas",
+    "infra",
+    "app.py",
+    "cdk.json",
+    "tools",
+    "Makefile",
+    "pip-audit-exceptions.txt",
+    "README.md",
+    "benchmarks",
+)
 LINKS |= {name: name for name in READ}
 COPIED = [name for name in LINKS if name not in ("vhs", "tests")]
 GOAL = 0.90
