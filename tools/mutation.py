@@ -32,8 +32,9 @@ WORK = ROOT / ".mutation"
 LINKS = {"vhs": "lambdas/vhs", "tests": "tests", "events": "events", "docs": "docs"}
 # What the selected tests read from the repository besides vhs and tests (the CDK app that the
 # state-machine tests synthesize, the tools, the Makefile and the audit's exceptions that
-# tests/system checks, README.md for the docs examples, benchmarks for their test): mutmut copies them into its mutants/ directory, where the tests run.
-# None of them is on sys.path.
+# tests/system checks, README.md for the docs examples, the benchmarks for their own test):
+# mutmut copies them into its mutants/ directory, where the tests run. None of them is on
+# sys.path.
 READ = (
     "lambdas",
     "infra",
