@@ -45,6 +45,8 @@ READ = (
     "pip-audit-exceptions.txt",
     "README.md",
     "benchmarks",
+    # The pins that tests/system/test_runtime_python.py compares.
+    *sorted(path.name for path in ROOT.glob("requirements*.txt")),
 )
 LINKS |= {name: name for name in READ}
 COPIED = [name for name in LINKS if name not in ("vhs", "tests")]
