@@ -86,15 +86,18 @@ audit: $(STAMP) $(AUDIT_STAMP) $(LOWEST_STAMP) synth
 demo: $(STAMP)
 	@$(BIN)/python -m vhs.local.demo
 
-## test: every test and check, as CI runs them. The four phases run side by side, and so do
-## the three installs a fresh clone needs (.venv, node_modules, .venv-audit); one synth serves
-## infra-check and audit. pytest keeps both cores busy; the others fill the time it leaves one
-## idle (its last tests, the installs' and pip-audit's network waits). Each phase's output is
-## printed whole when it ends (--output-sync, where make has it: GNU make 4); make fails if
-## any phase does, once the others have ended.
+## test: every test and check, as CI runs them. The five phases run side by side, and so do
+## the four installs a fresh clone needs (.venv, node_modules, .venv-audit, .venv-lowest); one
+## synth serves infra-check and audit. pytest keeps both cores busy; the others fill the time it
+## leaves one idle (its last tests, the installs' and pip-audit's network waits). pytest's
+## progress shows as it runs; each other phase's output is printed whole when it ends
+## (--output-sync, where make has it: GNU make 4). make fails if any phase does, once the
+## others have ended.
 OUTPUT_SYNC := $(if $(filter output-sync,$(.FEATURES)),--output-sync=target)
+# --output-sync holds a recipe's output until the recipe ends (12 minutes, for pytest), so
+# pytest writes to descriptor 3 instead: test's own output, which make does not hold.
 test:
-	@$(MAKE) --no-print-directory --jobs=4 $(OUTPUT_SYNC) lint unit unit-lowest infra-check audit
+	@$(MAKE) --no-print-directory --jobs=4 $(OUTPUT_SYNC) PROGRESS_FD=3 lint unit unit-lowest infra-check audit 3>&1
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -108,10 +111,11 @@ format: $(STAMP)
 # One worker per core (pytest-xdist): most tests wait on a moto server of their worker's own, so
 # two workers keep both cores of a small CI machine busy. worksteal: an idle worker takes tests
 # queued for the other, so one long test near the end does not leave a core idle. The 25
-# slowest tests are listed at the end: where make test's 15 minutes go.
+# slowest tests are listed at the end: where make test's 12 minutes go.
+TO_PROGRESS = $(if $(PROGRESS_FD),>&$(PROGRESS_FD) 2>&1)
 unit: $(STAMP) $(NODE_STAMP)
-	@$(BIN)/python -c 'import sys; print(f"pytest on Python {sys.version.split()[0]} ({sys.executable})")'
-	$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=25
+	@$(BIN)/python -c 'import sys; print(f"pytest on Python {sys.version.split()[0]} ({sys.executable})")' $(TO_PROGRESS)
+	$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=25 $(TO_PROGRESS)
 
 # The library and the CLI promise requires-python (pyproject.toml) to their users, who install
 # them on their own Pythons: the tests that hold that promise (tests/lowest.txt says which, and

@@ -46,7 +46,6 @@ def measure(bodies: list[dict[str, Any]], batch: int, coalesced: bool) -> dict[s
         }
         load_handler("ingest")
         handler = sys.modules["handlers.ingest"]
-        handler.reset()
         handler.logger.setLevel("ERROR")  # imported before the environment above was set
         worker = handler.ingestor()
         biller = Biller(backend.new_client("dynamodb"), [worker.s3], [worker.store.index.dynamodb])

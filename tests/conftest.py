@@ -8,6 +8,9 @@ from botocore.retries.standard import ExponentialBackoff
 
 from vhs_testing.backends import BACKENDS, Backend, fake_credentials, live_enabled, open_backend
 
+# Times every test and fails one over the budget's limit (vhs_testing/budget.py, tests/slow.txt).
+pytest_plugins = ["vhs_testing.budget"]
+
 # Fixtures that start a server (moto's, dynalite or `vhs local up`'s), and parameters that
 # choose one.
 SERVER_FIXTURES = frozenset({"moto_server", "dynalite_server", "server", "local_env"})

@@ -32,9 +32,22 @@ WORK = ROOT / ".mutation"
 LINKS = {"vhs": "lambdas/vhs", "tests": "tests", "events": "events", "docs": "docs"}
 # What the selected tests read from the repository besides vhs and tests (the CDK app that the
 # state-machine tests synthesize, the tools, the Makefile and the audit's exceptions that
-# tests/system checks): mutmut copies them into its mutants/ directory, where the tests run.
-# None of them is on sys.path.
-READ = ("lambdas", "infra", "app.py", "cdk.json", "tools", "Makefile", "pip-audit-exceptions.txt")
+# tests/system checks, README.md for the docs examples, the benchmarks for their own test):
+# mutmut copies them into its mutants/ directory, where the tests run. None of them is on
+# sys.path.
+READ = (
+    "lambdas",
+    "infra",
+    "app.py",
+    "cdk.json",
+    "tools",
+    "Makefile",
+    "pip-audit-exceptions.txt",
+    "README.md",
+    "benchmarks",
+    # The pins that tests/system/test_runtime_python.py compares.
+    *sorted(path.name for path in ROOT.glob("requirements*.txt")),
+)
 LINKS |= {name: name for name in READ}
 COPIED = [name for name in LINKS if name not in ("vhs", "tests")]
 GOAL = 0.90
@@ -58,12 +71,30 @@ def selection(module: dict, run: dict) -> list[str]:
     return [f"tests/{concern}", *run.get("also", [])]
 
 
+# The tables of the project's pyproject.toml that the work directory's sets itself.
+OWN_TABLES = ("tool.pytest", "tool.mutmut")
+
+
+def project_tables() -> list[str]:
+    """The project's pyproject.toml without OWN_TABLES: the rest is what the selected tests read
+    from it (requires-python for the Makefile's test, the import contracts for lint-imports)."""
+    kept, own = [], False
+    for line in (ROOT / "pyproject.toml").read_text().splitlines():
+        if line.startswith("["):
+            own = line.strip("[] ").startswith(OWN_TABLES)
+        if not own:
+            kept.append(line)
+    return kept
+
+
 def pyproject(module: dict, run: dict) -> str:
-    """The work directory's pyproject.toml: mutmut's settings and pytest's (pythonpath: the
-    test harness, tests/harness/vhs_testing)."""
+    """The work directory's pyproject.toml: the project's, with mutmut's settings and pytest's
+    own (pythonpath: the test harness, tests/harness/vhs_testing)."""
     toml = json.dumps  # a TOML basic string or array of them is also valid JSON
     return "\n".join(
         [
+            *project_tables(),
+            "",
             "[tool.mutmut]",
             'source_paths = ["vhs"]',
             f"only_mutate = {toml([module['path']])}",

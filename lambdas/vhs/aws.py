@@ -19,12 +19,23 @@ FORBIDDEN_CODES = frozenset({"AccessDenied", "403", "Forbidden"})
 CONDITION_FAILED_CODES = frozenset({"ConditionalCheckFailedException"})
 
 
+# Attempts per call, the first included, unless AWS_MAX_ATTEMPTS says otherwise.
+DEFAULT_MAX_ATTEMPTS = 11
+
+
 def default_config() -> Any:
+    """Every client's configuration. AWS_MAX_ATTEMPTS, the SDKs' own variable, sets the attempts
+    per call (the first included): botocore reads it only when the configuration names none,
+    and this one does, so it is honoured here. A command against an endpoint that does not
+    answer (a local stack that is not running) fails at once with 1, not after its backoff."""
     from botocore.config import Config
 
+    from .settings import max_attempts
+
+    attempts = max_attempts() or DEFAULT_MAX_ATTEMPTS
     # Standard retries back off on throttling and retry timeouts and 5xx responses.
     return Config(
-        retries={"mode": "standard", "max_attempts": 10},
+        retries={"mode": "standard", "total_max_attempts": attempts},
         max_pool_connections=32,
         connect_timeout=5,
         read_timeout=30,

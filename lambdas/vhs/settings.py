@@ -95,6 +95,11 @@ LOCAL_PORT = "VHS_LOCAL_PORT"
 # environment and returns (starting the stack in the background when none is running here).
 LOCAL_ENV_HINT = 'try: eval "$(vhs local up --detach)"'
 
+# --- AWS's own names ---------------------------------------------------------------------
+# Attempts per AWS call, the first included, as the AWS SDKs and CLI read it (unset: aws.py's
+# default). 1 turns retries off: for tests and scripts against an endpoint that may not answer.
+MAX_ATTEMPTS = "AWS_MAX_ATTEMPTS"
+
 # --- Powertools (its own names, set for every function) -----------------------------------
 POWERTOOLS_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
 POWERTOOLS_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
@@ -175,6 +180,18 @@ def whole_number(name: str, default: int | None = None, environ: Mapping | None 
         return int(raw)
     except ValueError:
         raise ConfigurationError(f"{name} must be a whole number, not {raw!r}") from None
+
+
+def max_attempts(environ: Mapping[str, str] | None = None) -> int | None:
+    """AWS_MAX_ATTEMPTS as a number of attempts (None: unset), or ConfigurationError."""
+    raw = get(MAX_ATTEMPTS, environ=environ).strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigurationError(
+            f"{MAX_ATTEMPTS} must be a whole number of attempts, at least 1, not {raw!r}"
+        )
+    return int(raw)
 
 
 def _flag(name: str, environ: Mapping[str, str] | None = None) -> bool | None:

@@ -394,7 +394,9 @@ def test_every_command_writes_its_documented_json(local_env, tmp_path: Path):
 
     # A dead letter at once: the ingest handler run here on SAM's SQS event ("Hello from SQS!").
     sam_event = Path(__file__).resolve().parents[2] / "events" / "sam-sqs-receive-message.json"
-    assert_documented("vhs invoke ingest", json_of(local_env, "invoke", "ingest", str(sam_event)))
+    assert_documented(
+        "vhs invoke ingest", json_of(local_env, "invoke", "ingest", str(sam_event), process=True)
+    )
     try:
         letters = json_of(local_env, "dlq", "list")
         assert [letter["error_field"] for letter in letters] == ["body"]

@@ -6,7 +6,6 @@ stays under MEMORY_BOUND_BYTES, which the read API's memory holds."""
 from __future__ import annotations
 
 import json
-import tracemalloc
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from vhs.patches import TOO_LARGE, encode_patch, make_patch
 from vhs.resources import READ_API
 from vhs.strict_json import MAX_DEPTH
 from vhs_testing.backends import Backend
+from vhs_testing.memory import diff_peak
 from vhs_testing.records import at
 
 
@@ -63,18 +63,10 @@ def put_pair(backend: Backend, rid: str, first: bytes, second: bytes):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES)
-def test_two_records_at_the_body_limit_diff_within_the_memory_bound(
-    inprocess: Backend, shape: str
-) -> None:
+def test_two_records_at_the_body_limit_diff_within_the_memory_bound(shape: str) -> None:
     old, new = (at_size(make, MAX_BODY_BYTES) for make in SHAPES[shape])
-    store = put_pair(inprocess, shape, old, new)
-    assert store.history(shape)[-1].size == MAX_BODY_BYTES
-    tracemalloc.start()
-    try:
-        diff = store.diff(shape, 1, 2)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak, diff = diff_peak(shape, old, new)
+    assert diff.new.size == MAX_BODY_BYTES
     assert peak <= MEMORY_BOUND_BYTES, f"{shape}: {peak:,} bytes at the peak"
     assert diff.kind == "json"
     if diff.patch is None:

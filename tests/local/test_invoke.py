@@ -14,15 +14,16 @@ import pytest
 
 from vhs.keys import body_key
 from vhs.resources import CHANGES, GC, INGEST, READ_API
-from vhs_testing.cli import assert_documented, local_env, vhs
+from vhs_testing.cli import assert_documented, local_env, vhs, vhs_process
 from vhs_testing.events import EVENTS
 
 __all__ = ["local_env"]  # the fixture: `vhs local up` for this module
 
 
 def invoked(env: dict[str, str], *args: str, stdin: bytes | None = None, status: int = 0) -> Any:
-    """`vhs invoke ARGS`, which must exit with `status`."""
-    result = vhs(env, "invoke", *args, stdin=stdin)
+    """`vhs invoke ARGS`, which must exit with `status`: in a process, as a user runs it (what
+    goes to which stream is the subject here, and a handler's module state outlives a call)."""
+    result = vhs_process(env, "invoke", *args, stdin=stdin)
     assert result.returncode == status, result.stderr.decode()
     return result
 

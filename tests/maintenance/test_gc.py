@@ -29,6 +29,7 @@ from vhs.keys import (
 )
 from vhs.maintenance.gc import DEFAULT_LEASE, GarbageCollector, GcReport, parse_duration
 from vhs_testing.backends import Backend
+from vhs_testing.condemnation import SkippingClock
 from vhs_testing.records import at, large
 
 
@@ -322,8 +323,17 @@ def test_a_damaged_items_bodies_are_never_collected(backend):
 def test_concurrent_writers_never_lose_a_body(server):
     """Writers keep re-using a few bodies (so they dedupe onto keys the collector is judging)
     while the collector runs with no grace period at all. Afterwards every retained pointer
-    resolves, and one more collection leaves exactly the referenced objects."""
-    store = s3_store(server, retention=Retention(versions=1), clock_skew=timedelta(seconds=0.2))
+    resolves, and one more collection leaves exactly the referenced objects. The writers wait
+    out condemnations on a clock that skips the wait (SkippingClock), shared with the
+    collector: the race itself runs in real time."""
+    clock = SkippingClock()
+    store = s3_store(
+        server,
+        retention=Retention(versions=1),
+        clock_skew=timedelta(seconds=0.2),
+        clock=clock.clock,
+    )
+    store.writer.sleep = clock.sleep
     ids = [server.id(f"race-{n}") for n in range(4)]
     bodies = [large(100 + n, 2000) for n in range(5)]
     stop = threading.Event()
@@ -376,7 +386,7 @@ def test_concurrent_writers_never_lose_a_body(server):
         for version in store.history(rid):
             assert store.get(rid, version=version.version).content_hash
     # The next scheduled run, once the condemnations made during the race have expired.
-    GarbageCollector(store, grace=timedelta(0), clock=later(1)).run(
+    GarbageCollector(store, grace=timedelta(0), clock=clock.later(1)).run(
         shards=sorted(set(_shards(ids)))
     )
     assert set(objects(server)) == referenced_keys(store, ids)

@@ -13,7 +13,9 @@ as absent, like the default), and types on either side of it.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vhs import RecordNotFound, Retention
-from vhs_testing.backends import open_backend
+from vhs_testing.backends import Backend, open_backend
 from vhs_testing.model import JSON, Delete, ModelStore, Put, Write, claimed, winner
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -79,63 +81,85 @@ def _retyped(put: Put, content_type: str | None) -> Put:
     return Put(put.id, put.record, put.at, content_type)
 
 
-def _apply(store, write: Write):
+def _apply(store, namespace: str, write: Write):
     if isinstance(write, Put):
         return store.put(
-            write.id, write.record, updated_at=write.at, content_type=write.content_type
+            namespace + write.id, write.record, updated_at=write.at, content_type=write.content_type
         )
-    return store.delete(write.id, deleted_at=write.at)
+    return store.delete(namespace + write.id, deleted_at=write.at)
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[Backend]:
+    """One in-process moto for every example: each example's ids are its own (a namespace
+    per example), so no example sees another's items or bodies, and none pays moto's start and
+    the table's creation (about 0.3 s, more than half of an example)."""
+    with open_backend("inprocess", None) as opened:
+        yield opened
+
+
+NAMESPACES = (f"example-{n}/" for n in itertools.count())
 
 
 @settings(
     max_examples=60,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    # The module's backend is shared on purpose (its fixture says why).
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 @given(delivery=deliveries(), retain=st.sampled_from([0, 1, 5]))
-def test_any_arrival_order_with_duplicates_ends_in_the_modelled_state(delivery, retain):
+def test_any_arrival_order_with_duplicates_ends_in_the_modelled_state(
+    backend: Backend, delivery, retain
+):
     writes, arrival = delivery
     model = ModelStore(retain)
-    with open_backend("inprocess", None) as backend:
-        store = backend.store(inline_threshold=INLINE_THRESHOLD, retention=Retention(retain))
-        seen_version: dict[str, int] = {}
-        for write in arrival:
-            result = _apply(store, write)
-            before = seen_version.get(write.id, 0)
-            # Each outcome is one the operation may report, and consistent with the version.
-            assert result.outcome in OUTCOMES[type(write)], write
-            if result.outcome in ("stored", "deleted"):
-                assert result.version == before + 1, write
-            else:
-                assert result.version == before, write
-            seen_version[write.id] = result.version
-            if isinstance(write, Put):
-                assert result.content_hash == write.content_hash
-            # The sequential model predicts the exact outcome and version.
-            assert (result.outcome, result.version) == model.apply(write), write
+    namespace = next(NAMESPACES)
+    store = backend.store(inline_threshold=INLINE_THRESHOLD, retention=Retention(retain))
+    seen_version: dict[str, int] = {}
+    for write in arrival:
+        result = _apply(store, namespace, write)
+        before = seen_version.get(write.id, 0)
+        # Each outcome is one the operation may report, and consistent with the version.
+        assert result.outcome in OUTCOMES[type(write)], write
+        if result.outcome in ("stored", "deleted"):
+            assert result.version == before + 1, write
+        else:
+            assert result.version == before, write
+        seen_version[write.id] = result.version
+        if isinstance(write, Put):
+            assert result.content_hash == write.content_hash
+        # The sequential model predicts the exact outcome and version.
+        assert (result.outcome, result.version) == model.apply(write), write
 
-        for id in IDS:
-            _check_final_state(store, model, id, [w for w in writes if w.id == id])
+    for id in IDS:
+        _check_final_state(store, model, namespace, id, [w for w in writes if w.id == id])
 
 
-def _check_final_state(store, model: ModelStore, id: str, writes: list[Write]) -> None:
+def _check_final_state(
+    store, model: ModelStore, namespace: str, id: str, writes: list[Write]
+) -> None:
     best = winner(writes)
+    stored_id = namespace + id
     # The order-independent claim: the highest (updated_at, hash, content type) write is current.
     if best is None or isinstance(best, Delete):
         with pytest.raises(RecordNotFound):
-            store.get(id)
+            store.get(stored_id)
     else:
-        record = store.get(id)
+        record = store.get(stored_id)
         assert record.body == best.body
         assert record.updated_at == best.at
         assert record.content_type == best.type
         assert record.content_hash == best.content_hash == hashlib.sha256(record.body).hexdigest()
     if best is None:
         with pytest.raises(RecordNotFound):
-            store.history(id)
+            store.history(stored_id)
         return
 
-    history = store.history(id)
+    history = store.history(stored_id)
     numbers = [info.version for info in history]
     # Versions are a contiguous run ending at the current one, in strictly increasing order.
     assert numbers == list(range(numbers[-1] - len(numbers) + 1, numbers[-1] + 1))
@@ -153,4 +177,4 @@ def _check_final_state(store, model: ModelStore, id: str, writes: list[Write]) -
     ]
     for version in expected:
         if not version.deleted:
-            assert store.get(id, version.number).body == version.body
+            assert store.get(stored_id, version.number).body == version.body

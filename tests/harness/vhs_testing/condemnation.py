@@ -4,6 +4,8 @@ writes it (docs/gc.md)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 
 from vhs.item import CONDEMNED_BODIES, CONDEMNED_UNTIL, condemned_name
@@ -24,6 +26,32 @@ class FakeTime:
         self.slept.append(seconds)
         self.during_sleep()
         self.now += seconds
+
+
+class SkippingClock:
+    """Real time, less the waiting: `sleep` moves this clock on at once instead of blocking.
+    For threads that share one clock (writers and a collector racing): a writer that waits out
+    a condemnation is, to everyone, a writer whose wait has passed, as if every thread had been
+    paused for that long (which the protocol must survive anyway); the race between the
+    waits runs in real time."""
+
+    def __init__(self) -> None:
+        self._skipped = 0.0
+        self._lock = threading.Lock()
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        with self._lock:
+            return time.time() + self._skipped
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.slept.append(seconds)
+            self._skipped += max(0.0, seconds)
+
+    def later(self, hours: float):
+        """A clock this far ahead of this one (a collector's next scheduled run)."""
+        return lambda: self.clock() + hours * 3600
 
 
 def condemn(backend, rid: str, sha: str, deadline: float) -> None:
