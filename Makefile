@@ -2,8 +2,8 @@
 SHELL := /bin/bash
 # Any Python 3 runs tools/runtime_python.py, which finds (or fetches from Debian's packages into
 # .python/) the Python the functions run on: LAMBDA_PYTHON_VERSION in infra/config.py, the one
-# place it is written. .venv is made on it; the venvs of tools (the scanners, mutmut, the SAM
-# CLI) on any Python 3.
+# place it is written. .venv and mutmut's venv are made on it; the venvs of the other tools
+# (the scanners, the SAM CLI) on any Python 3.
 PYTHON ?= python3
 RUNTIME_VERSION := $(shell sed -n 's/^LAMBDA_PYTHON_VERSION = "\([0-9.]*\)"$$/\1/p' infra/config.py)
 # The lowest Python the library and the CLI promise (requires-python in pyproject.toml).
@@ -186,8 +186,13 @@ sam-check: $(SAM_STAMP) sam-synth synth
 mutation: $(MUTATION_STAMP)
 	$(MUTATION_VENV)/bin/python tools/mutation.py run
 
+# On the runtime's Python, as .venv is: mutmut runs the suite, whose tests hold that they run
+# there (test_makefile's stand-in .venv, test_runtime_python). Made anew on another Python.
+ifneq ($(shell $(MUTATION_VENV)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null),$(RUNTIME_VERSION))
+.PHONY: $(MUTATION_STAMP)
+endif
 $(MUTATION_STAMP): requirements-mutation.txt requirements-dev.txt requirements.txt
-	@test -x $(MUTATION_VENV)/bin/python || $(PYTHON) -m venv $(MUTATION_VENV)
+	@$(PYTHON) tools/runtime_python.py venv $(MUTATION_VENV) --version $(RUNTIME_VERSION)
 	@echo "installing mutmut into $(MUTATION_VENV)"
 	@$(MUTATION_VENV)/bin/pip install --quiet -r requirements-mutation.txt
 	@$(MUTATION_VENV)/bin/pip install --quiet --no-deps -e .

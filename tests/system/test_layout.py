@@ -1,8 +1,8 @@
 """Guards of the layout: what holds of the code as a whole, and later work could undo.
 
 * The import layers (pyproject.toml's [tool.importlinter], checked by lint-imports, which
-  `make lint` runs too) hold, every module of lambdas/vhs is in a layer, and a layer that
-  imports one above it fails the check.
+  `make lint` runs too) hold, the core's floors among them, every module of lambdas/vhs is in a
+  layer, and a layer that imports one above it fails the check.
 * No function or method of the product code (lambdas/, infra/, benchmarks/, tools/, app.py)
   is over 80 lines, counted as tools/module_sizes.py counts them; that tool reports module
   sizes against their soft target, which nothing here enforces (docs/testing.md).
@@ -86,7 +86,8 @@ def test_every_module_of_the_library_is_in_a_layer() -> None:
 
 
 # What each injected import breaks: (file, the import added, "importer -> imported" as
-# lint-imports reports it). One per boundary of the layers, and the two forbidden contracts.
+# lint-imports reports it). One per boundary of the layers, the core's floors included, and the
+# two forbidden contracts.
 UPWARD_IMPORTS = (
     ("lambdas/vhs/keys.py", "import vhs.maintenance", "vhs.keys -> vhs.maintenance"),
     ("lambdas/vhs/ingest/__init__.py", "import handlers", "vhs.ingest -> handlers"),
@@ -96,6 +97,15 @@ UPWARD_IMPORTS = (
     ("lambdas/vhs/cli/__init__.py", "import benchmarks", "vhs.cli -> benchmarks"),
     ("infra/__init__.py", "import handlers", "infra -> handlers"),
     ("lambdas/vhs/store.py", "import infra", "vhs.store -> infra"),
+    # Inside the core, one per boundary of its floors.
+    ("lambdas/vhs/errors.py", "import vhs.resources", "vhs.errors -> vhs.resources"),
+    ("lambdas/vhs/settings.py", "import vhs.keys", "vhs.settings -> vhs.keys"),
+    ("lambdas/vhs/codec.py", "import vhs.parts", "vhs.codec -> vhs.parts"),
+    ("lambdas/vhs/parts.py", "import vhs.deltas", "vhs.parts -> vhs.deltas"),
+    ("lambdas/vhs/diffs.py", "import vhs.item_size", "vhs.diffs -> vhs.item_size"),
+    ("lambdas/vhs/layouts.py", "import vhs.updates", "vhs.layouts -> vhs.updates"),
+    ("lambdas/vhs/index.py", "import vhs.write_path", "vhs.index -> vhs.write_path"),
+    ("lambdas/vhs/write_path.py", "import vhs.store", "vhs.write_path -> vhs.store"),
 )
 
 
