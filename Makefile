@@ -191,9 +191,10 @@ mutation: $(MUTATION_STAMP)
 ifneq ($(shell $(MUTATION_VENV)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null),$(RUNTIME_VERSION))
 .PHONY: $(MUTATION_STAMP)
 endif
-$(MUTATION_STAMP): requirements-mutation.txt requirements-dev.txt requirements.txt
+$(MUTATION_STAMP): requirements-mutation.txt requirements-dev.txt requirements.txt pyproject.toml tests/harness/pyproject.toml
 	@$(PYTHON) tools/runtime_python.py venv $(MUTATION_VENV) --version $(RUNTIME_VERSION)
 	@echo "installing mutmut into $(MUTATION_VENV)"
 	@$(MUTATION_VENV)/bin/pip install --quiet -r requirements-mutation.txt
 	@$(MUTATION_VENV)/bin/pip install --quiet --no-deps -e .
+	@$(MUTATION_VENV)/bin/pip install --quiet --no-deps -e tests/harness
 	@touch $@
