@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import gzip
 import hashlib
 import io
 import json
@@ -64,22 +65,28 @@ def npm_tarball(features: dict[str, Any], version: str) -> bytes:
     data = {"__meta": {"version": version}, "browsers": {"firefox": {"name": "Firefox"}},
             **features}  # fmt: skip
     out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w:gz") as archive:
+    with tarfile.open(fileobj=out, mode="w") as archive:
         for name, body in (("package/data.json", json.dumps(data).encode()),
                            ("package/package.json", b"{}")):  # fmt: skip
             info = tarfile.TarInfo(name)
             info.size = len(body)
             archive.addfile(info, io.BytesIO(body))
-    return out.getvalue()
+    # The same bytes whenever it is made (gzip's header would hold the second it was made in),
+    # so a tarball made again matches the pin made from the first.
+    return gzip.compress(out.getvalue(), mtime=0)
 
 
 def wheel(zones: dict[str, bytes]) -> bytes:
     out = io.BytesIO()
+    files = {
+        "tzdata/__init__.py": b"",
+        "tzdata/zoneinfo/zone.tab": b"FR\t+4852+00220\tEurope/Paris\n",
+    }
+    files |= {f"tzdata/zoneinfo/{name}": body for name, body in zones.items()}
     with zipfile.ZipFile(out, "w") as archive:
-        archive.writestr("tzdata/__init__.py", "")
-        archive.writestr("tzdata/zoneinfo/zone.tab", "FR\t+4852+00220\tEurope/Paris\n")
-        for name, body in zones.items():
-            archive.writestr(f"tzdata/zoneinfo/{name}", body)
+        for name, body in files.items():
+            # A fixed time, not the clock's: the same bytes whenever it is made.
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), body)
     return out.getvalue()
 
 
