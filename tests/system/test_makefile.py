@@ -146,9 +146,10 @@ def make_test(tmp_path: Path) -> tuple[str, dict[str, str]]:
 
 def run_until_pytest_starts(
     make: str, env: dict[str, str], cwd: Path, timeout: float = 20
-) -> tuple[subprocess.Popen, list[str]]:
-    """`make test` started, and the lines it printed up to `pytest: started` (which fails the
-    test if it does not come while pytest is still waiting: output held until pytest ends)."""
+) -> tuple[subprocess.Popen, list[str], bytes]:
+    """`make test` started, the lines it printed up to `pytest: started` (which fails the
+    test if it does not come while pytest is still waiting: output held until pytest ends),
+    and the start of a line read with them, which the rest of the output completes."""
     # A session of its own: on failure the stand-in pytest, still waiting on its gate, is
     # killed with make.
     process = subprocess.Popen(
@@ -177,15 +178,16 @@ def run_until_pytest_starts(
             pending += chunk
             *complete, pending = pending.split(b"\n")
             lines += [line.decode() for line in complete]
-    return process, lines
+    return process, lines, pending
 
 
-def finish(process: subprocess.Popen, gate: Path) -> tuple[int, list[str]]:
-    """Let the stand-in pytest end; make's exit status and the rest of its output."""
+def finish(process: subprocess.Popen, gate: Path, pending: bytes) -> tuple[int, list[str]]:
+    """Let the stand-in pytest end; make's exit status and the rest of its output (from
+    `pending`, the part of a line already read)."""
     with gate.open("w"):
         pass
     assert process.stdout is not None
-    rest = process.stdout.read().decode().splitlines()
+    rest = (pending + process.stdout.read()).decode().splitlines()
     return process.wait(timeout=20), rest
 
 
@@ -193,8 +195,8 @@ def test_pytest_progress_shows_while_it_runs_and_the_other_phases_print_whole(
     make_test: tuple[str, dict[str, str]], tmp_path: Path
 ) -> None:
     make, env = make_test
-    process, before = run_until_pytest_starts(make, env, tmp_path)
-    status, after = finish(process, tmp_path / "gate")
+    process, before, pending = run_until_pytest_starts(make, env, tmp_path)
+    status, after = finish(process, tmp_path / "gate", pending)
     assert status == 0, before + after
     output = before + after
     assert output.index("pytest: started") < output.index("pytest: finished")
@@ -203,6 +205,7 @@ def test_pytest_progress_shows_while_it_runs_and_the_other_phases_print_whole(
     ran = [line for line in output if line.endswith(" ran")]
     assert ".venv/ruff ran" in ran and ".venv-lowest/python ran" in ran
     assert ".venv/cfn-lint ran" in ran and ".venv-audit/checkov ran" in ran
+    assert ".venv/bin/ruff check ." in output, output
     lint = output.index(".venv/bin/ruff check .")
     assert output[lint : lint + 6] == [
         ".venv/bin/ruff check .",
