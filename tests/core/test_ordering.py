@@ -14,6 +14,7 @@ from vhs.ordering import (
     OrderKey,
     Outcome,
     classify,
+    moment_text,
     newer_and_different,
     newer_and_same,
     parse_moment,
@@ -74,6 +75,8 @@ def test_a_value_of_another_type_is_refused_naming_its_type(value):
         ("2026-12-31T23:59:60.5+01:00", "2026-12-31T22:59:59.999999Z"),
         # Outside the stored years, once in UTC: before or after every version.
         ("1000-01-01T00:30:00+01:00", "0999-12-31T23:59:59.999999Z"),
+        # The first stored year is stored, not clamped.
+        ("1000-01-01T00:00:00Z", "1000-01-01T00:00:00.000000Z"),
         ("0001-01-01T00:00:00+01:00", "0999-12-31T23:59:59.999999Z"),
         ("0000-02-29T00:00:00Z", "0999-12-31T23:59:59.999999Z"),
         ("9999-12-31T23:00:00-05:00", "9999-12-31T23:59:59.999999Z"),
@@ -86,6 +89,21 @@ def test_a_moment_is_any_rfc_3339_time_and_never_refused_for_its_range(
     if stored.startswith(("0999", "9999")) or ":60" in moment:
         with pytest.raises(InvalidTimestamp):  # a timestamp to store is refused
             parse_timestamp(moment)
+
+
+@pytest.mark.parametrize(
+    ("moment", "shown"),
+    [
+        ("2026-11-22T10:00:00+01:00", "2026-11-22T09:00:00+00:00"),
+        ("1000-01-01T00:00:00Z", "1000-01-01T00:00:00+00:00"),
+        ("0999-06-01T00:00:00Z", "a moment before the year 1000 (before anything the store holds)"),
+        ("9999-12-31T23:59:59.999999Z", "the end of the year 9999"),
+    ],
+)
+def test_a_moment_is_shown_as_its_time_or_as_what_a_clamped_one_stands_for(
+    moment: str, shown: str
+) -> None:
+    assert moment_text(parse_moment(moment, field="as_of")) == shown
 
 
 @pytest.mark.parametrize("moment", ["0000-02-30T00:00:00Z", "2026-02-29T00:00:00Z", "today"])
