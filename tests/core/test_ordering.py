@@ -19,6 +19,7 @@ from vhs.ordering import (
     newer_and_same,
     parse_moment,
     parse_timestamp,
+    written,
 )
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -136,3 +137,9 @@ def test_the_ordering_conditions_nest_no_group_in_another(content_hash: str, con
     assert _grouping_depth(newer_and_different(incoming, forms)) == 1
     for form in forms:
         assert _grouping_depth(newer_and_same(incoming, form)) <= 1
+
+
+def test_a_condition_is_written_as_an_or_of_parenthesised_ands_a_lone_atom_bare() -> None:
+    assert written([("a = :a",), ("b = :b", "c = :c"), ("d = :d", "e = :e", "f = :f")]) == (
+        "a = :a OR (b = :b AND c = :c) OR (d = :d AND e = :e AND f = :f)"
+    )
