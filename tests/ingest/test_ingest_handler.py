@@ -568,6 +568,10 @@ def test_one_process_runs_the_handler_against_each_stack_its_environment_names(
 
 def test_the_handler_keeps_what_it_built_while_its_environment_stays_the_same(stack, monkeypatch):
     built = handler_module().ingestor()
+    record = {"id": "kept", "updated_at": "2026-01-01T00:00:00Z", "record": 1}
+    for _ in range(2):  # an invocation changes nothing that configures the function
+        assert failures(run(message_event(record))) == set()
+    assert handler_module().ingestor() is built
     monkeypatch.setenv("SOMETHING_ELSE", "changed")  # configures no function
     assert handler_module().ingestor() is built
     monkeypatch.setenv("VHS_DLQ_URL", stack.dlq_url + "?again")
