@@ -78,13 +78,13 @@ $(AUDIT_STAMP): requirements-audit.txt
 
 ## audit: bandit on the code, checkov on the synthesized templates, pip-audit on every venv
 audit: $(STAMP) $(AUDIT_STAMP) $(LOWEST_STAMP) synth
-	$(AUDIT_BIN)/bandit -q -r lambdas infra tools
+	$(AUDIT_BIN)/bandit -q -r lambdas ops infra tools
 	$(AUDIT_BIN)/checkov --config-file .checkov.yaml --file cdk.out/*.template.json
 	$(AUDIT_BIN)/python tools/dependency_audit.py $(VENV) $(AUDIT_VENV) $(LOWEST_VENV)
 
 ## demo: run the main job on the local stack (moto's server on 127.0.0.1)
 demo: $(STAMP)
-	@$(BIN)/python -m vhs.local.demo
+	@$(BIN)/python -m vhs_ops.local.demo
 
 ## test: every test and check, as CI runs them. The five phases run side by side, and so do
 ## the four installs a fresh clone needs (.venv, node_modules, .venv-audit, .venv-lowest); one

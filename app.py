@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
-# The constructs read the resource shapes (vhs.resources) and the functions' settings
+# The constructs read the resource shapes (vhs.shapes) and the functions' settings
 # (vhs.settings) from the vhs package in lambdas/ (installed editable by `make setup`; added
 # here too so a bare `python app.py` works).
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lambdas"))

@@ -7,11 +7,11 @@ import json
 import tempfile
 from pathlib import Path
 
-from vhs import resources
-from vhs.cli.importer import open_run
+from vhs import shapes
 from vhs.ingest.bulk import CsvMapping
 from vhs.ingest.ingestor import Ingestor
-from vhs.local.stack import MotoServer, client
+from vhs_ops.cli.importer import open_run
+from vhs_ops.local.stack import MotoServer, client
 
 from .common import Progress, Report, run_line, table
 from .pipeline import DELAYS, MAX_WAITING, VHS, WARM_UP, Meter, Throughput, messages, run_vhs
@@ -60,15 +60,15 @@ def capacity(endpoint: str, table: str) -> dict[str, float]:
 
 def dollars_per_million(throughput: dict, units: dict[str, float]) -> dict[str, dict[str, float]]:
     """$ per million records, by component, of each path (the model: docs/benchmarks.md)."""
-    shape, bills = resources.BULK_IMPORT, {}
+    shape, bills = shapes.BULK_IMPORT, {}
     for name, in_flight, memory_mb in (
-        (QUEUE, resources.INGEST.batch_size, resources.INGEST.function_memory_mb),
+        (QUEUE, shapes.INGEST.batch_size, shapes.INGEST.function_memory_mb),
         (IMPORT, IMPORT_WORKERS, shape.function_memory_mb),
     ):
         t = throughput[True, name]
         waited = sum(t.requests_per_record(s) * DELAYS[s] / 1000 for s in ("dynamodb", "s3"))
         seconds = t.client_cpu / t.records + waited / in_flight
-        per_invocation = 1 / resources.INGEST.batch_size if name == QUEUE else 1 / shape.chunk_lines
+        per_invocation = 1 / shapes.INGEST.batch_size if name == QUEUE else 1 / shape.chunk_lines
         bill = {
             "dynamodb": units["write_units"] * PRICES.dynamodb_write_unit_per_million
             + units["read_units"] * PRICES.dynamodb_read_unit_per_million,

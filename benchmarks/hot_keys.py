@@ -12,8 +12,8 @@ from typing import Any
 
 from vhs import settings
 from vhs.ingest.batch import ingest_batch
-from vhs.local.invoke import load_handler
-from vhs.local.stack import DEFAULT_REGION
+from vhs_ops.local.invoke import load_handler
+from vhs_ops.local.stack import DEFAULT_REGION
 from vhs_testing.backends import open_backend
 
 from .common import Progress, Report, goals_table, now, table

@@ -70,7 +70,7 @@ def expansion(target: int = 4 * 2**20) -> list[tuple[str, int, float]]:
 def child(kind: str) -> dict[str, Any]:
     """In the child: ten messages of `kind` through the real handler; its peak RSS, its answer."""
     from vhs.ingest.budget import Budgets
-    from vhs.local.invoke import LambdaContext, load_handler
+    from vhs_ops.local.invoke import LambdaContext, load_handler
 
     budgets = Budgets.of_this_function()
     handler = load_handler("ingest")
@@ -90,10 +90,10 @@ def batch(kind: str) -> dict[str, Any]:
     """Ten messages of `kind` on the local stack, handled in a child with the function's memory."""
     from vhs import settings
     from vhs.ingest.budget import JSON_PAYLOAD_EXPANSION, SPOOL_IN_MEMORY, Budgets
-    from vhs.local.sqs_source import lambda_record
-    from vhs.local.stack import client, local_stack
-    from vhs.operator.dlq import queue_depth
-    from vhs.resources import STAGING_PREFIX
+    from vhs.shapes import STAGING_PREFIX
+    from vhs_ops.admin.dlq import queue_depth
+    from vhs_ops.local.sqs_source import lambda_record
+    from vhs_ops.local.stack import client, local_stack
 
     memory_mb, budget = 1024, Budgets.of_this_function().memory.total
     # The largest body spooled in memory; and one spooled to /tmp and uploaded in parts.

@@ -19,7 +19,7 @@ from typing import Any
 from vhs.item import raw_entries
 from vhs.item_size import item_size, value_size
 from vhs.layouts import Layout
-from vhs.local.stack import MotoServer, client
+from vhs_ops.local.stack import MotoServer, client
 
 from . import pricing, workload
 from .common import Progress, Report, run_line, table

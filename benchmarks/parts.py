@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from vhs.local.stack import MotoServer, client
+from vhs_ops.local.stack import MotoServer, client
 
 from .common import Progress, Report, now, table
 from .measure import combine

@@ -21,11 +21,11 @@ from typing import Any
 
 import botocore.session
 
-from vhs import resources, settings
+from vhs import settings, shapes
 from vhs.ingest.batch import CONCURRENCY
-from vhs.local.sqs_source import LocalPipeline, SqsEventSource
-from vhs.local.stack import LocalStack, MotoServer, client
-from vhs.operator.producer import Producer
+from vhs_ops.admin.producer import Producer
+from vhs_ops.local.sqs_source import LocalPipeline, SqsEventSource
+from vhs_ops.local.stack import LocalStack, MotoServer, client
 
 from . import workload
 from .common import Progress, Report, goals_table, run_line, table
@@ -37,7 +37,7 @@ IMPORT_GOAL_MS = 150.0
 # Messages a producer keeps sent and not yet deleted (why these: docs/benchmarks.md).
 MAX_WAITING = {False: 20, True: 50}
 WARM_UP = 20  # records each system handles before its timed run
-BATCH = resources.INGEST.batch_size
+BATCH = shapes.INGEST.batch_size
 VHS = "VHS pipeline"
 VHS_FLAT = "VHS pipeline, delta history off"
 FLOOR = "raw floor, equal concurrency"

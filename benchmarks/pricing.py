@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vhs import item_size as vhs_item_size
-from vhs.local.metering import RequestMeter
+from vhs_ops.local.metering import RequestMeter
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from vhs import settings
-from vhs.local.invoke import LambdaContext
-from vhs.local.read_api import LocalReadApi, function_url_event, signed_headers
-from vhs.local.stack import client, local_stack
 from vhs.store import VersionedHybridStore
+from vhs_ops.local.invoke import LambdaContext
+from vhs_ops.local.read_api import LocalReadApi, function_url_event, signed_headers
+from vhs_ops.local.stack import client, local_stack
 
 from .common import ROOT, Progress, Report, now, table
 from .pricing import PRICES, item_size, read_units

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from vhs.errors import InvalidInput
-from vhs.local.stack import MotoServer, client
-from vhs.operator.dictionaries import TrainReport
+from vhs_ops.admin.dictionaries import TrainReport
+from vhs_ops.local.stack import MotoServer, client
 
 from . import corpora, report
 from .common import Progress, Report, environment, now, table

@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vhs import resources
 from vhs.changes.feed import ChangePublisher
 from vhs.changes.reindex import Selection, Target
-from vhs.cli.reindex import Checkpoint, run_local
-from vhs.resources import REINDEX
+from vhs.shapes import REINDEX
+from vhs_ops import provisioning
+from vhs_ops.cli.reindex import Checkpoint, run_local
 from vhs_testing.backends import open_backend
 
 from .common import Progress, Report, now, table
@@ -29,7 +29,7 @@ def measure(records: int, segments: int, rate: float | None) -> dict[str, Any]:
             record = {"title": f"Record {n}", "notes": "x" * 300}
             store.put(f"b{n:07d}", record, updated_at="2026-01-01T00:00:00Z")
         # No subscriber: moto's SQS delivery is quadratic in the queue's length.
-        topic = resources.create_change_topic(sns, "changes.fifo")
+        topic = provisioning.create_change_topic(sns, "changes.fifo")
         counted = {"calls": 0, "bytes": 0, "read_units": 0.0, "pages": 0}
 
         def published(params: dict[str, Any], **_: Any) -> None:

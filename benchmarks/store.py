@@ -9,7 +9,7 @@ from importlib import metadata
 from typing import Any
 
 from vhs.layouts import Layout
-from vhs.local.stack import MotoServer, client
+from vhs_ops.local.stack import MotoServer, client
 
 from . import measure, pricing, report, workload
 from .common import Progress, Report, environment, now, table

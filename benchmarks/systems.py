@@ -18,11 +18,12 @@ from botocore import xform_name
 from botocore.exceptions import ClientError
 from pynamodb_mate.patterns.large_attribute.api import LargeAttributeMixin, split_s3_uri
 
-from vhs import VersionedHybridStore, resources
+from vhs import VersionedHybridStore, shapes
 from vhs.layouts import Layout
-from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
 from vhs.maintenance.gc import GarbageCollector
-from vhs.operator.dictionaries import TrainReport, train_dictionary
+from vhs_ops import provisioning
+from vhs_ops.admin.dictionaries import TrainReport, train_dictionary
+from vhs_ops.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
 
 from .pricing import Biller
 from .workload import canonical
@@ -73,7 +74,7 @@ def put_if(dynamodb: Any, table: str, item: dict[str, Any], condition: str, valu
 
 def new_store(s3: Any, dynamodb: Any, name: str, **options: Any) -> VersionedHybridStore:
     """A table and a bucket called `name`, made as the stack makes them, and a store on them."""
-    resources.create_store_resources(dynamodb, s3, table_name=name, bucket_name=name,
+    provisioning.create_store_resources(dynamodb, s3, table_name=name, bucket_name=name,
                                      region=DEFAULT_REGION)  # fmt: skip
     return VersionedHybridStore(name, name, s3_client=s3, dynamodb_client=dynamodb, **options)
 
@@ -87,7 +88,7 @@ class OwnTableAndBucket:
 
     def __init__(self, s3: Any, dynamodb: Any, probe: Any, *, table: str) -> None:
         self.s3, self.dynamodb, self.table, self.bucket = s3, dynamodb, table, table
-        dynamodb.create_table(**resources.TABLE.create_table_kwargs(table))
+        dynamodb.create_table(**shapes.TABLE.create_table_kwargs(table))
         s3.create_bucket(Bucket=table)
         self.biller = Biller(probe, [s3], [dynamodb])
 

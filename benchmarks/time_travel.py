@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from vhs.local.stack import MotoServer, client
+from vhs_ops.local.stack import MotoServer, client
 
 from . import workload
 from .common import Progress, Report, now, table

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from vhs import settings
-from vhs.local.stack import client, environment, free_port
-from vhs.operator.dlq import queue_depth
 from vhs.store import VersionedHybridStore
+from vhs_ops.admin.dlq import queue_depth
+from vhs_ops.local.stack import client, environment, free_port
 
 from .common import Progress, Report, peak_rss_mb, table
 
-VHS = [sys.executable, "-m", "vhs.cli"]
+VHS = [sys.executable, "-m", "vhs_ops.cli"]
 SEED = 17
 GOAL = 0.8  # the 100,000-message rate is at least 0.8x the 1,000-message rate
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z

@@ -26,9 +26,9 @@ contract judges, are lost). The manifest keeps the contract's judgement of the r
 the file's own line numbers, and costs one extra read of each file.
 
 Where the files live: `config.import_bucket` (context ``importBucket``) or, by default, the
-Store's staging bucket, under `resources.IMPORT_PREFIX`, with results under
-`resources.IMPORT_RESULTS_PREFIX`. The staging bucket expires every object after
-`resources.STAGING_EXPIRATION_DAYS` days, so an import must finish (and be redriven) within
+Store's staging bucket, under `shapes.IMPORT_PREFIX`, with results under
+`shapes.IMPORT_RESULTS_PREFIX`. The staging bucket expires every object after
+`shapes.STAGING_EXPIRATION_DAYS` days, so an import must finish (and be redriven) within
 that, and its results must be copied elsewhere to be kept longer: docs/import.md.
 
 The function's role is written out statement by statement: list and read under the import
@@ -49,7 +49,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from vhs import resources, settings
+from vhs import settings, shapes
 
 from . import nag
 from .config import VhsConfig
@@ -102,10 +102,10 @@ class BulkImport(StoreFeature):
         # reference from the role to the state machine that uses it would be a cycle).
         name = config.physical_name("import")
 
-        staged_objects = object_arn(staging, resources.STAGING_PREFIX)
-        import_objects = object_arn(imports, resources.IMPORT_PREFIX)
-        result_objects = object_arn(imports, resources.IMPORT_RESULTS_PREFIX)
-        report_objects = imports.arn_for_objects(f"{resources.IMPORT_RESULTS_PREFIX}*/reports/*")
+        staged_objects = object_arn(staging, shapes.STAGING_PREFIX)
+        import_objects = object_arn(imports, shapes.IMPORT_PREFIX)
+        result_objects = object_arn(imports, shapes.IMPORT_RESULTS_PREFIX)
+        report_objects = imports.arn_for_objects(f"{shapes.IMPORT_RESULTS_PREFIX}*/reports/*")
         self.add_function(
             settings.BULK_IMPORT_FUNCTION,
             does="plans and imports chunks of bulk import files",
@@ -113,7 +113,7 @@ class BulkImport(StoreFeature):
             statements=[
                 # ListObjectsV2 of the import prefix (the plan), and 404 rather than 403 for
                 # a file gone since.
-                allow_listing("ListImportFiles", imports, resources.IMPORT_PREFIX),
+                allow_listing("ListImportFiles", imports, shapes.IMPORT_PREFIX),
                 allow("ReadImportFiles", ["s3:GetObject"], [import_objects]),
                 # The manifest and the per-line reports; never under the import prefix.
                 allow("WriteResults", ["s3:PutObject"], [result_objects]),
@@ -129,10 +129,10 @@ class BulkImport(StoreFeature):
             environment=settings.bulk_import_environment(
                 self.store,
                 bucket=imports.bucket_name,
-                prefix=resources.IMPORT_PREFIX,
-                results_prefix=resources.IMPORT_RESULTS_PREFIX,
+                prefix=shapes.IMPORT_PREFIX,
+                results_prefix=shapes.IMPORT_RESULTS_PREFIX,
                 staging_bucket=staging.bucket_name,
-                staging_prefix=resources.STAGING_PREFIX,
+                staging_prefix=shapes.STAGING_PREFIX,
                 write_workers=shape.write_workers,
                 chunk_lines=shape.chunk_lines,
             ),
@@ -209,7 +209,7 @@ class BulkImport(StoreFeature):
     def _state_machine(
         self,
         config: VhsConfig,
-        shape: resources.BulkImportShape,
+        shape: shapes.BulkImportShape,
         imports: s3.IBucket,
         name: str,
     ) -> sfn.StateMachine:
@@ -243,7 +243,7 @@ class BulkImport(StoreFeature):
             max_concurrency=shape.max_concurrency,
             tolerated_failure_percentage=shape.tolerated_failure_percentage,
             result_writer_v2=sfn.ResultWriterV2(
-                bucket=imports, prefix=resources.IMPORT_RESULTS_PREFIX
+                bucket=imports, prefix=shapes.IMPORT_RESULTS_PREFIX
             ),
             # STANDARD children: a chunk may take the function's whole timeout (900 s) and its
             # ImportIncomplete retries wait 30 s + 120 s more, past an EXPRESS child's 5

@@ -2,7 +2,7 @@
 
 One notification per stored version and per delete (docs/changes.md). The function reads the
 table's DynamoDB stream through an event source mapping with the settings of
-`vhs.resources.CHANGES` (the ones the local stream poller emulates): from TRIM_HORIZON,
+`vhs.shapes.CHANGES` (the ones the local stream poller emulates): from TRIM_HORIZON,
 ReportBatchItemFailures, bisection on a function error, bounded retries and record age, and an
 on-failure destination of its own, an SQS queue, encrypted and TLS-only.
 
@@ -26,7 +26,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from vhs import resources, settings
+from vhs import settings, shapes
 
 from . import nag
 from .feature import Feature, Wiring
@@ -61,7 +61,7 @@ class ChangeFeed(Feature):
         *,
         bucket: s3.IBucket,
         table_stream_arn: str,
-        shape: resources.ChangeFeedShape = resources.CHANGES,
+        shape: shapes.ChangeFeedShape = shapes.CHANGES,
         **wiring: Unpack[Wiring],
     ) -> None:
         super().__init__(scope, id, **wiring)
@@ -72,7 +72,7 @@ class ChangeFeed(Feature):
         self.event_source = self._stream_source(table_stream_arn, shape)
         self.add_alarms(self._alarms)
 
-    def _dead_letter_queue(self, shape: resources.ChangeFeedShape) -> sqs.Queue:
+    def _dead_letter_queue(self, shape: shapes.ChangeFeedShape) -> sqs.Queue:
         """What the event source gives up on: Lambda's on-failure records (the shard and the
         range of sequence numbers; `vhs.changes.feed.replay` publishes them again)."""
         return sqs.Queue(
@@ -101,7 +101,7 @@ class ChangeFeed(Feature):
         )
 
     def _function(
-        self, bucket: s3.IBucket, table_stream_arn: str, shape: resources.ChangeFeedShape
+        self, bucket: s3.IBucket, table_stream_arn: str, shape: shapes.ChangeFeedShape
     ) -> None:
         config = self.config
         dictionaries = dictionary_arn(bucket, config.body_prefix)
@@ -139,7 +139,7 @@ class ChangeFeed(Feature):
         acknowledge_dictionary_reads(self.role, dictionaries)
 
     def _stream_source(
-        self, table_stream_arn: str, shape: resources.ChangeFeedShape
+        self, table_stream_arn: str, shape: shapes.ChangeFeedShape
     ) -> lambda_.EventSourceMapping:
         """The mapping from the table's stream to the function, failing over to the
         dead-letter queue."""

@@ -10,7 +10,7 @@ Context keys (``cdk deploy -c key=value`` or cdk.json):
 ``alarmEmail``              address subscribed to the alarm topic (optional)
 ``logRetentionDays``        the function's log retention in days (default 30)
 ``oldestMessageAgeAlarmSeconds``  queue age alarm threshold (default from shapes.ALARMS)
-``maxConcurrency``          the event source's maximum concurrency (default resources.INGEST)
+``maxConcurrency``          the event source's maximum concurrency (default vhs_shapes.INGEST)
 ``bodyPrefix``              VHS_PREFIX of the deployed store (default "bodies")
 ``inlineThreshold``         VHS_INLINE_THRESHOLD (optional; the library's default otherwise)
 ``retainVersions``          VHS_RETAIN_VERSIONS (optional)
@@ -26,13 +26,13 @@ Context keys (``cdk deploy -c key=value`` or cdk.json):
 ``samLocal``                "true" synthesizes for ``sam local invoke`` (`make sam-synth`,
                             infra/sam.py): Powertools from a local layer, AWS_ENDPOINT_URL
                             declared; never deploy it (default false)
-``gcSchedule``              the collector's EventBridge schedule (default resources.GC)
-``gcParallel``              invocations a collection run fans out over (default resources.GC)
-``gcGrace``                 VHS_GC_GRACE of the collector (default resources.GC)
+``gcSchedule``              the collector's EventBridge schedule (default vhs_shapes.GC)
+``gcParallel``              invocations a collection run fans out over (default vhs_shapes.GC)
+``gcGrace``                 VHS_GC_GRACE of the collector (default vhs_shapes.GC)
 ``importBucket``            an existing bucket the Import stack reads files from (under
                             imports/) and writes results to (default: the staging bucket)
-``importConcurrency``       the import's Distributed Map MaxConcurrency (resources.BULK_IMPORT)
-``importChunkLines``        lines a chunk of the import holds (resources.BULK_IMPORT)
+``importConcurrency``       the import's Distributed Map MaxConcurrency (vhs_shapes.BULK_IMPORT)
+``importChunkLines``        lines a chunk of the import holds (vhs_shapes.BULK_IMPORT)
 ==========================  ==================================================================
 """
 
@@ -44,7 +44,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from vhs import resources, settings
+from vhs import settings
+from vhs import shapes as vhs_shapes
 
 from . import shapes
 
@@ -142,10 +143,10 @@ class VhsConfig:
     delta_history: bool | None = None
     dictionaries: bool | None = None
     log_level: str = "INFO"
-    ingest: resources.IngestShape = field(default_factory=lambda: resources.INGEST)
+    ingest: vhs_shapes.IngestShape = field(default_factory=lambda: vhs_shapes.INGEST)
     alarms: shapes.AlarmThresholds = field(default_factory=lambda: shapes.ALARMS)
-    gc: resources.GcShape = field(default_factory=lambda: resources.GC)
-    bulk_import: resources.BulkImportShape = field(default_factory=lambda: resources.BULK_IMPORT)
+    gc: vhs_shapes.GcShape = field(default_factory=lambda: vhs_shapes.GC)
+    bulk_import: vhs_shapes.BulkImportShape = field(default_factory=lambda: vhs_shapes.BULK_IMPORT)
     # The bucket bulk imports read from and write results to; None: the staging bucket.
     import_bucket: str | None = None
     powertools_layer_arn: str | None = None
@@ -259,10 +260,10 @@ class VhsConfig:
         # The shapes first (a context value replaces one field; the shape validates it), then
         # the plain settings.
         overrides: dict[str, Any] = {
-            "ingest": resources.INGEST,
+            "ingest": vhs_shapes.INGEST,
             "alarms": shapes.ALARMS,
-            "gc": resources.GC,
-            "bulk_import": resources.BULK_IMPORT,
+            "gc": vhs_shapes.GC,
+            "bulk_import": vhs_shapes.BULK_IMPORT,
         }
         try:
             for read, key, shape, name in (

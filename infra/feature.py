@@ -24,7 +24,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from vhs import resources, settings
+from vhs import settings, shapes
 
 from .config import VhsConfig
 from .function import VhsFunction
@@ -67,7 +67,7 @@ class Feature(Construct):
         *,
         does: str,
         role: str,
-        shape: resources.FunctionShape,
+        shape: shapes.FunctionShape,
         **options: Any,
     ) -> VhsFunction:
         """The feature's function of `shape` (kept as `self.shape`, which its alarms read),

@@ -26,7 +26,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from vhs import settings
-from vhs.resources import FunctionShape
+from vhs.shapes import FunctionShape
 
 from . import nag, sam
 from .config import (
@@ -38,12 +38,12 @@ from .config import (
     powertools_ssm_parameter,
 )
 
-# The Lambda asset: lambdas/ as it is, less what never runs in Lambda. No bundling, so synth
-# needs no Docker; Powertools comes from the managed layer and boto3 from the runtime. Left
-# out: build debris and the operator side, three folders: the CLI, the local stack (emulators,
-# demo, moto server) and the operator tools (the DLQ tool, the producer, the verifier).
-# What the handlers import, lazily too, must stay: tests/infra/test_infra_asset.py checks
-# both ways.
+# The Lambda asset: the folder lambdas/, whole. It holds what runs in Lambda and nothing else
+# (the operator side, the CLI, the local stack and the operator tools, is the package in ops/,
+# beside it). No bundling, so synth needs no Docker; Powertools comes from the managed layer
+# and boto3 from the runtime. Left out: only what building and running Python leaves behind.
+# tests/infra/test_infra_asset.py checks that the asset is every file of lambdas/ under git,
+# and that this is what the handlers import.
 LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
 ASSET_EXCLUDE = [
     "*.egg-info",
@@ -51,9 +51,6 @@ ASSET_EXCLUDE = [
     "**/*.pyc",
     "**/.pytest_cache",
     "**/.DS_Store",
-    "vhs/cli",
-    "vhs/local",
-    "vhs/operator",
 ]
 
 # CloudWatch Logs' retention periods (config.LOG_RETENTION_DAYS), as CDK names them.

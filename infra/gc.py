@@ -1,6 +1,6 @@
 """Garbage collection in AWS: the collector as a Lambda, run on a schedule by EventBridge.
 
-The function runs `handlers.gc` (docs/gc.md) with the settings of `vhs.resources.GC`
+The function runs `handlers.gc` (docs/gc.md) with the settings of `vhs.shapes.GC`
 (overridable through VhsConfig): an EventBridge rule invokes it on the schedule with
 ``{"parallel": N}``, it fans the 256 shards out over N asynchronous invocations of itself,
 and an invocation that runs short of time hands the shards it has not reached to a fresh
@@ -27,7 +27,7 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from vhs import resources, settings
+from vhs import settings, shapes
 
 from . import nag
 from .config import VhsConfig
@@ -126,7 +126,7 @@ class GarbageCollection(StoreFeature):
             allow(
                 "FindExpiredCondemnations",
                 ["dynamodb:Scan"],
-                [f"{table.table_arn}/index/{resources.TABLE.condemned_index}"],
+                [f"{table.table_arn}/index/{shapes.TABLE.condemned_index}"],
             ),
             allow(
                 "InvokeItselfToFanOutAndContinue",

@@ -1,7 +1,7 @@
 """Ingest: the queue producers send to, its dead-letter queue, and the function between the
 queue and the store.
 
-Queue and event-source settings come from `vhs.resources.INGEST`, the definition the local
+Queue and event-source settings come from `vhs.shapes.INGEST`, the definition the local
 event-source emulator uses too. The function's role is written out statement by statement:
 only the S3, DynamoDB and SQS actions the handler calls, on its own bucket prefix, staging
 bucket, table and dead-letter queue. No Scan, no DeleteObject (deleted records leave their
@@ -20,14 +20,14 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from vhs import resources, settings
+from vhs import settings, shapes
 
 from . import nag
 from .feature import StoreFeature, StoreWiring
 from .function import allow, allow_listing
 from .store import acknowledge_dictionary_reads, object_arn
 
-DEAD_LETTER_STAGING_PREFIX = resources.DEAD_LETTER_STAGING_PREFIX
+DEAD_LETTER_STAGING_PREFIX = shapes.DEAD_LETTER_STAGING_PREFIX
 
 
 def store_writer_statements(
@@ -51,7 +51,7 @@ def store_writer_statements(
         # retry; with it, 404: an expired or absent payload is refused at once as
         # MissingStagedObject. Keys under the producers' prefix only (never dead-letters/ or
         # imports/), no contents.
-        allow_listing("TellMissingPayloads", staging, resources.STAGING_PREFIX),
+        allow_listing("TellMissingPayloads", staging, shapes.STAGING_PREFIX),
         # UpdateItem writes; GetItem reads the item first (delta history, parts) and when a
         # refused condition returns none (a purge of an id with no item). No BatchGetItem, no
         # Query, no Scan.
@@ -68,7 +68,7 @@ class Ingest(StoreFeature):
         super().__init__(scope, id, **wiring)
         self.dead_letters, self.queue = self._queues()
         self._staging = staging
-        self._staged_objects = object_arn(staging, resources.STAGING_PREFIX)
+        self._staged_objects = object_arn(staging, shapes.STAGING_PREFIX)
         # Beside the producers' prefix, not under it: ingest never reads there.
         self._dead_letter_objects = object_arn(staging, DEAD_LETTER_STAGING_PREFIX)
         self._function()
@@ -79,7 +79,7 @@ class Ingest(StoreFeature):
         self._stage = self.config.stage
         # What every producer may do: send to the ingest queue and stage large payloads
         # anywhere under the producers' prefix (`producer_policy_for` gives one its own).
-        self.producer_policy = self._producer_policy("ProducerPolicy", resources.STAGING_PREFIX)
+        self.producer_policy = self._producer_policy("ProducerPolicy", shapes.STAGING_PREFIX)
 
     def _queues(self) -> tuple[sqs.Queue, sqs.Queue]:
         """The dead-letter queue, and the ingest queue that redrives to it."""
@@ -129,7 +129,7 @@ class Ingest(StoreFeature):
                 self.store,
                 dlq_url=self.dead_letters.queue_url,
                 staging_bucket=staging.bucket_name,
-                staging_prefix=resources.STAGING_PREFIX,
+                staging_prefix=shapes.STAGING_PREFIX,
             ),
             shape=shape,
             ephemeral_storage_size=cdk.Size.mebibytes(shape.function_ephemeral_storage_mb),
@@ -185,7 +185,7 @@ class Ingest(StoreFeature):
         set the producer's VHS_STAGING_PREFIX to the same prefix)."""
         if not name or not all(c.isalnum() or c in "-_." for c in name):
             raise ValueError(f"producer name {name!r}: letters, digits, '-', '_' and '.' only")
-        return self._producer_policy(f"ProducerPolicy-{name}", f"{resources.STAGING_PREFIX}{name}/")
+        return self._producer_policy(f"ProducerPolicy-{name}", f"{shapes.STAGING_PREFIX}{name}/")
 
     def _producer_policy(self, id: str, prefix: str) -> iam.ManagedPolicy:
         staged_objects = object_arn(self._staging, prefix)

@@ -2,7 +2,7 @@
 
 Every alarm sends both its ALARM and its OK notification to one SNS topic, so whoever is
 paged also hears when it is over. Thresholds come from `infra.shapes.ALARMS` (overridable
-through VhsConfig); the dead-letter alarm is `vhs.resources.DLQ_ALARM`, the definition the
+through VhsConfig); the dead-letter alarm is `vhs.shapes.DLQ_ALARM`, the definition the
 local stack's alarm evaluator uses. The first dead letter alarms at once: a message in the
 DLQ is a record that was not stored.
 """
@@ -24,7 +24,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from vhs import resources, settings
+from vhs import settings, shapes
 
 from .config import VhsConfig
 from .function import metrics_namespace
@@ -62,8 +62,8 @@ def topic_key(scope: Construct, description: str) -> kms.Key:
 
 
 def dead_letter_metric(dead_letters: sqs.IQueue) -> cloudwatch.Metric:
-    """The metric of `resources.DLQ_ALARM` (the local stack's alarm evaluator uses it too)."""
-    dlq = resources.DLQ_ALARM
+    """The metric of `shapes.DLQ_ALARM` (the local stack's alarm evaluator uses it too)."""
+    dlq = shapes.DLQ_ALARM
     return cloudwatch.Metric(
         namespace=dlq.namespace,
         metric_name=dlq.metric_name,
@@ -110,9 +110,9 @@ class Alarms:
         return created
 
     def dead_letters(self, id: str, queue: sqs.IQueue, description: str) -> cloudwatch.Alarm:
-        """`resources.DLQ_ALARM` on `queue`: the shape the local stack's alarm evaluator uses
+        """`shapes.DLQ_ALARM` on `queue`: the shape the local stack's alarm evaluator uses
         too. The first dead letter alarms at once."""
-        dlq = resources.DLQ_ALARM
+        dlq = shapes.DLQ_ALARM
         return self.alarm(
             id,
             dead_letter_metric(queue),

@@ -31,7 +31,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from vhs import resources, settings
+from vhs import settings, shapes
 
 from . import nag
 from .feature import StoreFeature, StoreWiring
@@ -80,7 +80,7 @@ class ReadApi(StoreFeature):
         scope: Construct,
         id: str,
         *,
-        shape: resources.ReadApiShape = resources.READ_API,
+        shape: shapes.ReadApiShape = shapes.READ_API,
         **wiring: Unpack[StoreWiring],
     ) -> None:
         """The function is told of the store what ingest is (`StoreWiring`): it reads with the

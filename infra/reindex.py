@@ -7,7 +7,7 @@ The state machine (standard, fixed name `vhs-<stage>-reindex`):
               each segment: ReplayPage <-> SegmentDone? -> SegmentReplayed
 
 * Plan: the worker checks the input ``{"total_segments"?, "rate"?, "page_size"?, "since"?,
-  "until"?, "ids"?}`` before any work (types, ranges of `vhs.resources.REINDEX`, unknown fields
+  "until"?, "ids"?}`` before any work (types, ranges of `vhs.shapes.REINDEX`, unknown fields
   and `run_id` refused: the run id is the execution's name) and answers the run and one item
   per segment, each with its own share of an id list. A refused input fails the execution at
   once, naming the field (InvalidInput, never retried).
@@ -41,7 +41,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from vhs import resources, settings
+from vhs import settings, shapes
 
 from . import nag
 from .config import VhsConfig
@@ -66,7 +66,7 @@ class Reindex(StoreFeature):
         *,
         topic_arn: str,
         topic_key_arn: str,
-        shape: resources.ReindexShape = resources.REINDEX,
+        shape: shapes.ReindexShape = shapes.REINDEX,
         **wiring: Unpack[StoreWiring],
     ) -> None:
         """The worker reads the store's table with what ingest is told of the store
@@ -148,7 +148,7 @@ class Reindex(StoreFeature):
         )
         return [self.failures_alarm]
 
-    def _definition(self, shape: resources.ReindexShape) -> sfn.IChainable:
+    def _definition(self, shape: shapes.ReindexShape) -> sfn.IChainable:
         plan = plan_task(
             self,
             self.function,

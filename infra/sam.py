@@ -27,7 +27,7 @@ import jsii
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct, IConstruct
 
-from vhs.resources.local import CONTAINER_ENDPOINT
+from vhs.shapes.local import CONTAINER_ENDPOINT
 
 from .config import LAMBDA_ARCHITECTURE, LAMBDA_PYTHON_VERSION
 

@@ -1,12 +1,12 @@
 """The shapes only the deployed stacks have, with no local counterpart: the alarm thresholds,
 the body prefix of a deployed bucket, bucket versioning and access logs. What the local stack
-creates too is in `vhs.resources`, the one definition both read."""
+creates too is in `vhs.shapes`, the one definition both read."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vhs.resources import ALARM_PERIOD_SECONDS
+from vhs.shapes import ALARM_PERIOD_SECONDS
 
 # The deployed body bucket keeps bodies under this prefix (VHS_PREFIX), so the ingest role's
 # object permissions name it.
@@ -19,7 +19,7 @@ ACCESS_LOG_EXPIRATION_DAYS = 365
 
 @dataclass(frozen=True)
 class AlarmThresholds:
-    """The deployed alarms' thresholds (the dead-letter alarm's are `vhs.resources.DLQ_ALARM`,
+    """The deployed alarms' thresholds (the dead-letter alarm's are `vhs.shapes.DLQ_ALARM`,
     which the local stack evaluates too)."""
 
     # The oldest message waiting longer than this means ingest is falling behind.

@@ -53,7 +53,7 @@ from aws_cdk import aws_ssm as ssm
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
-from vhs import resources, settings
+from vhs import settings, shapes
 
 from . import sam
 from .bulk_import import BulkImport
@@ -353,8 +353,8 @@ class ImportStack(_StoreReader):
             self,
             ("ImportStateMachineArn", machine.state_machine_arn, "start an import here"),
             ("ImportBucketName", imports.bucket_name, "upload export files here"),
-            ("ImportPrefix", resources.IMPORT_PREFIX, "under this prefix"),
-            ("ImportResultsPrefix", resources.IMPORT_RESULTS_PREFIX, "results and reports"),
+            ("ImportPrefix", shapes.IMPORT_PREFIX, "under this prefix"),
+            ("ImportResultsPrefix", shapes.IMPORT_RESULTS_PREFIX, "results and reports"),
             ("ImportFunctionName", self.bulk_import.function.function_name, "the worker"),
         )
 

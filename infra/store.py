@@ -2,7 +2,7 @@
 
 Everything here holds data, so everything takes RemovalPolicy.RETAIN, and the table also
 takes deletion protection and point-in-time recovery. The table's key schema, billing mode
-and stream come from `vhs.resources.TABLE`, the definition the library and `vhs local up`
+and stream come from `vhs.shapes.TABLE`, the definition the library and `vhs local up`
 use.
 """
 
@@ -13,7 +13,8 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from vhs import dictionaries, resources
+from vhs import dictionaries
+from vhs import shapes as vhs_shapes
 
 from . import nag, shapes
 
@@ -72,9 +73,9 @@ def _private_bucket(
         server_access_logs_prefix=f"{id.lower()}/" if access_logs else None,
         lifecycle_rules=[
             s3.LifecycleRule(
-                id="abort-incomplete-multipart-uploads",
+                id=vhs_shapes.BUCKET_ABORT_RULE_ID,
                 abort_incomplete_multipart_upload_after=cdk.Duration.days(
-                    resources.BUCKET_ABORT_INCOMPLETE_MULTIPART_DAYS
+                    vhs_shapes.BUCKET_ABORT_INCOMPLETE_MULTIPART_DAYS
                 ),
             ),
             expiry,
@@ -152,11 +153,11 @@ class Store(Construct):
             "Staging",
             bucket_name=name,
             access_logs=self.access_logs,
-            # The rule `vhs local up` applies too (resources.staging_expiry_rule).
+            # The rule `vhs local up` applies too (vhs_shapes.staging_expiry_rule).
             expiry=s3.LifecycleRule(
-                id=resources.STAGING_EXPIRY_RULE_ID,
+                id=vhs_shapes.STAGING_EXPIRY_RULE_ID,
                 # The whole bucket: producers' payloads and the handler's dead letters.
-                expiration=cdk.Duration.days(resources.INGEST.staging_expiry_days),
+                expiration=cdk.Duration.days(vhs_shapes.INGEST.staging_expiry_days),
             ),
         )
         nag.skip_checkov(
@@ -169,7 +170,7 @@ class Store(Construct):
         return staging
 
     def _table(self, name: str | None) -> dynamodb.Table:
-        shape = resources.TABLE
+        shape = vhs_shapes.TABLE
         table = dynamodb.Table(
             self,
             "Records",

@@ -51,7 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def moto_server(request: pytest.FixtureRequest) -> Iterator[str]:
-    from vhs.local.stack import MotoServer
+    from vhs_ops.local.stack import MotoServer
 
     if request.config.getoption("--inprocess-only"):
         pytest.skip("needs moto's server (--inprocess-only)")

@@ -32,11 +32,13 @@ WORK = ROOT / ".mutation"
 LINKS = {"vhs": "lambdas/vhs", "tests": "tests", "events": "events", "docs": "docs"}
 # What the selected tests read from the repository besides vhs and tests (the CDK app that the
 # state-machine tests synthesize, the tools, the Makefile and the audit's exceptions that
-# tests/system checks, README.md for the docs examples, the benchmarks for their own test):
-# mutmut copies them into its mutants/ directory, where the tests run. None of them is on
-# sys.path.
+# tests/system checks, README.md for the docs examples, the benchmarks for their own test, the
+# operator side that the CLI's tests drive): mutmut copies them into its mutants/ directory,
+# where the tests run. Of them only ops/ is on sys.path (the operator side's package, which
+# imports the mutated vhs).
 READ = (
     "lambdas",
+    "ops",
     "infra",
     "app.py",
     "cdk.json",
@@ -89,7 +91,7 @@ def project_tables() -> list[str]:
 
 def pyproject(module: dict, run: dict) -> str:
     """The work directory's pyproject.toml: the project's, with mutmut's settings and pytest's
-    own (pythonpath: the test harness, tests/harness/vhs_testing)."""
+    own (pythonpath: the test harness, tests/harness/vhs_testing, and the operator side)."""
     toml = json.dumps  # a TOML basic string or array of them is also valid JSON
     return "\n".join(
         [
@@ -104,7 +106,7 @@ def pyproject(module: dict, run: dict) -> str:
             "use_git_change_detection = false",
             "",
             "[tool.pytest.ini_options]",
-            'pythonpath = ["tests/harness"]',
+            'pythonpath = ["tests/harness", "ops"]',
             'filterwarnings = ["ignore::DeprecationWarning:botocore.*"]',
             'markers = ["live: runs against real AWS", "slow: takes more than a few seconds"]',
             "",

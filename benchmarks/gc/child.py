@@ -18,9 +18,9 @@ def child(config: str) -> dict[str, Any]:
     """Build the store from the environment, as the Lambda does; run the collector per `config`."""
     import tracemalloc
 
-    from vhs.local.metering import RequestMeter
     from vhs.maintenance.gc import GarbageCollector
     from vhs.store import VersionedHybridStore
+    from vhs_ops.local.metering import RequestMeter
 
     options = json.loads(config)
     store = VersionedHybridStore.from_env()
@@ -61,7 +61,7 @@ def collect(
 ) -> dict[str, Any]:
     """`child` over the store `name`, with the store's defaults; and moto's CPU meanwhile."""
     from vhs import settings
-    from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
+    from vhs_ops.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
 
     dropped = (settings.PREFIX, settings.INLINE_THRESHOLD)
     dropped += (settings.RETAIN_VERSIONS, settings.RETAIN_DAYS)

@@ -8,7 +8,7 @@ import random
 from collections import Counter
 from typing import Any
 
-from vhs import resources
+from vhs import shapes
 from vhs.item import (
     CONDEMNATION_BYTES,
     ITEM_LIMIT,
@@ -18,8 +18,8 @@ from vhs.item import (
 )
 from vhs.item_size import item_size
 from vhs.keys import shard_of
-from vhs.local.stack import client
 from vhs.maintenance.gc import RESERVE_MS
+from vhs_ops.local.stack import client
 
 from .. import workload
 from ..common import Progress, Report, run_line, table
@@ -36,7 +36,7 @@ OPTIONS = {
 HOT_ID = "b9999999-hot"
 MARGIN = 60.0  # how far past a condemnation's expiry the next pass's clock is
 SPARE_PASSES = 3
-BUDGET_SECONDS = resources.GC.function_timeout_seconds - RESERVE_MS / 1000  # one invocation
+BUDGET_SECONDS = shapes.GC.function_timeout_seconds - RESERVE_MS / 1000  # one invocation
 
 
 def new_collectable_store(server: InProcessServer, name: str) -> tuple[Any, Any]:

@@ -28,7 +28,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from handlers.observability import instrumented, logger_and_metrics, per_environment
-from vhs import resources, settings
+from vhs import settings, shapes
 from vhs.errors import InvalidInput, VhsError
 from vhs.ingest.bulk import (
     FORMATS,
@@ -55,7 +55,7 @@ from vhs.settings import BULK_IMPORT_FUNCTION
 from vhs.store import VersionedHybridStore
 
 logger, metrics = logger_and_metrics(BULK_IMPORT_FUNCTION)
-SHAPE = resources.BULK_IMPORT
+SHAPE = shapes.BULK_IMPORT
 
 
 class ImportIncomplete(VhsError):

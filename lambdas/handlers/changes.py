@@ -35,8 +35,8 @@ from vhs import keys, settings
 from vhs.aws import aws_client
 from vhs.changes.feed import ChangePublisher, Derived, changes_from_record
 from vhs.dictionaries import DictionaryStore
-from vhs.resources import CHANGES
 from vhs.settings import CHANGES_FUNCTION
+from vhs.shapes import CHANGES
 
 logger, metrics = logger_and_metrics(CHANGES_FUNCTION)
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)

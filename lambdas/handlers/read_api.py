@@ -65,8 +65,8 @@ from vhs.codec import served_content_type
 from vhs.errors import DamagedItem, InvalidInput, RecordNotFound
 from vhs.model import Record, StoredVersion
 from vhs.parts import check_part_name
-from vhs.resources import LAMBDA_RESPONSE_PAYLOAD_BYTES, READ_API
 from vhs.settings import READ_API_FUNCTION
+from vhs.shapes import LAMBDA_RESPONSE_PAYLOAD_BYTES, READ_API
 from vhs.store import VersionedHybridStore
 
 logger, metrics = logger_and_metrics(READ_API_FUNCTION)

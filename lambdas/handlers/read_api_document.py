@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from vhs import keys, settings
 from vhs.ordering import MAX_TIMESTAMP_LENGTH
 from vhs.parts import PART_NAME, PART_NAME_PATTERN
-from vhs.resources import READ_API
+from vhs.shapes import READ_API
 
 PROBLEM_JSON = "application/problem+json"
 OPENAPI_TITLE = "VHS read API"

@@ -53,8 +53,8 @@ from vhs.changes.reindex import (
     validate_rate,
 )
 from vhs.errors import InvalidInput
-from vhs.resources import REINDEX
 from vhs.settings import REINDEX_FUNCTION
+from vhs.shapes import REINDEX
 
 logger, metrics = logger_and_metrics(REINDEX_FUNCTION)
 

@@ -37,7 +37,7 @@ from .item_size import fit_stored
 from .layouts import Layout, layout_of_entry
 from .model import Entry, Item
 from .ordering import Outcome
-from .resources import TABLE
+from .shapes import TABLE
 from .updates import NAMES, HistoryPlan
 
 _MAX_ATTEMPTS = 8

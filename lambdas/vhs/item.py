@@ -67,7 +67,7 @@ from .model import Entry, Item, StoredPart
 from .ordering import TOMBSTONE_HASH
 from .packing import DICTIONARY_ID_BYTES, SAME, ZSTD
 from .parts import MAX_PARTS, PART_NAME
-from .resources import TABLE
+from .shapes import TABLE
 
 ID = TABLE.partition_key
 VERSION = "v"

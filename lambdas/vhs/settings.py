@@ -89,7 +89,7 @@ IMPORT_CHUNK_LINES = "VHS_IMPORT_CHUNK_LINES"
 
 # --- the local stack ----------------------------------------------------------------------
 # The port `vhs local up` serves on when --port is not given (default
-# vhs.resources.local.DEFAULT_PORT).
+# vhs.shapes.local.DEFAULT_PORT).
 LOCAL_PORT = "VHS_LOCAL_PORT"
 # What a command missing its configuration suggests: a command that loads the local stack's
 # environment and returns (starting the stack in the background when none is running here).

@@ -20,7 +20,7 @@ from vhs.changes.feed import Change, changes_from_images, chunks
 from vhs.changes.patch import NOT_INLINE, TOO_LARGE, UNREADABLE, patch_fields
 from vhs.changes.stream import event_image
 from vhs.patches import make_patch, patch_size
-from vhs.resources import CHANGES
+from vhs.shapes import CHANGES
 from vhs_testing.records import at, large
 
 BUCKET = "bodies"

@@ -2,9 +2,9 @@
 
 Unit tests derive changes from stream images (every kind of write the store and the garbage
 collector make). The end-to-end tests run on moto's server: a store writes, the local stream
-poller (vhs.local.stream_source) reads the table's stream and invokes the real Lambda handler with
-Lambda's event shape, the handler publishes to an SNS FIFO topic, and an SQS FIFO queue
-subscribed to it receives what a subscriber would.
+poller (vhs_ops.local.stream_source) reads the table's stream and invokes the real Lambda
+handler with Lambda's event shape, the handler publishes to an SNS FIFO topic, and an SQS
+FIFO queue subscribed to it receives what a subscriber would.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from vhs import keys, resources
+from vhs import keys
 from vhs.changes import feed as changes
 from vhs.changes.feed import (
     Change,
@@ -35,15 +35,16 @@ from vhs.changes.feed import (
     deduplication_id,
     message_group_id,
 )
-from vhs.local.invoke import LambdaContext
-from vhs.local.stack import client
-from vhs.local.stream_source import (
+from vhs.retention import Retention
+from vhs_ops import provisioning
+from vhs_ops.local.invoke import LambdaContext
+from vhs_ops.local.stack import client
+from vhs_ops.local.stream_source import (
     DynamoDBStreamSource,
     LocalChangeFeed,
     lambda_record,
     settle_response,
 )
-from vhs.retention import Retention
 from vhs_testing.backends import Backend
 from vhs_testing.notifications import assert_exactly_once_in_order, receive_notifications
 
@@ -444,8 +445,8 @@ def feed(server: Backend) -> Feed:
     suffix = server.table_name.rsplit("-", 1)[1]
     sns = client("sns", server.endpoint)
     sqs = client("sqs", server.endpoint)
-    topic_arn = resources.create_change_topic(sns, f"vhs-test-{suffix}.fifo")
-    queue_url = resources.subscribe_fifo_queue(sns, sqs, topic_arn, f"vhs-test-{suffix}.fifo")
+    topic_arn = provisioning.create_change_topic(sns, f"vhs-test-{suffix}.fifo")
+    queue_url = provisioning.subscribe_fifo_queue(sns, sqs, topic_arn, f"vhs-test-{suffix}.fifo")
     table = server.dynamodb.describe_table(TableName=server.table_name)["Table"]
     streams = client("dynamodbstreams", server.endpoint)
     return Feed(server, topic_arn, queue_url, table["LatestStreamArn"], sqs, streams)

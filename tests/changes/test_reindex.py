@@ -4,7 +4,7 @@ resumable, and a downstream copy rebuilt from replays equal to the store.
 The worker (vhs.changes.reindex) runs in-process against moto (`mock_aws`) for its logic:
 selections, the rate bound on an injected clock, cursors after an injected SNS failure,
 hostile ids, items that are not the store's, a hot id. The rebuild test runs on moto's
-server with the live change feed (vhs.local.stream_source) beside it and a live write racing
+server with the live change feed (vhs_ops.local.stream_source) beside it and a live write racing
 the replay deterministically; the CLI test runs `vhs reindex` against `vhs local up`.
 """
 
@@ -27,7 +27,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from vhs import resources
+from vhs import shapes
 from vhs.changes.feed import Change, ChangePublisher
 from vhs.changes.reindex import (
     Counts,
@@ -36,11 +36,12 @@ from vhs.changes.reindex import (
     TokenBucket,
     reindex_segment,
 )
-from vhs.cli.reindex import Checkpoint, run_local
 from vhs.errors import InvalidInput
-from vhs.local.invoke import LambdaContext, load_handler
-from vhs.local.stack import client, environment
 from vhs.retention import Retention
+from vhs_ops import provisioning
+from vhs_ops.cli.reindex import Checkpoint, run_local
+from vhs_ops.local.invoke import LambdaContext, load_handler
+from vhs_ops.local.stack import client, environment
 from vhs_testing.backends import Backend
 from vhs_testing.cli import assert_documented, local_env, vhs
 from vhs_testing.notifications import receive_notifications
@@ -96,8 +97,8 @@ class Feed:
 
 
 def make_feed(backend: Backend, sns: Any, sqs: Any, suffix: str) -> Feed:
-    topic_arn = resources.create_change_topic(sns, f"vhs-reindex-{suffix}.fifo")
-    queue_url = resources.subscribe_fifo_queue(sns, sqs, topic_arn, f"vhs-copy-{suffix}.fifo")
+    topic_arn = provisioning.create_change_topic(sns, f"vhs-reindex-{suffix}.fifo")
+    queue_url = provisioning.subscribe_fifo_queue(sns, sqs, topic_arn, f"vhs-copy-{suffix}.fifo")
     target = Target(
         backend.dynamodb, backend.table_name, ChangePublisher(sns, topic_arn), backend.bucket_name
     )
@@ -300,11 +301,11 @@ def test_the_token_bucket_does_not_sleep_within_its_burst() -> None:
 def test_a_rate_above_the_bound_is_refused_by_the_worker_and_the_command(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """One bound (resources.REINDEX.max_rate) for the worker, `vhs reindex --rate` and the
+    """One bound (shapes.REINDEX.max_rate) for the worker, `vhs reindex --rate` and the
     state machine's plan (tests/changes/test_state_machines_reindex.py)."""
-    from vhs.cli.app import main
+    from vhs_ops.cli.app import main
 
-    bound = resources.REINDEX.max_rate
+    bound = shapes.REINDEX.max_rate
     assert TokenBucket(bound).rate == bound
     for rate in (bound * 1.5, float("inf")):
         with pytest.raises(InvalidInput) as raised:
@@ -377,7 +378,7 @@ def test_a_run_resumed_after_a_failure_republishes_nothing_confirmed_and_misses_
         tmp_path / "run.json",
         selection=Selection(),
         total_segments=2,
-        rate=resources.REINDEX.max_rate,
+        rate=shapes.REINDEX.max_rate,
         page_size=4,
     )
     run_local(feed.target, checkpoint)
@@ -430,7 +431,7 @@ def test_a_stopped_run_saves_its_cursors_and_resumes_after_them(feed: Feed, tmp_
         tmp_path / "c.json",
         selection=Selection(),
         total_segments=1,
-        rate=resources.REINDEX.max_rate,
+        rate=shapes.REINDEX.max_rate,
         page_size=3,
     )
     pages = []
@@ -547,11 +548,11 @@ def apply(copy: dict[str, Change], change: Change) -> None:
 
 
 def test_a_copy_rebuilt_from_empty_by_replays_equals_the_store(server: Backend) -> None:
-    from vhs.local.stream_source import LocalChangeFeed
+    from vhs_ops.local.stream_source import LocalChangeFeed
 
     sns, sqs = client("sns", server.endpoint), client("sqs", server.endpoint)
     suffix = server.table_name.rsplit("-", 1)[1]
-    topic_arn = resources.create_change_topic(sns, f"vhs-rebuild-{suffix}.fifo")
+    topic_arn = provisioning.create_change_topic(sns, f"vhs-rebuild-{suffix}.fifo")
     store = server.store(inline_threshold=64)
     for n in range(25):
         store.put(f"r{n:02d}", {"n": n, "pad": large(n, n * 4).hex()}, updated_at=at(n))
@@ -564,7 +565,7 @@ def test_a_copy_rebuilt_from_empty_by_replays_equals_the_store(server: Backend) 
     )
     with live as running:
         running.drain(timeout=30)  # the history so far, published before the copy exists
-        queue_url = resources.subscribe_fifo_queue(sns, sqs, topic_arn, f"copy-{suffix}.fifo")
+        queue_url = provisioning.subscribe_fifo_queue(sns, sqs, topic_arn, f"copy-{suffix}.fifo")
 
         class RacingPublisher(ChangePublisher):
             """SNS, with a live write landing between the reindex's read of a page and its
@@ -585,7 +586,7 @@ def test_a_copy_rebuilt_from_empty_by_replays_equals_the_store(server: Backend) 
             None,
             selection=Selection(),
             total_segments=3,
-            rate=resources.REINDEX.max_rate,
+            rate=shapes.REINDEX.max_rate,
             page_size=5,
         )
         checkpoint.path = Path(server.table_name + ".json")
@@ -717,7 +718,7 @@ def test_an_interrupted_vhs_reindex_stops_at_once_and_reports_what_its_checkpoin
     wait stops the run at once (each segment handles the page it has read), and the summary
     counts exactly what the checkpoint holds: it is printed once every segment has recorded
     its page, never while one is still in hand."""
-    from vhs.cli.app import main
+    from vhs_ops.cli.app import main
 
     for n in range(4):
         record = tmp_path / f"{n}.json"

@@ -17,8 +17,9 @@ import moto
 import pytest
 from botocore.exceptions import ClientError
 
-from vhs import VersionedHybridStore, resources
+from vhs import VersionedHybridStore, shapes
 from vhs.changes.feed import Change
+from vhs_ops import provisioning
 from vhs_testing.backends import atomic_inprocess_dynamodb
 from vhs_testing.notifications import receive_notifications
 from vhs_testing.stepfunctions import (
@@ -34,7 +35,7 @@ from vhs_testing.stepfunctions import (
     templates,
 )
 
-REINDEX = resources.REINDEX
+REINDEX = shapes.REINDEX
 AT = "2024-05-01T00:00:00Z"
 TOPIC_PARAMETER = f"/vhs/{STAGE}/change-topic-arn"
 
@@ -70,12 +71,12 @@ def reindex_run(clock: Any = None) -> Iterator[Reindex]:
         atomic_inprocess_dynamodb(),
     ):
         sns, sqs = client("sns"), client("sqs")
-        topic = resources.create_change_topic(sns, "vhs-changes.fifo")
-        queue_url = resources.subscribe_fifo_queue(sns, sqs, topic, "vhs-copy.fifo")
+        topic = provisioning.create_change_topic(sns, "vhs-changes.fifo")
+        queue_url = provisioning.subscribe_fifo_queue(sns, sqs, topic, "vhs-copy.fifo")
         machine = machine_of(templates()["reindex"], {TOPIC_PARAMETER: topic})
         (function,) = machine.functions.values()
         env = function.environment
-        resources.create_store_resources(
+        provisioning.create_store_resources(
             client("dynamodb"),
             client("s3"),
             table_name=env["VHS_TABLE_NAME"],
@@ -298,7 +299,7 @@ def test_vhs_reindex_cloud_starts_a_run_the_state_machine_accepts(
     reindex: Reindex, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The command names the execution by the run id and leaves run_id out of the input."""
-    from vhs.cli.app import main
+    from vhs_ops.cli.app import main
 
     for n in range(4):
         reindex.store.put(f"r{n}", {"n": n}, updated_at=AT)

@@ -418,7 +418,7 @@ def test_migrate_writes_its_documented_json_and_a_second_run_writes_nothing(loca
 
 
 def test_local_up_json_is_documented(tmp_path: Path):
-    from vhs.local.stack import free_port
+    from vhs_ops.local.stack import free_port
 
     process = subprocess.Popen(
         [*VHS, "local", "up", "--json", "--no-pipeline", "--port", str(free_port())],

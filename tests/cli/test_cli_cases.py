@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from vhs.cli.app import main
 from vhs.ingest.bulk import MAX_LINE_BYTES
+from vhs_ops.cli.app import main
 from vhs_testing.cli import VHS
 from vhs_testing.stacks import fresh_stack
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from vhs.layouts import Layout
-from vhs.local.stack import client
 from vhs.store import VersionedHybridStore
+from vhs_ops.local.stack import client
 from vhs_testing.cli import assert_documented, vhs
 from vhs_testing.damage import damages, plant, well_formed
 from vhs_testing.stacks import fresh_stack

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from vhs.cli import main, output
+from vhs_ops.cli import main, output
 from vhs_testing.cli import VHS, assert_documented, json_of, local_env, vhs
 
 __all__ = ["local_env"]

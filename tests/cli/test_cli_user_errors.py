@@ -307,7 +307,7 @@ def test_what_aws_refuses_is_told_by_its_code(code: str, status: int, says: str)
     raises them."""
     from botocore.exceptions import ClientError
 
-    from vhs.cli.boundary import failure_of
+    from vhs_ops.cli.boundary import failure_of
 
     failure = failure_of(ClientError({"Error": {"Code": code, "Message": "no"}}, "GetItem"))
     assert (failure.status, failure.as_json()["exit_status"]) == (status, status)

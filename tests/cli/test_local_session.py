@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from vhs import settings
-from vhs.local import owner
-from vhs.local.stack import free_port
+from vhs_ops.local import owner
+from vhs_ops.local.stack import free_port
 from vhs_testing.cli import VHS
 
 # Long enough for a stack to start on a busy machine; a command that hangs fails here.
@@ -262,8 +262,8 @@ def no_signals(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[in
 def down_with(note: dict, *, lock_held: bool) -> int:
     """`vhs local down` in the current directory, its stack's note being `note`, and its
     lock held (by this process: as a running stack would hold it) or free."""
-    from vhs.cli import local_session
-    from vhs.cli.app import main
+    from vhs_ops.cli import local_session
+    from vhs_ops.cli.app import main
 
     local_session.STATE.parent.mkdir(parents=True, exist_ok=True)
     local_session.STATE.write_text(json.dumps(note))

@@ -8,8 +8,8 @@ import boto3
 import moto
 import pytest
 
-from vhs.cli.stackconfig import env_from_stacks, stack_prefix
 from vhs.errors import ConfigurationError
+from vhs_ops.cli.stackconfig import env_from_stacks, stack_prefix
 
 
 def deploy(cloudformation, name: str, outputs: dict[str, str]) -> None:

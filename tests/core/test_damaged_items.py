@@ -16,9 +16,9 @@ import pytest
 from vhs.errors import DamagedItem, IntegrityError
 from vhs.item import MalformedItem, entry_from_dynamo, item_from_dynamo
 from vhs.layouts import Layout
-from vhs.operator.findings import FindingKind
-from vhs.operator.migrate import migrate
-from vhs.operator.verify import verify
+from vhs_ops.admin.findings import FindingKind
+from vhs_ops.admin.migrate import migrate
+from vhs_ops.admin.verify import verify
 from vhs_testing.backends import Backend
 from vhs_testing.damage import BETWEEN, Damage, damages, plant, raw_item, well_formed
 

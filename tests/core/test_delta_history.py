@@ -22,13 +22,13 @@ from vhs import BodyHashMismatch, RecordNotFound, Retention
 from vhs.codec import sha256_hex
 from vhs.deltas import inline_bodies, inline_body, supersede
 from vhs.errors import ConfigurationError
-from vhs.local.metering import RequestMeter
 from vhs.model import Entry
-from vhs.operator.findings import FindingKind
-from vhs.operator.verify import verify
 from vhs.packing import DELTA, compress
 from vhs.settings import DELTA_HISTORY, StoreSettings
 from vhs.store import VersionedHybridStore
+from vhs_ops.admin.findings import FindingKind
+from vhs_ops.admin.verify import verify
+from vhs_ops.local.metering import RequestMeter
 from vhs_testing.records import at
 
 

@@ -1,5 +1,5 @@
 """The zstd codec and its dictionaries (vhs/packing.py, vhs/dictionaries.py,
-vhs/operator/dictionaries.py; docs/design.md, "Dictionaries").
+vhs_ops/admin/dictionaries.py; docs/design.md, "Dictionaries").
 
 What is checked: each write keeps the smallest form at hand; a dictionary is content-addressed,
 immutable, found by every reader and cached across stores in a process; new writes move to the
@@ -281,7 +281,7 @@ def test_the_change_feed_patches_bodies_packed_with_a_dictionary(inprocess: Back
 
 
 def test_verify_reads_what_a_dictionary_packed_and_names_a_missing_one(inprocess: Backend) -> None:
-    from vhs.operator.verify import verify
+    from vhs_ops.admin.verify import verify
 
     store = publish_to(inprocess.store(dictionaries=True))
     for n in range(3):
@@ -308,7 +308,7 @@ def test_verify_reads_what_a_dictionary_packed_and_names_a_missing_one(inprocess
 def test_vhs_dictionary_train_and_list(
     inprocess: Backend, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    from vhs.cli.app import main as vhs
+    from vhs_ops.cli.app import main as vhs
 
     monkeypatch.setenv("VHS_TABLE_NAME", inprocess.table_name)
     monkeypatch.setenv("VHS_BUCKET_NAME", inprocess.bucket_name)

@@ -16,7 +16,7 @@ import pytest
 from vhs import diffs
 from vhs.diffs import MAX_BODY_BYTES, MAX_PATCH_BYTES, MEMORY_BOUND_BYTES
 from vhs.patches import TOO_LARGE, encode_patch, make_patch
-from vhs.resources import READ_API
+from vhs.shapes import READ_API
 from vhs.strict_json import MAX_DEPTH
 from vhs_testing.backends import Backend
 from vhs_testing.memory import diff_peak

@@ -34,11 +34,11 @@ from vhs.keys import shard_of
 from vhs.layouts import Layout
 from vhs.maintenance.gc import GarbageCollector
 from vhs.model import Entry
-from vhs.operator.migrate import migrate
 from vhs.ordering import TOMBSTONE_HASH
 from vhs.parts import MAX_PARTS
 from vhs.retention import Retention
 from vhs.store import VersionedHybridStore
+from vhs_ops.admin.migrate import migrate
 from vhs_testing.backends import Backend
 from vhs_testing.expression_limits import (
     MAX_EXPRESSION_BYTES,

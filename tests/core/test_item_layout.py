@@ -23,8 +23,8 @@ from vhs.item import (
 from vhs.keys import body_key, shard_of
 from vhs.maintenance.gc import GarbageCollector
 from vhs.model import Entry
-from vhs.operator.verify import verify
 from vhs.ordering import TOMBSTONE_HASH
+from vhs_ops.admin.verify import verify
 from vhs_testing.backends import Backend
 
 T = "2026-11-01T00:00:00.000000Z"

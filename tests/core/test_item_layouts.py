@@ -21,11 +21,11 @@ from vhs.item import (
 )
 from vhs.item_size import entry_size
 from vhs.layouts import Layout, time_value
-from vhs.local.metering import RequestMeter
 from vhs.model import Entry, StoredPart
-from vhs.operator.migrate import migrate
-from vhs.operator.verify import verify
 from vhs.ordering import TOMBSTONE_HASH, parse_timestamp
+from vhs_ops.admin.migrate import migrate
+from vhs_ops.admin.verify import verify
+from vhs_ops.local.metering import RequestMeter
 from vhs_testing.backends import Backend
 from vhs_testing.condemnation import condemn
 from vhs_testing.records import at, large

@@ -22,15 +22,15 @@ import jsonpatch
 import moto
 import pytest
 
-from vhs import resources
 from vhs.changes.feed import changes_from_images
 from vhs.codec import JSON_CONTENT_TYPE
 from vhs.errors import InvalidInput, InvalidMessage, InvalidRecord
 from vhs.ingest.contract import first_read, read_message
 from vhs.ingest.staging import StagingLocation
-from vhs.operator.producer import Producer
 from vhs.patches import UNREADABLE
 from vhs.strict_json import MAX_DEPTH, parse_document, too_deep_reason
+from vhs_ops import provisioning
+from vhs_ops.admin.producer import Producer
 from vhs_testing.backends import Backend
 from vhs_testing.records import at
 
@@ -133,7 +133,7 @@ def test_store_put_refuses_a_value_or_json_bytes_past_the_limit_and_writes_nothi
 def queue() -> Any:
     with moto.mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
-        queue_url, _ = resources.create_ingest_queues(sqs, queue_name="in", dlq_name="dlq")
+        queue_url, _ = provisioning.create_ingest_queues(sqs, queue_name="in", dlq_name="dlq")
         yield sqs, queue_url
 
 
@@ -150,7 +150,7 @@ def test_vhs_send_refuses_the_line_as_the_handler_would(queue: Any) -> None:
 def test_vhs_import_and_vhs_put_refuse_it_naming_the_field(
     inprocess: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    from vhs.cli.app import main as vhs
+    from vhs_ops.cli.app import main as vhs
 
     monkeypatch.setenv("VHS_TABLE_NAME", inprocess.table_name)
     monkeypatch.setenv("VHS_BUCKET_NAME", inprocess.bucket_name)

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from vhs.changes.feed import changes_from_images
 from vhs.codec import JSON_CONTENT_TYPE
 from vhs.errors import InvalidRecord
-from vhs.resources import CHANGES
+from vhs.shapes import CHANGES
 from vhs.strict_json import MAX_DEPTH, parse_document
 from vhs_testing.backends import Backend
 from vhs_testing.records import at

@@ -1,6 +1,6 @@
 """The read API (docs/read-api.md), driven over HTTP as a consumer drives it: requests signed with
 botocore's SigV4 signer (service "lambda") and sent with http.client to the local function URL
-(vhs.local.read_api), which checks the signature and calls the real handler, against moto's
+(vhs_ops.local.read_api), which checks the signature and calls the real handler, against moto's
 server. One local stack and one server for the module."""
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import jsonschema
 import pytest
 
 from handlers import read_api, read_api_document
-from vhs import keys, resources, settings
+from vhs import keys, settings, shapes
 from vhs.layouts import Layout
-from vhs.local.read_api import LocalReadApi, signed_headers
 from vhs.store import VersionedHybridStore
+from vhs_ops.local.read_api import LocalReadApi, signed_headers
 from vhs_testing.bad_inputs import CASES, Accepted, valid_id
 from vhs_testing.cli import local_env
 from vhs_testing.damage import damages as damages_of
@@ -156,7 +156,7 @@ def api(moto_server: str) -> Iterator[Api]:
 
 
 def _client(service: str, stack: Any) -> Any:
-    from vhs.local.stack import client
+    from vhs_ops.local.stack import client
 
     return client(service, stack.endpoint, stack.region)
 
@@ -385,7 +385,7 @@ def test_the_redirect_threshold_is_what_base64_needs() -> None:
     limit = read_api.DEFAULT_RESPONSE_LIMIT
     largest = limit // 4 * 3
     assert read_api.base64_size(largest) <= limit < read_api.base64_size(largest + 1)
-    assert limit < resources.LAMBDA_RESPONSE_PAYLOAD_BYTES == 6 * 1024 * 1024
+    assert limit < shapes.LAMBDA_RESPONSE_PAYLOAD_BYTES == 6 * 1024 * 1024
 
 
 # --- not found, bad input -------------------------------------------------------------------

@@ -20,7 +20,7 @@ import pytest
 from test_read_api import REDIRECTED, SERVED_FROM_S3, Api, api, put_every_kind
 
 from handlers import read_api
-from vhs.local.read_api import signed_headers
+from vhs_ops.local.read_api import signed_headers
 
 __all__ = ["api"]  # the fixture: one local stack and read API for the module
 

@@ -1,6 +1,6 @@
 """The read API against its own OpenAPI document, property-based: schemathesis generates requests
 from the document (valid ones, and ones the document says are invalid), sends them SigV4-signed to
-the local function URL (vhs.local.read_api) and runs every check it has on each answer, so any
+the local function URL (vhs_ops.local.read_api) and runs every check it has on each answer, so any
 place where the document and the API disagree fails here. Known ids, versions, part names and
 ETags are mixed into the valid requests, so that 200, 304 and 307 answers are generated, not only
 400 and 404. The checks that need unsigned requests (UNSIGNED_CHECKS) are left to
@@ -22,7 +22,7 @@ from schemathesis.specs.openapi.checks import ignored_auth, missing_required_hea
 from test_read_api import T1, T2, T3, Api, api, put_every_kind
 
 from handlers import read_api
-from vhs.local.read_api import signed_headers
+from vhs_ops.local.read_api import signed_headers
 
 __all__ = ["api"]  # the fixture: one local stack and read API for the module
 

@@ -36,10 +36,10 @@ from vhs.item import ITEM_BUDGET
 from vhs.item_budget import largest_entry
 from vhs.item_size import held_size
 from vhs.keys import MAX_ID_LENGTH, body_key, encode_id
-from vhs.local.metering import RequestMeter
 from vhs.model import VersionInfo
 from vhs.packing import pack
 from vhs.store import VersionedHybridStore
+from vhs_ops.local.metering import RequestMeter
 from vhs_testing.backends import Backend
 from vhs_testing.condemnation import SKEW, FakeTime, condemn, make_store
 from vhs_testing.dictionaries import ZSTD_CODEC, trained_dictionary

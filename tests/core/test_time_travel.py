@@ -14,7 +14,7 @@ import pytest
 
 from vhs import InvalidInput, InvalidTimestamp, RecordNotFound, Retention
 from vhs.errors import RecordDeleted, VersionNotRetained
-from vhs.local.metering import RequestMeter
+from vhs_ops.local.metering import RequestMeter
 from vhs_testing.condemnation import FakeTime
 from vhs_testing.records import at, large
 

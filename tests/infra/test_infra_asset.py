@@ -3,15 +3,18 @@
 What runs is what the handlers import, followed through every module they reach: imports at
 the top of a module and imports inside functions alike (`vhs.changes.feed.replay` imports its
 stream reader only when it is called), read from the source rather than by importing it. The
-asset is infra/function.py's ASSET_EXCLUDE applied to lambdas/; these tests hold the two
-together both ways: a module a handler comes to import that the asset leaves out fails here
-before it fails in Lambda, and a module the asset carries that no handler imports (the CLI's,
-the local stack's, the operator tools') fails here until it is excluded.
+asset is the folder lambdas/, whole: infra/function.py's ASSET_EXCLUDE leaves out only what
+building and running Python leaves behind, and the operator side (the CLI, the local stack,
+the operator tools) is the package in ops/, beside it. These tests hold the folder and the
+handlers' imports together both ways: a module a handler comes to import that is not in
+lambdas/ fails here before it fails in Lambda, and a module in lambdas/ that no handler
+imports fails here until it moves out.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +25,7 @@ from infra.function import LAMBDAS_DIR
 
 HANDLERS_DIR = LAMBDAS_DIR / "handlers"
 SCHEMA = "vhs/schemas/ingest-message.schema.json"
-NEVER_IN_LAMBDA = ("vhs/local/", "vhs/cli/", "vhs/operator/")
+ROOT = LAMBDAS_DIR.parent
 
 
 def _module_file(name: str) -> Path | None:
@@ -106,13 +109,19 @@ def test_the_asset_carries_the_ingest_message_schema(asset_files: set[str]) -> N
     assert all(name.startswith("vhs/schemas/") and name.endswith(".json") for name in data), data
 
 
-def test_nothing_of_the_cli_or_the_local_stack_and_no_build_debris(
-    asset_files: set[str],
-) -> None:
-    assert [name for name in asset_files if name.startswith(NEVER_IN_LAMBDA)] == []
-    debris = [
-        name
-        for name in asset_files
-        if "__pycache__" in name or name.endswith(".pyc") or ".egg-info" in name
-    ]
-    assert debris == []
+def test_the_asset_is_the_lambdas_folder_whole(asset_files: set[str]) -> None:
+    """Every file of lambdas/ under git is in the asset, and nothing else: no exclude leaves
+    out a source file, and no build debris (caches, the editable install's metadata) goes in."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "lambdas"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert tracked, "git lists no file under lambdas/"
+    assert asset_files == {str(Path(name).relative_to("lambdas")) for name in tracked}
+
+
+def test_nothing_of_the_operator_side_is_in_lambdas() -> None:
+    """The operator side is its own package beside the asset: no module of lambdas/ is named
+    after it, and its package is not under lambdas/."""
+    assert not (LAMBDAS_DIR / "vhs_ops").exists()
+    assert (ROOT / "ops" / "vhs_ops" / "__init__.py").is_file()
+    assert not any((LAMBDAS_DIR / "vhs" / name).exists() for name in ("cli", "local", "operator"))

@@ -21,10 +21,10 @@ from infra_support import (
 
 from infra import shapes
 from infra.changes import STREAM_LIST_ACTIONS, STREAM_READ_ACTIONS, TOPIC_KEY_ACTIONS
-from vhs import resources
-from vhs.local.invoke import HANDLERS
+from vhs import shapes as vhs_shapes
+from vhs_ops.local.invoke import HANDLERS
 
-SHAPE = resources.CHANGES
+SHAPE = vhs_shapes.CHANGES
 
 
 # --- the stack ----------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ def test_the_stream_event_source(changes: dict[str, Any]) -> None:
     assert props["MaximumRetryAttempts"] == SHAPE.retry_attempts
     assert 0 <= props["MaximumRetryAttempts"] <= 10_000  # bounded (-1 would be unbounded)
     assert props["MaximumRecordAgeInSeconds"] == SHAPE.max_record_age_seconds
-    assert props["MaximumRecordAgeInSeconds"] < resources.STREAM_RETENTION_SECONDS
+    assert props["MaximumRecordAgeInSeconds"] < vhs_shapes.STREAM_RETENTION_SECONDS
     assert props["BatchSize"] == SHAPE.batch_size
     assert props["ParallelizationFactor"] == SHAPE.parallelization_factor
     dlq = logical_id(changes, "AWS::SQS::Queue")
@@ -222,7 +222,7 @@ def test_alarms_notify_the_existing_alarm_topic(changes: dict[str, Any]) -> None
         assert alarm["AlarmName"] == f"Vhs-prod-{name}"
         assert alarm["AlarmActions"] == alarm["OKActions"] == [topic], name
         assert alarm["TreatMissingData"] == "notBreaching"
-    dlq, shape = alarms["ChangeDeadLetters"], resources.DLQ_ALARM
+    dlq, shape = alarms["ChangeDeadLetters"], vhs_shapes.DLQ_ALARM
     queue = logical_id(changes, "AWS::SQS::Queue")
     assert dlq["Dimensions"] == [
         {"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}
@@ -249,7 +249,7 @@ def test_the_shape_refuses_unbounded_retries_and_ages_past_the_stream() -> None:
     with pytest.raises(ValueError, match="retry attempts"):
         dataclasses.replace(SHAPE, retry_attempts=-1)
     with pytest.raises(ValueError, match="record age"):
-        dataclasses.replace(SHAPE, max_record_age_seconds=resources.STREAM_RETENTION_SECONDS)
+        dataclasses.replace(SHAPE, max_record_age_seconds=vhs_shapes.STREAM_RETENTION_SECONDS)
     with pytest.raises(ValueError, match="cut-off"):
         dataclasses.replace(
             SHAPE, stop_publishing_at_remaining_ms=SHAPE.function_timeout_seconds * 1000

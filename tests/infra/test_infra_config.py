@@ -20,7 +20,8 @@ from infra.config import (
     powertools_layer_name,
     powertools_ssm_parameter,
 )
-from vhs import resources
+from vhs import shapes as vhs_shapes
+from vhs_ops import provisioning
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +35,7 @@ def test_defaults() -> None:
     assert c.stage == "dev"
     assert c.alarm_email is None
     assert c.log_retention_days == 30
-    assert c.ingest == resources.INGEST
+    assert c.ingest == vhs_shapes.INGEST
     assert c.alarms == shapes.ALARMS
     assert c.ingest_event_source is True
     assert c.prefix == "Vhs-dev"
@@ -174,7 +175,7 @@ def test_cdk_json_turns_off_notices_and_telemetry_and_runs_the_venv() -> None:
 
 
 def test_ingest_shape_follows_aws_guidance() -> None:
-    shape = resources.INGEST
+    shape = vhs_shapes.INGEST
     assert shape.visibility_timeout_seconds >= 6 * shape.function_timeout_seconds
     assert shape.max_receive_count == 5
     assert shape.dlq_retention_seconds == 14 * 24 * 3600
@@ -195,14 +196,14 @@ def test_ingest_shape_follows_aws_guidance() -> None:
 )
 def test_ingest_shape_refuses_unsafe_settings(change: dict[str, int]) -> None:
     with pytest.raises(ValueError, match="invalid ingest shape"):
-        dataclasses.replace(resources.INGEST, **change)
+        dataclasses.replace(vhs_shapes.INGEST, **change)
 
 
 def test_queue_attributes_redrive_to_the_dlq_after_max_receive_count() -> None:
     """The helper the local stack uses makes queues that dead-letter like the deployed ones."""
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
-        queue_url, dlq_url = resources.create_ingest_queues(
+        queue_url, dlq_url = provisioning.create_ingest_queues(
             sqs, queue_name="ingest", dlq_name="ingest-dlq"
         )
         attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])[
@@ -212,7 +213,7 @@ def test_queue_attributes_redrive_to_the_dlq_after_max_receive_count() -> None:
         assert json.loads(attributes["RedrivePolicy"])["maxReceiveCount"] == 5
         sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"VisibilityTimeout": "0"})
         sqs.send_message(QueueUrl=queue_url, MessageBody="{}")
-        for _ in range(resources.INGEST.max_receive_count):
+        for _ in range(vhs_shapes.INGEST.max_receive_count):
             assert sqs.receive_message(QueueUrl=queue_url).get("Messages")
         assert not sqs.receive_message(QueueUrl=queue_url).get("Messages")
         assert sqs.receive_message(QueueUrl=dlq_url).get("Messages")
@@ -240,7 +241,7 @@ def test_the_handler_stages_dead_letters_where_the_ingest_role_may_write() -> No
         None,  # type: ignore[arg-type]  # dead-lettering never touches the store
         sqs_client=sqs,
         dlq_url="https://sqs.example/dlq",
-        staging=StagingLocation("staging", resources.STAGING_PREFIX),
+        staging=StagingLocation("staging", vhs_shapes.STAGING_PREFIX),
         s3_client=s3,
     )
     record = {"messageId": "m-1", "body": "x" * (MAX_MESSAGE_BYTES + 1)}
@@ -249,5 +250,5 @@ def test_the_handler_stages_dead_letters_where_the_ingest_role_may_write() -> No
     staged, receipt = s3.calls
     for put in (staged, receipt):
         assert str(put["Key"]).startswith(DEAD_LETTER_STAGING_PREFIX)
-        assert not str(put["Key"]).startswith(resources.STAGING_PREFIX)  # ingest never reads
+        assert not str(put["Key"]).startswith(vhs_shapes.STAGING_PREFIX)  # ingest never reads
     assert str(receipt["Key"]).endswith("/dead-1")

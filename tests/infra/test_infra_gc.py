@@ -29,11 +29,11 @@ from infra_support import (
 from infra import VhsConfig, shapes
 from infra.config import ConfigError
 from infra.gc import GarbageCollection, gc_function_name
-from vhs import resources
-from vhs.local.invoke import HANDLERS, load_handler
+from vhs import shapes as vhs_shapes
 from vhs.maintenance.gc import DEFAULT_GRACE, parse_duration
+from vhs_ops.local.invoke import HANDLERS, load_handler
 
-SHAPE = resources.GC
+SHAPE = vhs_shapes.GC
 ROOT = Path(__file__).resolve().parents[2]
 BODIES = "arn:${AWS::Partition}:s3:::vhs-prod-bodies-${AWS::AccountId}-${AWS::Region}"
 TABLE = "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/vhs-prod-records"
@@ -205,7 +205,7 @@ def test_the_role_grants_exactly_what_the_collector_calls(gc: dict[str, Any]) ->
             "Sid": "FindExpiredCondemnations",
             "Effect": "Allow",
             "Action": ["dynamodb:Scan"],
-            "Resource": [f"{TABLE}/index/{resources.TABLE.condemned_index}"],
+            "Resource": [f"{TABLE}/index/{vhs_shapes.TABLE.condemned_index}"],
         },
         {
             "Sid": "InvokeItselfToFanOutAndContinue",
@@ -250,7 +250,7 @@ def test_delete_is_granted_only_to_the_collector_and_only_under_the_body_prefix(
                         # Of the sparse index of condemned items only, never of the table.
                         assert actions == ["dynamodb:Scan"]
                         assert [render(r) for r in as_list(s["Resource"])] == [
-                            f"{TABLE}/index/{resources.TABLE.condemned_index}"
+                            f"{TABLE}/index/{vhs_shapes.TABLE.condemned_index}"
                         ]
                     if "s3:DeleteObject" in actions:
                         deletes.append(

@@ -19,9 +19,9 @@ from infra_support import (
     synthesize,
 )
 
-from vhs import resources, settings
+from vhs import settings, shapes
 
-SHAPE = resources.BULK_IMPORT
+SHAPE = shapes.BULK_IMPORT
 BODIES = "arn:${AWS::Partition}:s3:::vhs-prod-bodies-${AWS::AccountId}-${AWS::Region}"
 STAGING = "arn:${AWS::Partition}:s3:::vhs-prod-staging-${AWS::AccountId}-${AWS::Region}"
 TABLE = "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/vhs-prod-records"
@@ -101,7 +101,7 @@ def test_a_distributed_map_imports_the_plans_chunks_with_bounded_concurrency(
     }
     assert run["MaxConcurrency"] == SHAPE.max_concurrency
     assert run.get("ToleratedFailurePercentage", 0) == SHAPE.tolerated_failure_percentage
-    assert run["ResultWriter"]["Parameters"]["Prefix"] == resources.IMPORT_RESULTS_PREFIX
+    assert run["ResultWriter"]["Parameters"]["Prefix"] == shapes.IMPORT_RESULTS_PREFIX
     (task,) = run["ItemProcessor"]["States"].values()
     assert task["Resource"].startswith("${BulkImportFunction")
     errors = [r["ErrorEquals"] for r in task["Retry"]]
@@ -209,10 +209,10 @@ def test_the_function_is_told_where_imports_live_and_of_the_store(imports: dict)
     assert (
         environment[settings.IMPORT_BUCKET] == "vhs-prod-staging-${AWS::AccountId}-${AWS::Region}"
     )
-    assert environment[settings.IMPORT_PREFIX] == resources.IMPORT_PREFIX
-    assert environment[settings.IMPORT_RESULTS_PREFIX] == resources.IMPORT_RESULTS_PREFIX
+    assert environment[settings.IMPORT_PREFIX] == shapes.IMPORT_PREFIX
+    assert environment[settings.IMPORT_RESULTS_PREFIX] == shapes.IMPORT_RESULTS_PREFIX
     assert environment[settings.TABLE_NAME] == "vhs-prod-records"
-    assert environment[settings.STAGING_PREFIX] == resources.STAGING_PREFIX
+    assert environment[settings.STAGING_PREFIX] == shapes.STAGING_PREFIX
     assert environment[settings.IMPORT_CHUNK_LINES] == str(SHAPE.chunk_lines)
 
 

@@ -36,8 +36,8 @@ from infra_support import LAMBDA_HANDLER, synthesize
 
 from infra import VhsConfig
 from infra.config import powertools_layer_name
-from vhs import resources
-from vhs.local.stack import MotoServer
+from vhs import shapes
+from vhs_ops.local.stack import MotoServer
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -164,9 +164,7 @@ def test_table_is_created_with_the_shared_key_schema_and_stream(deployed: Deploy
     name = store_outputs(deployed)["TableName"]
     assert name == f"vhs-{STAGE}-records"
     table = deployed.client("dynamodb").describe_table(TableName=name)["Table"]
-    assert table["KeySchema"] == [
-        {"AttributeName": resources.TABLE.partition_key, "KeyType": "HASH"}
-    ]
+    assert table["KeySchema"] == [{"AttributeName": shapes.TABLE.partition_key, "KeyType": "HASH"}]
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     assert table["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
 
@@ -190,7 +188,7 @@ def test_queues_are_created_with_the_shared_shape(deployed: Deployed) -> None:
     dlq = sqs.get_queue_attributes(QueueUrl=outputs["DeadLetterQueueUrl"], AttributeNames=["All"])[
         "Attributes"
     ]
-    assert int(queue["VisibilityTimeout"]) == resources.INGEST.visibility_timeout_seconds
+    assert int(queue["VisibilityTimeout"]) == shapes.INGEST.visibility_timeout_seconds
     redrive = json.loads(queue["RedrivePolicy"])
     assert redrive == {"deadLetterTargetArn": dlq["QueueArn"], "maxReceiveCount": 5}
     assert int(dlq["MessageRetentionPeriod"]) == 14 * 24 * 3600
@@ -206,8 +204,8 @@ def test_function_is_created_with_its_environment(deployed: Deployed) -> None:
     )
     assert configuration["Runtime"] == "python3.14"
     assert configuration["Handler"] == LAMBDA_HANDLER
-    assert configuration["Timeout"] == resources.INGEST.function_timeout_seconds
-    assert configuration["MemorySize"] == resources.INGEST.function_memory_mb
+    assert configuration["Timeout"] == shapes.INGEST.function_timeout_seconds
+    assert configuration["MemorySize"] == shapes.INGEST.function_memory_mb
     env = configuration["Environment"]["Variables"]
     assert env["VHS_TABLE_NAME"] == store_outputs(deployed)["TableName"]
     assert env["VHS_BUCKET_NAME"] == store_outputs(deployed)["BucketName"]
@@ -275,18 +273,18 @@ def test_the_garbage_collector_and_its_schedule_are_created(deployed: Deployed) 
         FunctionName=outputs["GcFunctionName"]
     )
     assert configuration["Handler"] == "handlers.gc.handler"
-    assert configuration["Timeout"] == resources.GC.function_timeout_seconds
+    assert configuration["Timeout"] == shapes.GC.function_timeout_seconds
     env = configuration["Environment"]["Variables"]
     assert env["VHS_TABLE_NAME"] == store_outputs(deployed)["TableName"]
     assert env["VHS_BUCKET_NAME"] == store_outputs(deployed)["BucketName"]
-    assert env["VHS_GC_GRACE"] == resources.GC.grace
+    assert env["VHS_GC_GRACE"] == shapes.GC.grace
     events = deployed.client("events")
     rule = events.describe_rule(Name=outputs["GcRuleName"])
-    assert rule["ScheduleExpression"] == resources.GC.schedule_expression
+    assert rule["ScheduleExpression"] == shapes.GC.schedule_expression
     assert rule["State"] == "ENABLED"
     (target,) = events.list_targets_by_rule(Rule=outputs["GcRuleName"])["Targets"]
     assert target["Arn"] == configuration["FunctionArn"]
-    assert json.loads(target["Input"]) == {"parallel": resources.GC.parallel}
+    assert json.loads(target["Input"]) == {"parallel": shapes.GC.parallel}
     policy = json.loads(
         deployed.client("lambda").get_policy(FunctionName=outputs["GcFunctionName"])["Policy"]
     )

@@ -18,9 +18,9 @@ from infra_support import (
     statements,
 )
 
-from vhs import resources, settings
+from vhs import settings, shapes
 
-SHAPE = resources.READ_API
+SHAPE = shapes.READ_API
 ROOT = Path(__file__).resolve().parents[2]
 BODIES = "arn:${AWS::Partition}:s3:::vhs-prod-bodies-${AWS::AccountId}-${AWS::Region}"
 TABLE = "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/vhs-prod-records"
@@ -204,4 +204,4 @@ def test_the_asset_carries_the_read_api(app: Synthesized) -> None:
 )
 def test_a_bad_shape_is_refused(field: str, value: Any) -> None:
     with pytest.raises(ValueError, match=field.split("_")[0]):
-        resources.ReadApiShape(**{field: value})
+        shapes.ReadApiShape(**{field: value})

@@ -18,9 +18,9 @@ from infra_support import (
     statements,
 )
 
-from vhs import resources, settings
+from vhs import settings, shapes
 
-SHAPE = resources.REINDEX
+SHAPE = shapes.REINDEX
 TABLE = "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/vhs-prod-records"
 
 

@@ -12,8 +12,8 @@ from infra_support import resources_of, ssm_parameter, synthesize
 from infra import sam
 from infra.config import powertools_ssm_parameter
 from vhs import settings
-from vhs.local.sam import env_vars
-from vhs.resources.local import CONTAINER_ENDPOINT
+from vhs.shapes.local import CONTAINER_ENDPOINT
+from vhs_ops.local.sam import env_vars
 
 
 @pytest.fixture(scope="module")

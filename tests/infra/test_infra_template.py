@@ -18,7 +18,7 @@ from infra_support import (
 
 from infra import shapes
 from infra.config import powertools_ssm_parameter
-from vhs import resources
+from vhs import shapes as vhs_shapes
 
 BODY_PREFIX = shapes.DEPLOYED_BODY_PREFIX
 
@@ -90,7 +90,7 @@ def test_every_bucket_blocks_public_access_encrypts_and_aborts_multipart(
         assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
         assert {
             "AbortIncompleteMultipartUpload": {
-                "DaysAfterInitiation": resources.BUCKET_ABORT_INCOMPLETE_MULTIPART_DAYS
+                "DaysAfterInitiation": vhs_shapes.BUCKET_ABORT_INCOMPLETE_MULTIPART_DAYS
             },
             "Id": "abort-incomplete-multipart-uploads",
             "Status": "Enabled",
@@ -127,7 +127,7 @@ def test_body_and_staging_buckets_log_access_and_keep_their_own_lifecycle(
         "Status": "Enabled",
     } in bodies["LifecycleConfiguration"]["Rules"]
     staging_rules = found["staging"]["Properties"]["LifecycleConfiguration"]["Rules"]
-    local = resources.staging_expiry_rule()  # what `vhs local up` applies
+    local = vhs_shapes.staging_expiry_rule()  # what `vhs local up` applies
     assert {
         "ExpirationInDays": local["Expiration"]["Days"],
         "Id": local["ID"],
@@ -135,13 +135,13 @@ def test_body_and_staging_buckets_log_access_and_keep_their_own_lifecycle(
     } in staging_rules
     assert local["Filter"] == {"Prefix": ""}
     # A staged payload outlives every message that can point at it.
-    assert resources.INGEST.dlq_retention_seconds < resources.STAGING_EXPIRATION_DAYS * 86400
+    assert vhs_shapes.INGEST.dlq_retention_seconds < vhs_shapes.STAGING_EXPIRATION_DAYS * 86400
 
 
 def test_table_settings_come_from_the_shared_shape(store: dict[str, Any]) -> None:
     table = only(store, "AWS::DynamoDB::Table")
     props = table["Properties"]
-    shape = resources.TABLE.create_table_kwargs("ignored")
+    shape = vhs_shapes.TABLE.create_table_kwargs("ignored")
     assert props["KeySchema"] == shape["KeySchema"]
     assert props["AttributeDefinitions"] == shape["AttributeDefinitions"]
     # The sparse index of condemned items (docs/gc.md), keys only.
@@ -179,7 +179,7 @@ def queues(ingest: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def test_queue_and_dlq_follow_the_shared_shape(ingest: dict[str, Any]) -> None:
     queue, dlq = queues(ingest)
-    shape = resources.INGEST
+    shape = vhs_shapes.INGEST
     function = only(ingest, "AWS::Lambda::Function")["Properties"]
     assert function["Timeout"] == shape.function_timeout_seconds
     assert queue["VisibilityTimeout"] == shape.visibility_timeout_seconds
@@ -218,8 +218,8 @@ def test_function_runtime_architecture_tracing_and_logs(ingest: dict[str, Any]) 
     assert props["Architectures"] == ["arm64"]
     assert props["Handler"] == LAMBDA_HANDLER == "handlers.ingest.handler"
     assert props["TracingConfig"] == {"Mode": "Active"}
-    assert props["MemorySize"] == resources.INGEST.function_memory_mb
-    assert props["EphemeralStorage"] == {"Size": resources.INGEST.function_ephemeral_storage_mb}
+    assert props["MemorySize"] == vhs_shapes.INGEST.function_memory_mb
+    assert props["EphemeralStorage"] == {"Size": vhs_shapes.INGEST.function_ephemeral_storage_mb}
     assert "ReservedConcurrentExecutions" not in props
     log_group = only(ingest, "AWS::Logs::LogGroup")
     assert log_group["Properties"]["RetentionInDays"] == 30
@@ -246,7 +246,7 @@ def test_function_environment(ingest: dict[str, Any]) -> None:
     assert render(env["VHS_STAGING_BUCKET"]) == (
         "vhs-prod-staging-${AWS::AccountId}-${AWS::Region}"
     )
-    assert env["VHS_STAGING_PREFIX"] == resources.STAGING_PREFIX  # ingest reads only there
+    assert env["VHS_STAGING_PREFIX"] == vhs_shapes.STAGING_PREFIX  # ingest reads only there
     assert env["VHS_PREFIX"] == BODY_PREFIX
     assert env["VHS_DLQ_URL"] == {"Ref": dlq_id}
     assert env["POWERTOOLS_SERVICE_NAME"] == "vhs-ingest"
@@ -258,7 +258,7 @@ def test_event_source_reports_batch_failures_with_maximum_concurrency(
     ingest: dict[str, Any],
 ) -> None:
     mapping = only(ingest, "AWS::Lambda::EventSourceMapping")["Properties"]
-    shape = resources.INGEST
+    shape = vhs_shapes.INGEST
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["BatchSize"] == shape.batch_size
     assert mapping["MaximumBatchingWindowInSeconds"] == shape.max_batching_window_seconds
@@ -270,7 +270,7 @@ def test_asset_is_the_lambdas_folder_without_build_debris(app: Synthesized) -> N
     files = {str(p.relative_to(asset)) for p in asset.rglob("*") if p.is_file()}
     assert "handlers/ingest.py" in files
     assert "vhs/store.py" in files
-    assert "vhs/resources/__init__.py" in files
+    assert "vhs/shapes/__init__.py" in files
     assert not [f for f in files if "__pycache__" in f or ".egg-info" in f or f.endswith(".pyc")]
 
 
@@ -324,7 +324,7 @@ def test_ingest_role_grants_exactly_the_actions_the_handler_calls(
         # Producers' payloads only (never dead-letters/); bodies are written, never read;
         # the store's zstd dictionaries are read (the newest packs, any one decodes).
         "s3:GetObject": {
-            f"{staging}/{resources.STAGING_PREFIX}*",
+            f"{staging}/{vhs_shapes.STAGING_PREFIX}*",
             f"{bodies}/{BODY_PREFIX}/_dictionaries/*",
         },
         # So that a missing payload is a 404, not a 403: under incoming/ only (below).
@@ -345,7 +345,7 @@ def test_ingest_role_grants_exactly_the_actions_the_handler_calls(
         "xray:PutTelemetryRecords": {"*"},
     }
     (listing,) = [s for s in role_statements(ingest) if "s3:ListBucket" in as_list(s["Action"])]
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": f"{resources.STAGING_PREFIX}*"}}
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": f"{vhs_shapes.STAGING_PREFIX}*"}}
 
 
 def test_no_policy_anywhere_has_wildcard_actions_scan_or_delete(
@@ -372,17 +372,17 @@ def test_producer_policy_can_only_send_and_stage(ingest: dict[str, Any]) -> None
     ] == [
         (
             ["s3:AbortMultipartUpload", "s3:PutObject"],
-            [bucket_arn("staging") + "/" + resources.DEAD_LETTER_STAGING_PREFIX + "*"],
+            [bucket_arn("staging") + "/" + vhs_shapes.DEAD_LETTER_STAGING_PREFIX + "*"],
         )
     ]
-    assert resources.DEAD_LETTER_RECEIPT_PREFIX.startswith(resources.DEAD_LETTER_STAGING_PREFIX)
+    assert vhs_shapes.DEAD_LETTER_RECEIPT_PREFIX.startswith(vhs_shapes.DEAD_LETTER_STAGING_PREFIX)
     allowed = grants([s for s in stmts if s["Effect"] == "Allow"])
     (queue_id,) = [
         k
         for k, r in resources_of(ingest, "AWS::SQS::Queue").items()
         if "RedrivePolicy" in r["Properties"]
     ]
-    staging = bucket_arn("staging") + "/" + resources.STAGING_PREFIX + "*"
+    staging = bucket_arn("staging") + "/" + vhs_shapes.STAGING_PREFIX + "*"
     assert allowed == {
         "sqs:SendMessage": {f"${{{queue_id}.Arn}}"},
         "s3:PutObject": {staging},
@@ -434,7 +434,7 @@ def test_dead_letter_alarm_fires_on_the_first_message(ingest: dict[str, Any]) ->
     assert alarm["EvaluationPeriods"] == 1
     assert alarm["Period"] == 60
     # The same definition the local stack's alarm evaluator uses.
-    shape = resources.DLQ_ALARM
+    shape = vhs_shapes.DLQ_ALARM
     assert (alarm["MetricName"], alarm["Statistic"], alarm["Period"]) == (
         shape.metric_name,
         shape.statistic,

@@ -157,7 +157,7 @@ def import_environment(env: dict[str, str]) -> dict[str, str]:
 def test_the_asset_imports_and_each_handler_runs_with_only_what_lambda_provides(
     app: Synthesized, runtime_path: Path, local_env: dict[str, str]
 ) -> None:
-    from vhs.local.invoke import configured_memory
+    from vhs_ops.local.invoke import configured_memory
 
     samples = {
         name: (

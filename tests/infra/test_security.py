@@ -27,7 +27,7 @@ from aws_cdk import aws_sqs as sqs
 from infra_support import Synthesized, as_list, render, resources_of, statements, synthesize
 
 from infra import nag
-from vhs import resources
+from vhs import shapes
 
 Template = dict[str, Any]
 Rule = Callable[[Template], list[str]]
@@ -409,7 +409,7 @@ def scans_beyond_the_condemned_index(template: Template) -> list[str]:
     (condemned bodies of purged records), never the records themselves. The one exception is
     the reindex worker's statement "ScanTheTable" in the Reindex stack: replaying every
     record is what it is for (at a bounded rate, docs/changes.md)."""
-    index = f"/index/{resources.CONDEMNED_INDEX_NAME}"
+    index = f"/index/{shapes.CONDEMNED_INDEX_NAME}"
     reindex = "reindex" in template.get("Description", "")
     return [
         f"Scan of {resource}: {statement}"
@@ -451,7 +451,7 @@ def producers_write_outside_their_prefix(template: Template) -> list[str]:
                 continue
             for resource in map(render, as_list(statement.body.get("Resource", []))):
                 key = _object_key_pattern(resource) or ""
-                if not key.startswith(resources.STAGING_PREFIX):
+                if not key.startswith(shapes.STAGING_PREFIX):
                     findings.append(f"producer writes {resource}: {statement}")
         denied = {
             _object_key_pattern(render(r))
@@ -459,7 +459,7 @@ def producers_write_outside_their_prefix(template: Template) -> list[str]:
             if not s.allows and "s3:PutObject" in s.actions
             for r in as_list(s.body.get("Resource", []))
         }
-        if f"{resources.DEAD_LETTER_STAGING_PREFIX}*" not in denied:
+        if f"{shapes.DEAD_LETTER_STAGING_PREFIX}*" not in denied:
             findings.append(f"producer policy {logical_id}: no deny of dead-letters/")
     return findings
 
@@ -899,7 +899,7 @@ def _producer_writes_the_whole_bucket(template: Template) -> str:
     stage = next(
         s for s in statements(policy) if s["Effect"] == "Allow" and "s3:PutObject" in s["Action"]
     )
-    stage["Resource"] = render(stage["Resource"]).replace(f"/{resources.STAGING_PREFIX}*", "/*")
+    stage["Resource"] = render(stage["Resource"]).replace(f"/{shapes.STAGING_PREFIX}*", "/*")
     return "producer writes"
 
 
@@ -922,7 +922,7 @@ def _list_the_whole_staging_bucket(template: Template) -> str:
 
 def _list_the_dead_letters(template: Template) -> str:
     listing = _sid(template, "TellMissingPayloads")
-    listing["Condition"]["StringLike"]["s3:prefix"] = f"{resources.DEAD_LETTER_STAGING_PREFIX}*"
+    listing["Condition"]["StringLike"]["s3:prefix"] = f"{shapes.DEAD_LETTER_STAGING_PREFIX}*"
     return "reads none"
 
 
@@ -996,8 +996,8 @@ def test_a_producer_of_its_own_stages_under_its_own_prefix_only(tmp_path: Path) 
         for resource in as_list(s["Resource"])
     }
     assert {_object_key_pattern(arn) for arn in staged} == {
-        f"{resources.STAGING_PREFIX}*",
-        f"{resources.STAGING_PREFIX}catalogue/*",
+        f"{shapes.STAGING_PREFIX}*",
+        f"{shapes.STAGING_PREFIX}catalogue/*",
     }
     assert producers_write_outside_their_prefix(template) == []
 

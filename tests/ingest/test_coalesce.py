@@ -20,12 +20,13 @@ from test_ingest_handler import (
     stack,  # noqa: F401  (the fixture)
 )
 
-from vhs import VersionedHybridStore, resources
+from vhs import VersionedHybridStore
 from vhs.ingest.batch import _ingest_one, ingest_batch
 from vhs.ingest.coalesce import losers, read_candidate
 from vhs.ingest.ingestor import Ingestor
 from vhs.layouts import Layout, time_value
 from vhs.ordering import OrderKey, parse_timestamp
+from vhs_ops import provisioning
 
 IDS = [f"hot-{n}" for n in range(4)]
 VALUES = [{"v": n} for n in range(3)]
@@ -78,7 +79,7 @@ def sort_key(message: dict[str, Any], staged: dict[str, bytes], index: int) -> t
 
 
 def reference_store(dynamodb: Any, s3: Any, name: str) -> VersionedHybridStore:
-    resources.create_store_resources(
+    provisioning.create_store_resources(
         dynamodb, s3, table_name=name, bucket_name=f"{name}-bodies", region=REGION
     )
     return VersionedHybridStore(name, f"{name}-bodies", s3_client=s3, dynamodb_client=dynamodb)
@@ -195,7 +196,7 @@ def test_the_demo_reports_a_coalesced_duplicate_without_a_version(stack):  # noq
     `make demo` says it was coalesced, never `unchanged (vNone)`."""
     import logging
 
-    from vhs.local.demo import _outcome
+    from vhs_ops.local.demo import _outcome
 
     lines: list[dict[str, Any]] = []
 

@@ -21,7 +21,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
-from vhs import VersionedHybridStore, resources
+from vhs import VersionedHybridStore, shapes
 from vhs.ingest.deadletter import (
     DEAD_LETTER_ATTRIBUTES,
     ERROR_TYPE,
@@ -32,9 +32,10 @@ from vhs.ingest.deadletter import (
     receipt_vouches_for,
 )
 from vhs.ingest.staging import StagingLocation
-from vhs.local.invoke import LambdaContext, load_handler
-from vhs.local.sqs_source import lambda_record, settle_response
-from vhs.operator.dlq import DeadLetterQueue, RedriveFilter
+from vhs_ops import provisioning
+from vhs_ops.admin.dlq import DeadLetterQueue, RedriveFilter
+from vhs_ops.local.invoke import LambdaContext, load_handler
+from vhs_ops.local.sqs_source import lambda_record, settle_response
 from vhs_testing.backends import atomic_inprocess_dynamodb
 
 REGION = "us-east-1"
@@ -102,7 +103,7 @@ class Stack:
     def deliver_all(self) -> None:
         """Deliver until the queue is empty: stored, dead-lettered, or moved to the DLQ by the
         redrive policy after maxReceiveCount receives."""
-        for _ in range(4 * resources.INGEST.max_receive_count):
+        for _ in range(4 * shapes.INGEST.max_receive_count):
             if not self.deliver():
                 return
         raise AssertionError("the ingest queue did not drain")
@@ -128,7 +129,7 @@ class Stack:
 
     def dlq(self, **kw: Any) -> DeadLetterQueue:
         kw.setdefault("wait_seconds", 0)
-        kw.setdefault("staging", StagingLocation(STAGING, resources.STAGING_PREFIX))
+        kw.setdefault("staging", StagingLocation(STAGING, shapes.STAGING_PREFIX))
         return DeadLetterQueue(self.sqs, self.dlq_url, self.queue_url, s3=self.s3, **kw)
 
 
@@ -138,7 +139,7 @@ def handler_env(dlq_url: str, table: str = TABLE) -> dict[str, str]:
         "VHS_BUCKET_NAME": BUCKET,
         "VHS_DLQ_URL": dlq_url,
         "VHS_STAGING_BUCKET": STAGING,
-        "VHS_STAGING_PREFIX": resources.STAGING_PREFIX,
+        "VHS_STAGING_PREFIX": shapes.STAGING_PREFIX,
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_NAMESPACE": "VHS",
     }
@@ -159,11 +160,11 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         s3 = boto3.client("s3", region_name=REGION)
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         sqs = boto3.client("sqs", region_name=REGION)
-        resources.create_store_resources(
+        provisioning.create_store_resources(
             dynamodb, s3, table_name=TABLE, bucket_name=BUCKET, region=REGION
         )
-        resources.create_staging_bucket(s3, STAGING, REGION)
-        queue_url, dlq_url = resources.create_ingest_queues(
+        provisioning.create_staging_bucket(s3, STAGING, REGION)
+        queue_url, dlq_url = provisioning.create_ingest_queues(
             sqs, queue_name="ingest", dlq_name="ingest-dlq"
         )
         store = VersionedHybridStore(TABLE, BUCKET, s3_client=s3, dynamodb_client=dynamodb)
@@ -195,12 +196,12 @@ def dead(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Stack:
     payload = {"id": "claimed-1", "updated_at": "not a time", "record": {}}
     stack.s3.put_object(
         Bucket=STAGING,
-        Key=resources.STAGING_PREFIX + "claim-checks/c1.json",
+        Key=shapes.STAGING_PREFIX + "claim-checks/c1.json",
         Body=json.dumps(payload),
     )
     pointer = [
         POINTER_CLASS,
-        {"s3BucketName": STAGING, "s3Key": resources.STAGING_PREFIX + "claim-checks/c1.json"},
+        {"s3BucketName": STAGING, "s3Key": shapes.STAGING_PREFIX + "claim-checks/c1.json"},
     ]
     stack.sqs.send_message(
         QueueUrl=stack.queue_url,
@@ -237,7 +238,7 @@ def test_list_shows_every_dead_letter_with_its_reason_and_age_and_consumes_nothi
     exhausted = [letter for letter in letters if letter.retries_exhausted]
     assert sorted(letter.record_id for letter in exhausted) == ["later-0", "later-1", "later-2"]
     for letter in exhausted:
-        assert letter.receive_count > resources.INGEST.max_receive_count
+        assert letter.receive_count > shapes.INGEST.max_receive_count
         assert "retries exhausted" in letter.reason and letter.error_field is None
         assert letter.source_message_id == letter.message_id  # its id on the ingest queue
     for letter in letters:
@@ -505,7 +506,7 @@ def test_the_handlers_dead_letters_are_vouched_for_and_never_carry_a_producers_v
     (blind,) = stack.dlq(staging=None).list()
     assert blind.error_type == RETRIES_EXHAUSTED and not blind.trusted
     # Nor is a receipt for another body: a receipt vouches for one message.
-    key = StagingLocation(STAGING, resources.STAGING_PREFIX).receipt_key(message["MessageId"])
+    key = StagingLocation(STAGING, shapes.STAGING_PREFIX).receipt_key(message["MessageId"])
     stored = stack.s3.get_object(Bucket=STAGING, Key=key)["Body"].read()
     assert receipt_vouches_for(stored, message)
     assert not receipt_vouches_for(stored, message | {"Body": message["Body"] + " "})
@@ -530,7 +531,7 @@ def test_a_dead_letter_moved_back_by_sqs_has_its_receipt_revoked(stack, monkeypa
     event = {"Records": [lambda_record(message, queue_arn=stack.queue_arn, region=REGION)]}
     load_handler("ingest")(event, LambdaContext(function_name="vhs-ingest"))
     configure_handler(monkeypatch, handler_env(stack.dlq_url))
-    key = StagingLocation(STAGING, resources.STAGING_PREFIX).receipt_key(message["MessageId"])
+    key = StagingLocation(STAGING, shapes.STAGING_PREFIX).receipt_key(message["MessageId"])
     assert stack.s3.get_object(Bucket=STAGING, Key=key)["Body"].read() == REVOKED_RECEIPT
     assert not stack.dlq().list()[0].trusted
 
@@ -551,11 +552,11 @@ def test_a_staged_dead_letter_is_redriven_with_the_producers_body_and_never_read
     assert letter.claim_check and letter.trusted and letter.error_field == "updated_at"
     (message,) = stack.sqs.receive_message(QueueUrl=stack.dlq_url, VisibilityTimeout=0)["Messages"]
     pointer = json.loads(message["Body"])[1]
-    assert pointer["s3Key"].startswith(resources.DEAD_LETTER_STAGING_PREFIX)
-    assert not pointer["s3Key"].startswith(resources.STAGING_PREFIX)
+    assert pointer["s3Key"].startswith(shapes.DEAD_LETTER_STAGING_PREFIX)
+    assert not pointer["s3Key"].startswith(shapes.STAGING_PREFIX)
 
     # A producer that points at it (or at a receipt) is refused: ingest never reads there.
-    for key in (pointer["s3Key"], f"{resources.DEAD_LETTER_RECEIPT_PREFIX}{letter.message_id}"):
+    for key in (pointer["s3Key"], f"{shapes.DEAD_LETTER_RECEIPT_PREFIX}{letter.message_id}"):
         stack.send([POINTER_CLASS, {"s3BucketName": STAGING, "s3Key": key}])
     stack.deliver_all()
     forged = [d for d in stack.dlq().list() if d.message_id != letter.message_id]
@@ -587,7 +588,7 @@ def test_resolving_a_claim_check_reads_only_inside_the_staging_location(stack):
     where a producer's pointer says."""
     payload = json.dumps({"id": "secret-1", "updated_at": "x", "record": {}})
     stack.s3.put_object(Bucket=BUCKET, Key="elsewhere.json", Body=payload)
-    inside = f"{resources.STAGING_PREFIX}inside.json"
+    inside = f"{shapes.STAGING_PREFIX}inside.json"
     stack.s3.put_object(Bucket=STAGING, Key=inside, Body=payload.replace("secret", "staged"))
     for bucket, key in ((BUCKET, "elsewhere.json"), (STAGING, inside)):
         stack.sqs.send_message(

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from vhs.cli.app import main as vhs
-from vhs.cli.importer import ImportRun, open_run
 from vhs.errors import InvalidInput, InvalidMessage
 from vhs.ingest.bulk import CsvMapping, Settled
 from vhs.ingest.bulk_sources import csv_rows, plan_chunks, resolve_sources, split_lines
 from vhs.ingest.contract import read_message
 from vhs.ingest.ingestor import Ingestor
+from vhs_ops.cli.app import main as vhs
+from vhs_ops.cli.importer import ImportRun, open_run
 from vhs_testing.backends import Backend
 from vhs_testing.calls import count_calls
 from vhs_testing.cli import assert_documented
@@ -424,15 +424,15 @@ def import_function(
 ) -> Iterator[tuple[Backend, str]]:
     """The import function's environment on in-process moto: the store, and an import
     bucket holding a catalogue under imports/ among other objects."""
-    from vhs import resources, settings
+    from vhs import settings, shapes
 
     bucket = "import-staging"
     inprocess.s3.create_bucket(Bucket=bucket)
     environment = settings.bulk_import_environment(
         settings.StoreSettings(inprocess.table_name, inprocess.bucket_name),
         bucket=bucket,
-        prefix=resources.IMPORT_PREFIX,
-        results_prefix=resources.IMPORT_RESULTS_PREFIX,
+        prefix=shapes.IMPORT_PREFIX,
+        results_prefix=shapes.IMPORT_RESULTS_PREFIX,
         staging_bucket=bucket,
         chunk_lines=3,
     )
@@ -448,7 +448,7 @@ def import_function(
 def test_the_cloud_worker_plans_chunks_and_imports_them_with_the_files_line_numbers(
     import_function: tuple[Backend, str],
 ) -> None:
-    from vhs.local.invoke import invoke
+    from vhs_ops.local.invoke import invoke
 
     backend, bucket = import_function
     lines = [message(f"c{n}") if n not in (2, 7) else message(f"c{n}", at="x") for n in range(8)]
@@ -502,7 +502,7 @@ def test_the_cloud_worker_plans_chunks_and_imports_them_with_the_files_line_numb
 def test_the_cloud_plan_refuses_a_prefix_outside_the_import_prefix(
     import_function: tuple[Backend, str],
 ) -> None:
-    from vhs.local.invoke import invoke
+    from vhs_ops.local.invoke import invoke
 
     with pytest.raises(InvalidInput) as refused:
         invoke("import", {"plan": {"prefix": "incoming/"}, "execution": "e2"})

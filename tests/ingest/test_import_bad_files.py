@@ -41,7 +41,7 @@ __all__ = ["import_function", "ingestor"]  # the fixtures, from test_import
 
 
 def invoke(event: dict[str, Any]) -> Any:
-    from vhs.local.invoke import invoke as invoke_function
+    from vhs_ops.local.invoke import invoke as invoke_function
 
     return invoke_function("import", event)
 
@@ -398,7 +398,7 @@ def changed_after_listing(
     ingestor: Ingestor, source: str, tmp_path: Path, change: Callable[[], None]
 ) -> ExportChanged:
     """What importing `source` raises when `change` runs between its listing and its read."""
-    from vhs.cli.importer import open_run
+    from vhs_ops.cli.importer import open_run
 
     imported = open_run(
         [source],

@@ -32,7 +32,7 @@ from vhs.ingest.budget import (
     claim_check_cost,
     staged_body_cost,
 )
-from vhs.local.invoke import LambdaContext, load_handler
+from vhs_ops.local.invoke import LambdaContext, load_handler
 
 POINTER = "software.amazon.payloadoffloading.PayloadS3Pointer"
 T = "2026-01-01T00:00:00Z"

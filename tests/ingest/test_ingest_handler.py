@@ -23,7 +23,7 @@ import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from botocore.exceptions import ClientError
 
-from vhs import VersionedHybridStore, resources
+from vhs import VersionedHybridStore, shapes
 from vhs.errors import RecordNotFound
 from vhs.ingest.deadletter import (
     ERROR_FIELD,
@@ -33,14 +33,15 @@ from vhs.ingest.deadletter import (
     SOURCE_MESSAGE_ID,
 )
 from vhs.ingest.ingestor import MAX_MESSAGE_BYTES
-from vhs.local.invoke import LambdaContext, load_handler
+from vhs_ops import provisioning
+from vhs_ops.local.invoke import LambdaContext, load_handler
 from vhs_testing.backends import atomic_inprocess_dynamodb
 from vhs_testing.calls import count_calls
 from vhs_testing.events import EVENTS, handler_module, load, message_event
 
 BUCKET = "vhs-local-bodies"
 STAGING = "vhs-local-staging"  # the fixtures' staging bucket
-P = resources.STAGING_PREFIX  # where producers stage
+P = shapes.STAGING_PREFIX  # where producers stage
 REGION = "us-east-1"
 
 
@@ -49,18 +50,18 @@ class Stack:
         self.s3 = boto3.client("s3", region_name=REGION)
         self.dynamodb = boto3.client("dynamodb", region_name=REGION)
         self.sqs = boto3.client("sqs", region_name=REGION)
-        resources.create_store_resources(
+        provisioning.create_store_resources(
             self.dynamodb, self.s3, table_name="records", bucket_name=BUCKET, region=REGION
         )
-        resources.create_bucket(self.s3, STAGING, REGION)
+        provisioning.create_bucket(self.s3, STAGING, REGION)
         self.dlq_url = self.sqs.create_queue(
-            QueueName="dlq", Attributes=resources.INGEST.dlq_attributes()
+            QueueName="dlq", Attributes=shapes.INGEST.dlq_attributes()
         )["QueueUrl"]
         dlq_arn = self.sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
         self.queue_url = self.sqs.create_queue(
-            QueueName="ingest", Attributes=resources.INGEST.queue_attributes(dlq_arn)
+            QueueName="ingest", Attributes=shapes.INGEST.queue_attributes(dlq_arn)
         )["QueueUrl"]
         self.store = VersionedHybridStore(
             "records", BUCKET, s3_client=self.s3, dynamodb_client=self.dynamodb
@@ -72,7 +73,7 @@ class Stack:
             "VHS_BUCKET_NAME": BUCKET,
             "VHS_DLQ_URL": self.dlq_url,
             "VHS_STAGING_BUCKET": STAGING,
-            "VHS_STAGING_PREFIX": resources.STAGING_PREFIX,
+            "VHS_STAGING_PREFIX": shapes.STAGING_PREFIX,
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_METRICS_NAMESPACE": "VHS",
         }
@@ -182,9 +183,7 @@ def test_fixture_poison_goes_to_the_dlq_with_reasons_and_is_acknowledged(stack):
 def test_fixture_claim_checks_are_resolved(stack, name):
     big = {"title": "A Very Long Record", "notes": ["n" * 100] * 12_000}
     payload = {"id": "claim-1", "updated_at": "2026-11-01T09:00:00Z", "record": big}
-    stage(
-        stack, resources.STAGING_PREFIX + "claim-checks/example.json", json.dumps(payload).encode()
-    )
+    stage(stack, shapes.STAGING_PREFIX + "claim-checks/example.json", json.dumps(payload).encode())
     assert failures(run(load(name))) == set()
     assert stack.store.get("claim-1").json() == big
 
@@ -260,7 +259,7 @@ def test_every_fixture_is_covered():
             {
                 "id": "x",
                 "updated_at": "2026-01-01T00:00:00Z",
-                "record_location": f"s3://{STAGING}/{resources.STAGING_PREFIX}missing",
+                "record_location": f"s3://{STAGING}/{shapes.STAGING_PREFIX}missing",
             },
             "record_location",
         ),
@@ -288,7 +287,7 @@ def test_claim_checks_outside_staging_or_missing_are_dead_lettered(stack):
     ]
     missing = [
         "software.amazon.payloadoffloading.PayloadS3Pointer",
-        {"s3BucketName": STAGING, "s3Key": resources.STAGING_PREFIX + "nope.json"},
+        {"s3BucketName": STAGING, "s3Key": shapes.STAGING_PREFIX + "nope.json"},
     ]
     flagged_only = {"id": "x", "updated_at": "2026-01-01T00:00:00Z", "record": 1}
     event = message_event(foreign, missing, flagged_only)
@@ -533,7 +532,7 @@ def test_one_process_runs_the_handler_against_each_stack_its_environment_names(
     whatever the handler built for one stack's environment (the ingestor and its clients, the
     metrics namespace) is built again when the environment names another, with nothing
     cleared by hand."""
-    resources.create_store_resources(
+    provisioning.create_store_resources(
         stack.dynamodb, stack.s3, table_name="records-2", bucket_name="bodies-2", region=REGION
     )
     second = VersionedHybridStore(

@@ -19,7 +19,7 @@ from test_ingest_handler import (
 )
 
 from vhs.ingest.deadletter import ERROR_FIELD
-from vhs.local.metering import RequestMeter
+from vhs_ops.local.metering import RequestMeter
 
 stack = handler_tests.stack  # the handler tests' fixture: moto, the local stack's resources
 

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from vhs import resources
+from vhs import shapes
 from vhs.errors import InvalidMessage
 from vhs.ingest.ingestor import MAX_MESSAGE_BYTES, Ingestor
 from vhs.ingest.staging import StagingLocation
+from vhs_ops import provisioning
 from vhs_testing.backends import Backend
 
 STAGING = "staging-bucket"
@@ -59,11 +60,11 @@ def test_a_staged_objects_refused_content_type_is_charged_to_content_type(
 ):
     """The message names no content type, so the staged object's own is used: one S3 takes
     but VHS does not (over 255 characters). The producer sets `content_type` to fix it."""
-    resources.create_bucket(inprocess.s3, STAGING, inprocess.region)
-    key = f"{resources.STAGING_PREFIX}odd-type"
+    provisioning.create_bucket(inprocess.s3, STAGING, inprocess.region)
+    key = f"{shapes.STAGING_PREFIX}odd-type"
     odd = "application/x-" + "a" * 300
     inprocess.s3.put_object(Bucket=STAGING, Key=key, Body=b"{}", ContentType=odd)
-    worker = ingestor(inprocess, queues, StagingLocation(STAGING, resources.STAGING_PREFIX))
+    worker = ingestor(inprocess, queues, StagingLocation(STAGING, shapes.STAGING_PREFIX))
     message = {"id": "b2", "updated_at": T, "record_location": f"s3://{STAGING}/{key}"}
     with pytest.raises(InvalidMessage) as raised:
         worker.handle(record(message))
@@ -89,7 +90,7 @@ def test_a_dead_letter_too_large_to_send_without_staging_is_refused_naming_the_b
 def test_a_receipt_that_cannot_be_written_is_logged_and_the_letter_still_sent(
     inprocess: Backend, queues, caplog: pytest.LogCaptureFixture
 ):
-    missing = StagingLocation("no-such-staging-bucket", resources.STAGING_PREFIX)
+    missing = StagingLocation("no-such-staging-bucket", shapes.STAGING_PREFIX)
     worker = ingestor(inprocess, queues, missing)
     worker.dead_letter(record("not json", "m-bad"), InvalidMessage("body", "is not JSON"))
     sqs, dlq_url = queues

@@ -9,10 +9,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from vhs import resources
+from vhs import shapes
 from vhs.ingest.contract import InvalidMessage, read_message, schema_path, validate_message
 from vhs.ingest.ingestor import Ingestor
 from vhs.ingest.staging import S3Location, StagingLocation, claim_check_pointer
+from vhs_ops import provisioning
 from vhs_testing.backends import Backend
 
 T = "2026-01-01T00:00:00Z"
@@ -268,15 +269,15 @@ def test_staging_location_refuses_other_buckets_and_prefixes():
 def test_the_handlers_own_dead_letters_are_outside_every_staging_location():
     """dead-letters/ (staged dead letters, receipts) is the ingest function's, beside the
     producers' prefix: no staging location contains it, even one over the whole bucket."""
-    for prefix in ("", resources.STAGING_PREFIX):
+    for prefix in ("", shapes.STAGING_PREFIX):
         staging = StagingLocation("stage", prefix)
         for key in ("dead-letters/m-1", "dead-letters/receipts/m-1"):
             with pytest.raises(InvalidMessage, match="the ingest function's dead-letters/"):
                 staging.check(S3Location("stage", key), "body.s3Key")
-        assert staging.contains(S3Location("stage", resources.STAGING_PREFIX + "x"))
+        assert staging.contains(S3Location("stage", shapes.STAGING_PREFIX + "x"))
         assert staging.dead_letter_key("m-1") == "dead-letters/m-1"
         assert not staging.contains(S3Location("stage", staging.receipt_key("m-1")))
-    assert not resources.STAGING_PREFIX.startswith(resources.DEAD_LETTER_STAGING_PREFIX)
+    assert not shapes.STAGING_PREFIX.startswith(shapes.DEAD_LETTER_STAGING_PREFIX)
     with pytest.raises(ValueError, match="the ingest function's"):
         StagingLocation("stage", "dead-letters/producers/")
 
@@ -306,7 +307,7 @@ def test_the_schemas_content_types_are_the_validators_media_types(schema):
 # unpinned: docs/reliability.md, "Mutation testing"). A reason is what the producer reads on the
 # dead letter, so its words are part of the contract.
 POINTER = "software.amazon.payloadoffloading.PayloadS3Pointer"
-STAGING = StagingLocation("stage", resources.STAGING_PREFIX)
+STAGING = StagingLocation("stage", shapes.STAGING_PREFIX)
 
 
 def reason_for(body: dict[str, Any]) -> tuple[str, str]:
@@ -343,10 +344,10 @@ def test_the_payload_count_names_what_was_sent(payloads: dict[str, Any], named: 
 
 def test_a_claim_check_whose_payload_is_a_claim_check_is_refused():
     def fetch(location: S3Location, field: str) -> bytes:
-        key = f"{resources.STAGING_PREFIX}deeper"
+        key = f"{shapes.STAGING_PREFIX}deeper"
         return json.dumps([POINTER, {"s3BucketName": "stage", "s3Key": key}]).encode()
 
-    pointer = [POINTER, {"s3BucketName": "stage", "s3Key": f"{resources.STAGING_PREFIX}p"}]
+    pointer = [POINTER, {"s3BucketName": "stage", "s3Key": f"{shapes.STAGING_PREFIX}p"}]
     with pytest.raises(InvalidMessage) as raised:
         read_message({"body": json.dumps(pointer)}, staging=STAGING, fetch=fetch)
     assert (raised.value.field, raised.value.reason) == (
@@ -366,8 +367,8 @@ def test_a_read_message_carries_its_content_type_and_record():
 
 def test_a_staged_body_is_stored_with_the_messages_content_type(inprocess: Backend):
     """The message's content type wins over the staged object's own."""
-    resources.create_bucket(inprocess.s3, "stage", inprocess.region)
-    key = f"{resources.STAGING_PREFIX}marc"
+    provisioning.create_bucket(inprocess.s3, "stage", inprocess.region)
+    key = f"{shapes.STAGING_PREFIX}marc"
     inprocess.s3.put_object(Bucket="stage", Key=key, Body=b"<record/>", ContentType="text/plain")
     sqs = inprocess.new_client("sqs")
     dlq_url = sqs.create_queue(QueueName="dlq")["QueueUrl"]

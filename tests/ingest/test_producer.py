@@ -11,11 +11,12 @@ import boto3
 import moto
 import pytest
 
-from vhs import resources
+from vhs import shapes
 from vhs.ingest.contract import validate_message
 from vhs.ingest.staging import claim_check_pointer
-from vhs.operator.producer import LOCAL_MAX_QUEUED, MAX_BATCH_ENTRIES, Producer, is_local_endpoint
-from vhs.operator.queues import queue_depth
+from vhs_ops import provisioning
+from vhs_ops.admin.producer import LOCAL_MAX_QUEUED, MAX_BATCH_ENTRIES, Producer, is_local_endpoint
+from vhs_ops.admin.queues import queue_depth
 
 REGION = "us-east-1"
 
@@ -25,8 +26,8 @@ def queue() -> Any:
     with moto.mock_aws():
         sqs = boto3.client("sqs", region_name=REGION)
         s3 = boto3.client("s3", region_name=REGION)
-        resources.create_bucket(s3, "staging-bucket", REGION)
-        queue_url, _ = resources.create_ingest_queues(sqs, queue_name="in", dlq_name="dlq")
+        provisioning.create_bucket(s3, "staging-bucket", REGION)
+        queue_url, _ = provisioning.create_ingest_queues(sqs, queue_name="in", dlq_name="dlq")
         yield sqs, s3, queue_url
 
 
@@ -96,7 +97,7 @@ def test_batches_never_exceed_the_request_size_limit(queue):
     ]
     report = Producer(url, sqs_client=sqs).send(medium)
     assert report.ok and report.sent == 7
-    assert max(sizes) <= resources.INGEST.max_message_bytes and len(sizes) >= 3
+    assert max(sizes) <= shapes.INGEST.max_message_bytes and len(sizes) >= 3
 
 
 def test_invalid_messages_are_reported_with_their_field_and_not_sent(queue):

@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_dlq import BUCKET, STAGING, Stack, configure_handler, handler_env, stack  # noqa: F401
 
-from vhs.cli.app import main as vhs
 from vhs.errors import InvalidMessage
 from vhs.ingest.contract import read_message
 from vhs.ingest.staging import StagingLocation, claim_check_pointer
-from vhs.local.invoke import load_handler
-from vhs.operator.producer import Producer
+from vhs_ops.admin.producer import Producer
+from vhs_ops.cli.app import main as vhs
+from vhs_ops.local.invoke import load_handler
 from vhs_testing.bad_input_pipeline import MISSING, read_back
 from vhs_testing.bad_inputs import (
     CASES,

@@ -14,14 +14,15 @@ import moto
 import pytest
 from botocore.exceptions import ClientError
 
-from vhs import VersionedHybridStore, resources
+from vhs import VersionedHybridStore, shapes
 from vhs.errors import RecordNotFound
+from vhs_ops import provisioning
 from vhs_testing import stepfunctions as harness
 from vhs_testing.backends import atomic_inprocess_dynamodb
 from vhs_testing.stepfunctions import REGION, Execution, StateMachines, client, function_session
 
 T0 = "2024-05-01T00:00:00Z"
-CHUNK_LINES = resources.BULK_IMPORT.chunk_lines
+CHUNK_LINES = shapes.BULK_IMPORT.chunk_lines
 
 
 def line(id: str, at: str = T0, **record: Any) -> str:
@@ -49,7 +50,7 @@ class Import:
 
     def reports(self, execution: Execution) -> list[dict[str, Any]]:
         """Every per-line report entry of the execution, in key order."""
-        prefix = f"{resources.IMPORT_RESULTS_PREFIX}{execution.name}/reports/"
+        prefix = f"{shapes.IMPORT_RESULTS_PREFIX}{execution.name}/reports/"
         listed = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=prefix).get("Contents", [])
         entries = []
         for item in sorted(listed, key=lambda i: i["Key"]):
@@ -101,7 +102,7 @@ def execution_output_or_failure_details(run: Import, execution: Execution) -> st
     under the results prefix (a failed Map Run's results are written too)."""
     if execution.output and "import" in execution.output:
         return execution.output["import"]["ResultWriterDetails"]["Key"]
-    listed = run.s3.list_objects_v2(Bucket=run.bucket, Prefix=resources.IMPORT_RESULTS_PREFIX)
+    listed = run.s3.list_objects_v2(Bucket=run.bucket, Prefix=shapes.IMPORT_RESULTS_PREFIX)
     keys = [i["Key"] for i in listed.get("Contents", []) if i["Key"].endswith("/manifest.json")]
     (key,) = keys
     return key
@@ -117,14 +118,14 @@ def bulk() -> Iterator[Import]:
         (function,) = machine.functions.values()
         env = function.environment
         s3 = client("s3")
-        resources.create_store_resources(
+        provisioning.create_store_resources(
             client("dynamodb"),
             s3,
             table_name=env["VHS_TABLE_NAME"],
             bucket_name=env["VHS_BUCKET_NAME"],
             region=REGION,
         )
-        resources.create_staging_bucket(s3, env["VHS_STAGING_BUCKET"], REGION)
+        provisioning.create_staging_bucket(s3, env["VHS_STAGING_BUCKET"], REGION)
         from handlers import bulk_import
 
         bulk_import.ingestor.cache_clear()
@@ -197,7 +198,7 @@ def test_a_chunk_that_always_fails_fails_the_map_run_after_its_retries(bulk: Imp
 
     execution = bulk.run("imports/e2/")
 
-    # ToleratedFailurePercentage 0 (resources.BULK_IMPORT): one failed chunk fails the run.
+    # ToleratedFailurePercentage 0 (shapes.BULK_IMPORT): one failed chunk fails the run.
     assert (execution.status, execution.error) == (
         "FAILED",
         "States.ExceedToleratedFailureThreshold",

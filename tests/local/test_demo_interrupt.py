@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from vhs.local import owner
+from vhs_ops.local import owner
 from vhs_testing.signals import restore_ctrl_c
 
 # A clean stop takes about a second here; main took 30 s (the pipeline's threads retrying
@@ -21,7 +21,7 @@ STOPS_WITHIN = 10.0
 
 def test_ctrl_c_on_the_demo_stops_it_at_once_with_one_line(tmp_path: Path):
     demo = subprocess.Popen(
-        [sys.executable, "-m", "vhs.local.demo"],
+        [sys.executable, "-m", "vhs_ops.local.demo"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

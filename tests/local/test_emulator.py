@@ -22,10 +22,10 @@ import pytest
 from aws_lambda_powertools.utilities.data_classes import SQSEvent
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 
-from vhs import resources
-from vhs.local.alarms import ALARM, OK, AlarmEvaluator
-from vhs.local.sqs_source import SqsEventSource, settle_response
-from vhs.local.stack import LocalStack, client
+from vhs import shapes
+from vhs_ops.local.alarms import ALARM, OK, AlarmEvaluator
+from vhs_ops.local.sqs_source import SqsEventSource, settle_response
+from vhs_ops.local.stack import LocalStack, client
 from vhs_testing.stacks import fresh_stack
 
 pytestmark = pytest.mark.slow
@@ -133,26 +133,26 @@ def test_local_stack_has_the_deployed_queues_alarm_and_staging_expiry(stack, sqs
     queue = sqs.get_queue_attributes(QueueUrl=stack.queue_url, AttributeNames=["All"])
     redrive = json.loads(queue["Attributes"]["RedrivePolicy"])
     assert redrive["deadLetterTargetArn"] == stack.dlq_arn
-    assert int(redrive["maxReceiveCount"]) == resources.INGEST.max_receive_count
+    assert int(redrive["maxReceiveCount"]) == shapes.INGEST.max_receive_count
     dlq = sqs.get_queue_attributes(QueueUrl=stack.dlq_url, AttributeNames=["All"])["Attributes"]
-    assert int(dlq["MessageRetentionPeriod"]) == resources.INGEST.dlq_retention_seconds
+    assert int(dlq["MessageRetentionPeriod"]) == shapes.INGEST.dlq_retention_seconds
 
     env = stack.env()
     assert env["VHS_QUEUE_URL"] == stack.queue_url
     assert env["VHS_DLQ_URL"] == stack.dlq_url
     assert env["VHS_STAGING_BUCKET"] == stack.staging_bucket != stack.bucket_name
-    assert env["VHS_STAGING_PREFIX"] == resources.STAGING_PREFIX
+    assert env["VHS_STAGING_PREFIX"] == shapes.STAGING_PREFIX
 
     s3 = client("s3", stack.endpoint)
     rules = s3.get_bucket_lifecycle_configuration(Bucket=stack.staging_bucket)["Rules"]
-    expiry = [r for r in rules if r["ID"] == resources.STAGING_EXPIRY_RULE_ID]
-    assert expiry[0]["Expiration"]["Days"] == resources.INGEST.staging_expiry_days
+    expiry = [r for r in rules if r["ID"] == shapes.STAGING_EXPIRY_RULE_ID]
+    assert expiry[0]["Expiration"]["Days"] == shapes.INGEST.staging_expiry_days
     body_rules = s3.get_bucket_lifecycle_configuration(Bucket=stack.bucket_name)["Rules"]
     assert all("Expiration" not in rule for rule in body_rules)  # bodies never expire
 
     alarm = client("cloudwatch", stack.endpoint).describe_alarms(AlarmNames=[stack.alarm_name])
     (defined,) = alarm["MetricAlarms"]
-    shape = resources.DLQ_ALARM
+    shape = shapes.DLQ_ALARM
     assert (defined["Namespace"], defined["MetricName"]) == (shape.namespace, shape.metric_name)
     assert defined["Dimensions"] == [{"Name": "QueueName", "Value": stack.dlq_name}]
     assert defined["Threshold"] == shape.threshold
@@ -235,7 +235,7 @@ def test_event_has_the_lambda_sqs_event_shape(stack, sqs):
     assert (
         parsed.message_attributes["blob"].binary_value == base64.b64encode(b"\x00\x01\xff").decode()
     )
-    assert 0 < recorder.remaining[0] <= resources.INGEST.function_timeout_seconds * 1000
+    assert 0 < recorder.remaining[0] <= shapes.INGEST.function_timeout_seconds * 1000
 
 
 def test_batch_size_is_honoured(stack, sqs):
@@ -251,12 +251,12 @@ def test_batch_size_is_honoured(stack, sqs):
 
 
 def test_batching_window_gathers_messages_that_arrive_within_it(make_stack, sqs):
-    # The deployed window and visibility timeout (resources.INGEST): a message that arrives
+    # The deployed window and visibility timeout (shapes.INGEST): a message that arrives
     # while a batch is gathering joins it, rather than starting an invocation of its own.
     stack = make_stack(visibility_timeout=None)
     recorder = Recorder()
     with running(event_source(stack, sqs, recorder, batching_window_seconds=None)) as source:
-        assert source.batching_window == resources.INGEST.max_batching_window_seconds >= 2
+        assert source.batching_window == shapes.INGEST.max_batching_window_seconds >= 2
         send(sqs, stack, "first")
         wait_until(lambda: source.depth().in_flight == 1, what="the first message received")
         send(sqs, stack, "second", "third")
@@ -384,7 +384,7 @@ def test_after_max_receive_count_the_message_moves_to_the_dlq(stack, sqs):
     recorder = Recorder(decide)
     with running(event_source(stack, sqs, recorder)) as source:
         source.run_until_idle(40)
-    limit = resources.INGEST.max_receive_count
+    limit = shapes.INGEST.max_receive_count
     assert recorder.deliveries("bad") == list(range(1, limit + 1))
     assert recorder.deliveries("good") == [1]
     (dead,) = dead_letters(sqs, stack)

@@ -1,4 +1,4 @@
-"""moto's DynamoDB responses written directly (vhs/local/moto_dynamodb.py: in-process moto in
+"""moto's DynamoDB responses written directly (vhs_ops/local/moto_dynamodb.py: in-process moto in
 the tests, and the local stack's server) parse to exactly what moto's own serializer gives, for
 every kind of request the store, the collector and the tests make, and every kind of value."""
 
@@ -12,9 +12,10 @@ import moto
 import pytest
 from botocore.exceptions import ClientError
 
-from vhs import resources
-from vhs.local.moto_dynamodb import direct_responses
-from vhs.local.stack import MotoServer, client
+from vhs import shapes
+from vhs_ops import provisioning
+from vhs_ops.local.moto_dynamodb import direct_responses
+from vhs_ops.local.stack import MotoServer, client
 from vhs_testing.backends import atomic_inprocess_dynamodb
 
 TABLE = "responses"
@@ -45,7 +46,7 @@ def conversation(dynamodb: Any) -> list[Any]:
         answers.append((operation, answer))
 
     key = {"id": {"S": "a"}}
-    resources.create_table(dynamodb, TABLE)
+    provisioning.create_table(dynamodb, TABLE)
     ask("describe_table", TableName=TABLE)
     ask("put_item", TableName=TABLE, Item=ITEM)
     ask("get_item", TableName=TABLE, Key=key)
@@ -93,7 +94,7 @@ def conversation(dynamodb: Any) -> list[Any]:
     ask(
         "scan",
         TableName=TABLE,
-        IndexName=resources.CONDEMNED_INDEX_NAME,
+        IndexName=shapes.CONDEMNED_INDEX_NAME,
         FilterExpression="gcd < :five",
         ExpressionAttributeValues={":five": {"N": "5"}},
     )
@@ -128,7 +129,7 @@ def test_direct_responses_parse_to_what_motos_serializer_gives() -> None:
 def test_a_tables_description_times_and_all_read_the_same() -> None:
     """Both ways on one table: its creation time (a timestamp: epoch seconds in JSON) too."""
     with _moto(False) as dynamodb:
-        resources.create_table(dynamodb, TABLE)
+        provisioning.create_table(dynamodb, TABLE)
         dynamodb.put_item(TableName=TABLE, Item=ITEM)
         reads = [
             ("describe_table", {"TableName": TABLE}),
@@ -169,7 +170,7 @@ def _moto(direct: bool) -> Any:
 
 
 def test_the_local_stacks_server_answers_as_motos_own() -> None:
-    """vhs.local.motoserver (which installs it) against moto's own server, unchanged."""
+    """vhs_ops.local.motoserver (which installs it) against moto's own server, unchanged."""
     answers = []
     for ours in (False, True):
         with MotoServer(atomic_dynamodb=ours) as server:

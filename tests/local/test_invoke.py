@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from vhs.keys import body_key
-from vhs.resources import CHANGES, GC, INGEST, READ_API
+from vhs.shapes import CHANGES, GC, INGEST, READ_API
 from vhs_testing.cli import assert_documented, local_env, vhs, vhs_process
 from vhs_testing.events import EVENTS
 
@@ -217,8 +217,8 @@ def test_every_function_has_its_kind_of_event_and_the_docs_name_them_all():
     import re
 
     from vhs import settings
-    from vhs.cli.app import build_parser
-    from vhs.local.event_shapes import KINDS
+    from vhs_ops.cli.app import build_parser
+    from vhs_ops.local.event_shapes import KINDS
 
     functions = list(settings.FUNCTIONS)
     assert list(KINDS) == functions

@@ -1,7 +1,7 @@
 """The local stack applies each DynamoDB request atomically, as DynamoDB does.
 
 moto alone does not: it checks a condition and then writes, with no lock, so concurrent
-identical puts can all be "stored" (docs/design.md, Known limits). vhs.local.motoserver and
+identical puts can all be "stored" (docs/design.md, Known limits). vhs_ops.local.motoserver and
 vhs_testing.backends.atomic_inprocess_dynamodb serialise DynamoDB requests; this is the proof.
 """
 

@@ -1,4 +1,4 @@
-"""The local server's index for moto's SQS (vhs/local/moto_sqs.py): the same answers as moto's
+"""The local server's index for moto's SQS (vhs_ops/local/moto_sqs.py): the same answers as moto's
 own model, at a cost per call that does not grow with the queue's depth.
 
 Each semantic scenario runs twice in process, on moto as it is and with the index installed,
@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.sqs import models
 
-from vhs.local import moto_sqs
+from vhs_ops.local import moto_sqs
 
 START = 1_800_000_000.0
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from vhs import Retention, VersionedHybridStore, resources
+from vhs import Retention, VersionedHybridStore
 from vhs.errors import WriteConflict
 from vhs.item import condemnation_of, condemned_name
 from vhs.keys import (
@@ -28,6 +28,7 @@ from vhs.keys import (
     shard_prefix,
 )
 from vhs.maintenance.gc import DEFAULT_LEASE, GarbageCollector, GcReport, parse_duration
+from vhs_ops import provisioning
 from vhs_testing.backends import Backend
 from vhs_testing.condemnation import SkippingClock
 from vhs_testing.records import at, large
@@ -463,7 +464,7 @@ def test_stores_sharing_a_bucket_collect_only_their_own_orphans(backend):
         table = backend.table_name
         if not live:
             table = f"{backend.table_name}-{n}"
-            resources.create_table(backend.dynamodb, table)
+            provisioning.create_table(backend.dynamodb, table)
         prefix = "/".join(part for part in (root, label) if part)
         store = stores[label] = VersionedHybridStore(
             table,

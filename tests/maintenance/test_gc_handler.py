@@ -14,8 +14,8 @@ from test_gc import crash_between_phases, objects
 from vhs import Retention
 from vhs.errors import InvalidInput
 from vhs.keys import all_shards, shard_of
-from vhs.local.invoke import LambdaContext, invoke, load_handler
-from vhs.local.stack import environment
+from vhs_ops.local.invoke import LambdaContext, invoke, load_handler
+from vhs_ops.local.stack import environment
 from vhs_testing.events import EVENTS
 from vhs_testing.records import large
 

@@ -13,8 +13,8 @@ from hashlib import sha256
 
 from vhs.item import condemnation_of
 from vhs.keys import shard_of
-from vhs.local.metering import RequestMeter
 from vhs.maintenance.gc import GarbageCollector
+from vhs_ops.local.metering import RequestMeter
 from vhs_testing.condemnation import SKEW, FakeTime, condemn, make_store
 from vhs_testing.records import at, large
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from vhs import Retention, VersionedHybridStore
-from vhs.operator.findings import Finding, FindingKind, VerifyProgress
-from vhs.operator.verify import Verifier, verify
+from vhs_ops.admin.findings import Finding, FindingKind, VerifyProgress
+from vhs_ops.admin.verify import Verifier, verify
 from vhs_testing.backends import Backend
 
 T = "2026-11-01T00:00:00Z"

@@ -29,12 +29,12 @@ from vhs import (
     InvalidTimestamp,
     VersionedHybridStore,
     keys,
-    resources,
 )
 from vhs.ingest.contract import InvalidMessage
 from vhs.ingest.ingestor import Ingestor
 from vhs.ingest.staging import StagingLocation
-from vhs.local.sqs_source import lambda_record
+from vhs_ops import provisioning
+from vhs_ops.local.sqs_source import lambda_record
 from vhs_testing.backends import Backend, open_backend
 from vhs_testing.bad_input_pipeline import MISSING, CorpusRun, markdown_table, read_back, run_corpus
 from vhs_testing.bad_inputs import (
@@ -123,9 +123,9 @@ class Library:
 def library() -> Iterator[Library]:
     with open_backend("inprocess", None) as backend:
         staging = f"{backend.bucket_name}-staging"
-        resources.create_staging_bucket(backend.s3, staging, backend.region)
+        provisioning.create_staging_bucket(backend.s3, staging, backend.region)
         api_table, api_bucket = f"{backend.table_name}-api", f"{backend.bucket_name}-api"
-        resources.create_store_resources(
+        provisioning.create_store_resources(
             backend.dynamodb,
             backend.s3,
             table_name=api_table,

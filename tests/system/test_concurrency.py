@@ -9,7 +9,7 @@ is contiguous, in ordering-key order and agrees with the outcomes the writers we
 (every "stored" names a version of its own, and every version was told to some writer);
 every retained pointer resolves to the bytes that were written; and no orphan is left.
 
-DynamoDB is the local stack's moto server (atomic thanks to vhs.local.motoserver: moto alone is
+DynamoDB is the local stack's moto server (atomic thanks to vhs_ops.local.motoserver: moto alone is
 not, see benchmarks/atomicity.py) and dynalite (atomic on its own, and an independent
 implementation), S3 moto's server in both: a failure on both is ours, not an emulator's.
 `live` runs it on AWS (VHS_TEST_LIVE=1). The figures for the report:
@@ -380,8 +380,8 @@ def test_concurrent_writers_and_collector_end_in_the_modelled_state(backend: Bac
 
 @pytest.mark.parametrize("backend", ["server", "dynalite", "live"], indirect=True)
 def test_conditional_writes_are_atomic(backend: Backend) -> None:
-    """The races of benchmarks/atomicity.py: none lost. (moto without vhs.local.motoserver's lock
-    loses about one trial in seven, so ten trials catch a backend like it most of the time.)"""
+    """The races of benchmarks/atomicity.py: none lost. (moto without vhs_ops.local.motoserver's
+    lock loses about one trial in seven, so ten trials catch a backend like it most of the time.)"""
     tally = race(backend, trials=10, writers=8)
     assert not tally.errors
     assert tally.anomalies == 0, tally

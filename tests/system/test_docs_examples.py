@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from vhs.local.stack import free_port
+from vhs_ops.local.stack import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [
@@ -127,7 +127,7 @@ def workspace(directory: Path) -> dict[str, str]:
     commands = {
         "python": f'exec "{sys.executable}" "$@"',
         "python3": f'exec "{sys.executable}" "$@"',
-        "vhs": f'exec "{sys.executable}" -m vhs.cli "$@"',
+        "vhs": f'exec "{sys.executable}" -m vhs_ops.cli "$@"',
     }
     for name, command in commands.items():
         wrapper = tools / name
@@ -138,7 +138,12 @@ def workspace(directory: Path) -> dict[str, str]:
         **env,
         "PATH": f"{tools}{os.pathsep}{env['PATH']}",
         "PYTHONPATH": os.pathsep.join(
-            [str(ROOT / "lambdas"), str(ROOT / "tests" / "harness"), env.get("PYTHONPATH", "")]
+            [
+                str(ROOT / "lambdas"),
+                str(ROOT / "ops"),
+                str(ROOT / "tests" / "harness"),
+                env.get("PYTHONPATH", ""),
+            ]
         ),
         "VHS_LOCAL_PORT": str(free_port()),
         # Tracebacks and rich output as plain text in the failure message.

@@ -35,10 +35,11 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from vhs import RecordNotFound, Retention, resources
+from vhs import RecordNotFound, Retention
 from vhs.keys import shard_of
-from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, MotoServer
 from vhs.maintenance.gc import GarbageCollector
+from vhs_ops import provisioning
+from vhs_ops.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, MotoServer
 from vhs_testing.backends import Backend, open_backend
 from vhs_testing.faults import FAULT_KINDS, TRANSPARENT, Crash, Fault, FaultInjector
 from vhs_testing.invariants import (
@@ -150,7 +151,7 @@ class Plan:
 def _planning_backend(clients: dict[str, Any]) -> Backend:
     """A table and bucket of their own on in-process moto (inside mock_aws)."""
     table = bucket = f"vhs-plan-{uuid.uuid4().hex[:12]}"
-    resources.create_store_resources(
+    provisioning.create_store_resources(
         clients["dynamodb"],
         clients["s3"],
         table_name=table,

@@ -3,7 +3,8 @@
 * The import layers (pyproject.toml's [tool.importlinter], checked by lint-imports, which
   `make lint` runs too) hold, the core's floors among them, every module of lambdas/vhs is in a
   layer, and a layer that imports one above it fails the check.
-* No function or method of the product code (lambdas/, infra/, benchmarks/, tools/, app.py)
+* No function or method of the product code (lambdas/, ops/, infra/, benchmarks/, tools/,
+  app.py)
   is over 80 lines, counted as tools/module_sizes.py counts them; that tool reports module
   sizes against their soft target, which nothing here enforces (docs/testing.md).
 * ruff's complexity rules (pyproject.toml) are on for the product code, and find a function
@@ -29,13 +30,13 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-CODE = ("lambdas", "infra", "benchmarks")
+CODE = ("lambdas", "ops", "infra", "benchmarks")
 MAX_DUPLICATE_PAIRS = 12
 DUPLICATE_MIN_LINES = 6
 # The one module that spells the environment's names; everything else reads them through it.
 SETTINGS = ROOT / "lambdas" / "vhs" / "settings.py"
 # What may carry a reference to an issue: the code, the tests, the tools and the docs.
-TEXT = ("lambdas", "infra", "benchmarks", "tests", "tools", "docs")
+TEXT = ("lambdas", "ops", "infra", "benchmarks", "tests", "tools", "docs")
 TEXT_FILES = ("README.md", "Makefile", "app.py", "pyproject.toml", "cdk.json")
 ISSUE_NUMBER = re.compile(r"issue ?#?[0-9]+", re.IGNORECASE)
 ENVIRONMENT_NAME = re.compile(r"""["']VHS_[A-Z0-9_]*""")
@@ -49,12 +50,15 @@ def python_files(*tops: str) -> Iterator[Path]:
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
-    """lint-imports over the tree at `root`, with its lambdas/ first on the path (so `vhs`
-    and `handlers` are that tree's, not an installed copy)."""
+    """lint-imports over the tree at `root`, with its lambdas/ and ops/ first on the path (so
+    `vhs`, `handlers` and `vhs_ops` are that tree's, not an installed copy)."""
     return subprocess.run(
         [str(BIN / "lint-imports"), "--no-cache"],
         cwd=root,
-        env={**os.environ, "PYTHONPATH": str(root / "lambdas")},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(root / "lambdas"), str(root / "ops")]),
+        },
         capture_output=True,
         text=True,
         check=False,
@@ -77,11 +81,13 @@ def test_the_import_layers_hold() -> None:
 
 
 def test_every_module_of_the_library_is_in_a_layer() -> None:
-    """A new module or package of lambdas/vhs must be placed in a layer, or lint-imports would
-    not check what it imports."""
-    package = ROOT / "lambdas" / "vhs"
-    modules = {f"vhs.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
-    modules |= {f"vhs.{p.parent.name}" for p in package.glob("*/__init__.py")}
+    """A new module or package of lambdas/vhs or ops/vhs_ops must be placed in a layer, or
+    lint-imports would not check what it imports."""
+    modules: set[str] = set()
+    for package in (ROOT / "lambdas" / "vhs", ROOT / "ops" / "vhs_ops"):
+        name = package.name
+        modules |= {f"{name}.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
+        modules |= {f"{name}.{p.parent.name}" for p in package.glob("*/__init__.py")}
     assert modules - layer_modules() == set()
 
 
@@ -91,14 +97,23 @@ def test_every_module_of_the_library_is_in_a_layer() -> None:
 UPWARD_IMPORTS = (
     ("lambdas/vhs/keys.py", "import vhs.maintenance", "vhs.keys -> vhs.maintenance"),
     ("lambdas/vhs/ingest/__init__.py", "import handlers", "vhs.ingest -> handlers"),
-    ("lambdas/handlers/__init__.py", "import vhs.operator", "handlers -> vhs.operator"),
-    ("lambdas/vhs/operator/__init__.py", "import vhs.local", "vhs.operator -> vhs.local"),
-    ("lambdas/vhs/local/__init__.py", "import vhs.cli", "vhs.local -> vhs.cli"),
-    ("lambdas/vhs/cli/__init__.py", "import benchmarks", "vhs.cli -> benchmarks"),
+    (
+        "lambdas/handlers/__init__.py",
+        "import vhs_ops.provisioning",
+        "handlers -> vhs_ops.provisioning",
+    ),
+    (
+        "ops/vhs_ops/provisioning.py",
+        "import vhs_ops.admin",
+        "vhs_ops.provisioning -> vhs_ops.admin",
+    ),
+    ("ops/vhs_ops/admin/__init__.py", "import vhs_ops.local", "vhs_ops.admin -> vhs_ops.local"),
+    ("ops/vhs_ops/local/__init__.py", "import vhs_ops.cli", "vhs_ops.local -> vhs_ops.cli"),
+    ("ops/vhs_ops/cli/__init__.py", "import benchmarks", "vhs_ops.cli -> benchmarks"),
     ("infra/__init__.py", "import handlers", "infra -> handlers"),
     ("lambdas/vhs/store.py", "import infra", "vhs.store -> infra"),
     # Inside the core, one per boundary of its floors.
-    ("lambdas/vhs/errors.py", "import vhs.resources", "vhs.errors -> vhs.resources"),
+    ("lambdas/vhs/errors.py", "import vhs.shapes", "vhs.errors -> vhs.shapes"),
     ("lambdas/vhs/settings.py", "import vhs.keys", "vhs.settings -> vhs.keys"),
     ("lambdas/vhs/codec.py", "import vhs.parts", "vhs.codec -> vhs.parts"),
     ("lambdas/vhs/parts.py", "import vhs.deltas", "vhs.parts -> vhs.deltas"),

@@ -34,7 +34,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from vhs import VersionedHybridStore
-from vhs.cli.stackconfig import STACK_SUFFIXES, stack_prefix
+from vhs_ops.cli.stackconfig import STACK_SUFFIXES, stack_prefix
 from vhs_testing.backends import live_enabled
 
 pytestmark = [

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from vhs import VersionedHybridStore, resources
+from vhs import VersionedHybridStore, shapes
 from vhs.ingest.deadletter import (
     ERROR_FIELD,
     ERROR_MESSAGE,
@@ -41,11 +41,11 @@ from vhs.ingest.deadletter import (
     FIRST_SEEN,
     SOURCE_MESSAGE_ID,
 )
-from vhs.local.alarms import ALARM
-from vhs.local.function_logs import read_function_log
-from vhs.local.sqs_source import LocalPipeline
-from vhs.local.stack import client
-from vhs.operator.producer import Producer
+from vhs_ops.admin.producer import Producer
+from vhs_ops.local.alarms import ALARM
+from vhs_ops.local.function_logs import read_function_log
+from vhs_ops.local.sqs_source import LocalPipeline
+from vhs_ops.local.stack import client
 from vhs_testing.invariants import check_winners
 from vhs_testing.model import Delete, Put, Write
 from vhs_testing.stacks import fresh_stack
@@ -110,7 +110,7 @@ class Workload:
                 "software.amazon.payloadoffloading.PayloadS3Pointer",
                 {
                     "s3BucketName": staging_bucket,
-                    "s3Key": f"{resources.STAGING_PREFIX}claim-checks/{uuid.uuid4()}.json",
+                    "s3Key": f"{shapes.STAGING_PREFIX}claim-checks/{uuid.uuid4()}.json",
                 },
             ]
         )
@@ -210,7 +210,7 @@ def test_500_messages_end_to_end(moto_server: str, tmp_path: Path):
     workload = Workload(rng, stack.staging_bucket)
     flaky = rng.sample(sorted(workload.writes), FLAKY_IDS)
     faults = TransientFaults({rid: rng.choice([1, 2, 3]) for rid in flaky})
-    assert max(faults.budget.values()) < resources.INGEST.max_receive_count
+    assert max(faults.budget.values()) < shapes.INGEST.max_receive_count
     injected = sum(faults.budget.values())
     log = tmp_path / "ingest.log"
 
@@ -220,7 +220,7 @@ def test_500_messages_end_to_end(moto_server: str, tmp_path: Path):
         sqs_client=sqs,
         s3_client=client("s3", stack.endpoint),
         staging_bucket=stack.staging_bucket,
-        staging_prefix=resources.STAGING_PREFIX,
+        staging_prefix=shapes.STAGING_PREFIX,
         validate=False,  # the poison must go out too
     )
     with LocalPipeline(stack, function_log=log, batching_window_seconds=0) as pipeline:
@@ -298,5 +298,5 @@ def test_500_messages_end_to_end(moto_server: str, tmp_path: Path):
     )
     assert retried == injected
     assert stats.redeliveries >= 1
-    assert stats.max_receive_count < resources.INGEST.max_receive_count
+    assert stats.max_receive_count < shapes.INGEST.max_receive_count
     assert alarm_state == ALARM  # poison is in the DLQ

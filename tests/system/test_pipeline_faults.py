@@ -48,22 +48,23 @@ from typing import Any
 import pytest
 
 import vhs_testing
-from vhs import RecordNotFound, VersionedHybridStore, keys, resources
+from vhs import RecordNotFound, VersionedHybridStore, keys, shapes
 from vhs.codec import BINARY_CONTENT_TYPE as BINARY
 from vhs.codec import Body
 from vhs.ingest import batch as batching
 from vhs.ingest.deadletter import DeadLetter
 from vhs.ingest.staging import StagingLocation
 from vhs.item import condemnation_of, item_from_dynamo
-from vhs.local.invoke import load_handler
-from vhs.local.sqs_source import Invocation, SqsEventSource, lambda_record, queue_depth
-from vhs.local.stack import MotoServer, client, environment
-from vhs.local.stream_source import LocalChangeFeed
 from vhs.maintenance.gc import GarbageCollector
-from vhs.operator.dlq import DeadLetterQueue
-from vhs.operator.producer import Producer
 from vhs.ordering import parse_timestamp
 from vhs.retention import Retention
+from vhs_ops import provisioning
+from vhs_ops.admin.dlq import DeadLetterQueue
+from vhs_ops.admin.producer import Producer
+from vhs_ops.local.invoke import load_handler
+from vhs_ops.local.sqs_source import Invocation, SqsEventSource, lambda_record, queue_depth
+from vhs_ops.local.stack import MotoServer, client, environment
+from vhs_ops.local.stream_source import LocalChangeFeed
 from vhs_testing.faults import FAULT_KINDS, TRANSPARENT, Crash, Fault, FaultInjector
 from vhs_testing.invariants import (
     StoreState,
@@ -222,8 +223,8 @@ class Episode:
         self.dynamodb = client("dynamodb", self.endpoint)
         self.sqs = client("sqs", self.endpoint)
         sns = client("sns", self.endpoint)
-        self.topic_arn = resources.create_change_topic(sns, f"pf-{suffix}.fifo")
-        self.watch_url = resources.subscribe_fifo_queue(
+        self.topic_arn = provisioning.create_change_topic(sns, f"pf-{suffix}.fifo")
+        self.watch_url = provisioning.subscribe_fifo_queue(
             sns, self.sqs, self.topic_arn, f"pf-w-{suffix}.fifo"
         )
         self.ingest_module: Any = None
@@ -280,7 +281,7 @@ class Episode:
             sqs_client=self.sqs,
             s3_client=self.s3,
             staging_bucket=self.stack.staging_bucket,
-            staging_prefix=resources.STAGING_PREFIX,
+            staging_prefix=shapes.STAGING_PREFIX,
             max_message_bytes=PRODUCER_LIMIT,
             validate=False,  # the invalid message must go out too
         )
@@ -366,7 +367,7 @@ class Episode:
 
     def recover_ingest(self, *, crashed: bool) -> None:
         fresh = crashed
-        for _ in range(resources.INGEST.max_receive_count + 1):
+        for _ in range(shapes.INGEST.max_receive_count + 1):
             self._time_out_unfinished()
             if queue_depth(self.sqs, self.stack.queue_url).empty:
                 return
@@ -419,7 +420,7 @@ class Episode:
         self.feed.drain(timeout=60)
 
     def dead_letters(self) -> list[DeadLetter]:
-        staging = StagingLocation(self.stack.staging_bucket, resources.STAGING_PREFIX)
+        staging = StagingLocation(self.stack.staging_bucket, shapes.STAGING_PREFIX)
         return DeadLetterQueue(
             self.sqs, self.stack.dlq_url, wait_seconds=0, s3=self.s3, staging=staging
         ).list()

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from vhs import VersionedHybridStore
-from vhs.local.stack import client
-from vhs.operator.dictionaries import TrainReport
 from vhs.packing import ZSTD
+from vhs_ops.admin.dictionaries import TrainReport
+from vhs_ops.local.stack import client
 
 ROOT = Path(__file__).resolve().parents[2]
 # The benchmarks package lives at the repository root, which pytest does not put on sys.path.

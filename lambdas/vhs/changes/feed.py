@@ -61,7 +61,7 @@ from ..item import (
 )
 from ..model import Entry
 from ..ordering import TOMBSTONE_HASH
-from ..resources import (
+from ..shapes import (
     SNS_MAX_MESSAGE_BYTES,
     SNS_MAX_MESSAGE_GROUP_ID,
     SNS_PUBLISH_BATCH_ENTRIES,

@@ -30,7 +30,7 @@ from ..errors import InvalidInput
 from ..item import CURRENT, ID, VERSION, item_from_dynamo
 from ..model import Item
 from ..patches import TOO_LARGE, UNREADABLE, make_patch
-from ..resources import CHANGES
+from ..shapes import CHANGES
 from ..strict_json import parse_document
 
 log = logging.getLogger(__name__)

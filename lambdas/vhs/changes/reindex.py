@@ -37,7 +37,7 @@ from ..errors import InvalidInput
 from ..item import ID, MalformedItem, item_from_dynamo, layout_problem
 from ..model import Entry
 from ..ordering import parse_timestamp
-from ..resources import REINDEX
+from ..shapes import REINDEX
 from ..table_scan import ScanPage, scan_pages
 from .feed import Change, ChangePublisher, change_of
 

@@ -7,7 +7,7 @@ Keys, NewImage, OldImage, SequenceNumber, SizeBytes, StreamViewType), binary val
 base64-encoded as in Lambda's JSON. `read_range` reads a range of one shard back.
 
 The change feed's `replay` (feed.py) reads a dead-lettered range of the stream with these, in
-the Lambda asset; the local stream event source (vhs.local.stream_source) builds its events
+the Lambda asset; the local stream event source (vhs_ops.local.stream_source) builds its events
 with them.
 """
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..bodies import MULTIPART_CONCURRENCY, MULTIPART_PART_SIZE, MULTIPART_THRESHOLD
-from ..resources import INGEST
+from ..shapes import INGEST
 
 MIB = 2**20
 # Kept apart for the runtime, the handler's imports and clients (about 55 MiB measured by

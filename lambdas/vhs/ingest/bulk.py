@@ -37,7 +37,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..aws import error_code
 from ..errors import InvalidInput, InvalidMessage, WriteConflict
-from ..resources import INGEST
+from ..shapes import INGEST
 from ..strict_json import parse_document
 from .coalesce import Candidate, candidate, in_rounds
 from .contract import FirstRead, IngestMessage

@@ -33,7 +33,7 @@ from ..codec import encode_record
 from ..errors import BodyTooLarge, InvalidMessage, MissingStagedObject, UnreadableStagedObject
 from ..model import DeleteResult, PutResult
 from ..parts import PartBody, encode_part
-from ..resources import MAX_SQS_MESSAGE_BYTES
+from ..shapes import MAX_SQS_MESSAGE_BYTES
 from ..store import VersionedHybridStore
 from .budget import (
     SPOOL_IN_MEMORY,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidMessage
-from ..resources import DEAD_LETTER_RECEIPT_PREFIX, DEAD_LETTER_STAGING_PREFIX
+from ..shapes import DEAD_LETTER_RECEIPT_PREFIX, DEAD_LETTER_STAGING_PREFIX
 from ..strict_json import json_type
 
 MAX_S3_KEY_BYTES = 1024

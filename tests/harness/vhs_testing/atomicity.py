@@ -15,7 +15,7 @@ together, every thread with a client (so a connection) of its own:
   *wrong final state*).
 
 benchmarks/atomicity.py prints the figures for moto's own server, the local stack's server
-(vhs.local.motoserver) and dynalite; tests/system/test_concurrency.py asserts that the last two
+(vhs_ops.local.motoserver) and dynalite; tests/system/test_concurrency.py asserts that the last two
 show none.
 """
 
@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from botocore.exceptions import ClientError
 
 from vhs import Retention, VersionedHybridStore
-from vhs.resources import TABLE
+from vhs.shapes import TABLE
 from vhs_testing.backends import Backend
 
 T = TypeVar("T")

@@ -23,9 +23,10 @@ from typing import Any
 
 import boto3
 
-from vhs import VersionedHybridStore, resources
-from vhs.local.moto_dynamodb import direct_responses
-from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, client
+from vhs import VersionedHybridStore
+from vhs_ops import provisioning
+from vhs_ops.local.moto_dynamodb import direct_responses
+from vhs_ops.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, client
 from vhs_testing.dictionaries import ZLIB_CODEC, ZSTD_CODEC, publish_to
 from vhs_testing.layouts import COMPACT, MIXED, alternate_layouts
 
@@ -145,7 +146,7 @@ def open_backend(
             s3 = boto3.client("s3", region_name=DEFAULT_REGION)
             dynamodb = boto3.client("dynamodb", region_name=DEFAULT_REGION)
             table, bucket = _fresh_names()
-            resources.create_store_resources(
+            provisioning.create_store_resources(
                 dynamodb, s3, table_name=table, bucket_name=bucket, region=DEFAULT_REGION
             )
             yield Backend(name, s3, dynamodb, None, table, bucket)
@@ -155,7 +156,7 @@ def open_backend(
         s3 = client("s3", server_endpoint)
         dynamodb = client("dynamodb", dynamodb_endpoint or server_endpoint)
         table, bucket = _fresh_names()
-        resources.create_store_resources(
+        provisioning.create_store_resources(
             dynamodb, s3, table_name=table, bucket_name=bucket, region=DEFAULT_REGION
         )
         yield Backend(
@@ -184,7 +185,8 @@ def atomic_inprocess_dynamodb() -> Iterator[None]:
     """Make in-process moto apply one DynamoDB request at a time, as DynamoDB does.
 
     moto checks a condition and then writes, with no lock, so concurrent threads can both pass
-    a condition only one should (see vhs/local/motoserver.py, which does the same for the server).
+    a condition only one should (see vhs_ops/local/motoserver.py, which does the same for the
+    server).
     Tests that write concurrently in-process need the real semantics.
     """
     from moto.dynamodb.responses import DynamoHandler

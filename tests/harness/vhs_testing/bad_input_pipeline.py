@@ -32,12 +32,12 @@ from typing import Any
 from vhs import RecordNotFound, VersionedHybridStore
 from vhs.ingest.deadletter import DeadLetter
 from vhs.ingest.staging import StagingLocation
-from vhs.local.function_logs import function_output
-from vhs.local.invoke import load_handler
-from vhs.local.sqs_source import Invocation, SqsEventSource, lambda_record
-from vhs.local.stack import LocalStack, MotoServer, client, environment
-from vhs.operator.dlq import DeadLetterQueue, RedriveFilter
-from vhs.operator.queues import QueueDepth, queue_depth
+from vhs_ops.admin.dlq import DeadLetterQueue, RedriveFilter
+from vhs_ops.admin.queues import QueueDepth, queue_depth
+from vhs_ops.local.function_logs import function_output
+from vhs_ops.local.invoke import load_handler
+from vhs_ops.local.sqs_source import Invocation, SqsEventSource, lambda_record
+from vhs_ops.local.stack import LocalStack, MotoServer, client, environment
 from vhs_testing.bad_inputs import (
     CASES,
     MAX_BODY_BYTES,

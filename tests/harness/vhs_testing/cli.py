@@ -1,7 +1,7 @@
 """The `vhs` command as a user runs it: `vhs local up` as a fixture (a process of its own), a
 command against it, and its `--json` output held to the shapes docs/cli.md lists.
 
-`vhs` runs a command in this process (`vhs.cli.app.main`), as a fresh process would run it:
+`vhs` runs a command in this process (`vhs_ops.cli.app.main`), as a fresh process would run it:
 its own environment, standard streams that are not a terminal, empty standard input unless
 given, and a new botocore session (so credentials and region are read anew). A process costs
 about half a CPU-second to start and import; tests of what the CLI decides and prints use
@@ -26,12 +26,12 @@ from pathlib import Path
 
 import pytest
 
-VHS = [sys.executable, "-m", "vhs.cli"]
+VHS = [sys.executable, "-m", "vhs_ops.cli"]
 
 
 @pytest.fixture(scope="module")
 def local_env() -> Iterator[dict[str, str]]:
-    from vhs.local.stack import free_port
+    from vhs_ops.local.stack import free_port
 
     process = subprocess.Popen(
         [*VHS, "local", "up", "--port", str(free_port()), "--watch-queue"],
@@ -121,7 +121,7 @@ def vhs(
 ) -> subprocess.CompletedProcess:
     """`vhs ARGS` run in this process as a process would run it (the module's docstring), with
     a process's result: its exit status, and the bytes it wrote to each stream."""
-    from vhs.cli.app import main
+    from vhs_ops.cli.app import main
 
     with _as_a_process(env, stdin or b"", cwd) as (_, out, err):
         try:

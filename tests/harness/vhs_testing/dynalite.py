@@ -1,9 +1,9 @@
 """dynalite (npm, pinned in package.json): a second DynamoDB implementation for the tests.
 
-moto is not atomic on its own (vhs/local/motoserver.py makes it so), so a test that passes only on
-moto could be passing on our lock rather than on DynamoDB's semantics. dynalite applies each
-write under a per-item lock, as DynamoDB does, and is an independent implementation of the
-expression language, so the store's tests run on it too.
+moto is not atomic on its own (vhs_ops/local/motoserver.py makes it so), so a test that passes
+only on moto could be passing on our lock rather than on DynamoDB's semantics. dynalite
+applies each write under a per-item lock, as DynamoDB does, and is an independent
+implementation of the expression language, so the store's tests run on it too.
 
 Where it differs from DynamoDB in ways that touch VHS:
 
@@ -22,7 +22,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from vhs.local.stack import ChildServer, LocalStackError
+from vhs_ops.errors import LocalStackError
+from vhs_ops.local.stack import ChildServer
 
 ROOT = Path(__file__).resolve().parents[3]
 CLI = ROOT / "node_modules" / "dynalite" / "cli.js"

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vhs.local.invoke import load_handler
+from vhs_ops.local.invoke import load_handler
 
 EVENTS = Path(__file__).resolve().parents[3] / "events"
 

@@ -4,7 +4,7 @@ phases of a write, where no `finally` or `except` can run.
 
     python tests/harness/vhs_testing/kill_after.py EVENT.json s3.PutObject
 
-The environment configures the handler as the function's would (vhs.local.stack.LocalStack's
+The environment configures the handler as the function's would (vhs_ops.local.stack.LocalStack's
 function_env). Exits 3 if the call never happened, so a test can tell a kill from a miss.
 """
 
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vhs.local.invoke import LambdaContext, load_handler
+from vhs_ops.local.invoke import LambdaContext, load_handler
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from vhs.local.stack import LocalStack
+from vhs_ops.local.stack import LocalStack
 
 
 def fresh_stack(endpoint: str, tag: str, **options: Any) -> LocalStack:

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vhs.local.invoke import LambdaContext
+from vhs_ops.local.invoke import LambdaContext
 
 PATCHED_MOTO_VERSION = "5.2.5"
 ACCOUNT = "123456789012"

@@ -1,0 +1,441 @@
+"""The pipeline: `vhs local up` (the local stack, its ingest pipeline, change feed and read API),
+`vhs send` (messages to the ingest queue) and `vhs invoke` (a handler on an event, here)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from vhs.errors import InvalidInput, InvalidMessage
+
+from .output import emit_json, json_value, now, plural, tracking
+
+
+def cmd_local_up(args: argparse.Namespace) -> int:
+    if args.detach:
+        from .local_session import detach
+
+        return detach(args, serve_local_stack)
+    from ..errors import LocalStackError
+
+    try:
+        return serve_local_stack(args)
+    except LocalStackError as error:
+        print(f"error: the local stack did not start ({error})", file=sys.stderr)
+        return 1
+
+
+def print_env(env: dict[str, str], *, as_json: bool) -> None:
+    """The local stack's environment: one JSON object, or a shell's export lines."""
+    if as_json:
+        emit_json(env)
+    else:
+        for name, value in env.items():
+            print(f"export {name}={value}")
+
+
+def serve_local_stack(
+    args: argparse.Namespace,
+    ready: Callable[[dict[str, str], str, str], None] | None = None,
+    *,
+    detached: bool = False,
+) -> int:
+    """Run the local stack until SIGINT or SIGTERM: print its environment, then
+    `ready(env, endpoint, since)` (by default, the line "ready"); on the way out, a line
+    saying it stopped. A port another stack (or program) holds raises LocalStackError
+    naming it, before anything is served."""
+    from vhs import settings
+    from vhs.shapes.local import DEFAULT_PORT
+
+    from ..local.owner import this_owner
+    from ..local.stack import DEFAULT_BUCKET, DEFAULT_TABLE, LocalStack, MotoServer
+
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    port = (
+        settings.whole_number(settings.LOCAL_PORT, DEFAULT_PORT) if args.port is None else args.port
+    )
+    since = now()
+    server = MotoServer(
+        port,
+        bind=args.host,
+        sqs_index=not args.moto_sqs_as_is,
+        owner=this_owner(port, detached=detached, since=since),
+    )
+    with server, contextlib.ExitStack() as running:
+        stack = LocalStack(
+            server.endpoint,
+            table_name=args.table or DEFAULT_TABLE,
+            bucket_name=args.bucket or DEFAULT_BUCKET,
+            pipeline=not args.no_pipeline,
+        ).provision()
+        pipeline = None if args.no_pipeline else _start_pipeline(args, stack, running)
+        env = _start_services(args, stack, running)
+        print_env(env, as_json=args.json)
+        _tell_where(args, env, stack, pipeline, server.port)
+        if ready is None:
+            print("ready", flush=True)
+        else:
+            ready(env, server.endpoint, since)
+        stop.wait()
+        # Leaving the ExitStack stops polling and lets the batch in hand finish.
+    print(
+        f"stopped: the local stack on {server.endpoint}; what it held is gone (moto keeps "
+        "it in memory)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 0
+
+
+def _start_pipeline(args: argparse.Namespace, stack: Any, running: contextlib.ExitStack) -> Any:
+    """The local ingest pipeline, entered on `running`; its DLQ alarm's transitions and its
+    failed batches are shown on standard output (lines, or JSON under --json)."""
+    from ..local.sqs_source import LocalPipeline
+
+    console = sys.stdout  # the function's own output goes to its log, not here
+
+    def show(line: str, **fields: Any) -> None:
+        text = json.dumps(fields, default=json_value) if args.json else line
+        print(text, file=console, flush=True)
+
+    def on_alarm(t: Any) -> None:
+        show(
+            f"alarm {stack.alarm_name}: {t.old} -> {t.new} at {t.at:%H:%M:%S} "
+            f"({t.value:g} visible in the DLQ)",
+            alarm=stack.alarm_name,
+            old=t.old,
+            new=t.new,
+            at=t.at.isoformat(),
+            visible=t.value,
+            reason=t.reason,
+        )
+
+    def on_invocation(i: Any) -> None:
+        if i.error:
+            show(
+                f"ingest: batch of {len(i.message_ids)} failed: {i.error}",
+                invocation=i.request_id,
+                messages=len(i.message_ids),
+                error=i.error,
+            )
+
+    pipeline = running.enter_context(
+        LocalPipeline(stack, function_log=Path(args.function_log), on_alarm=on_alarm)
+    )
+    pipeline.running()[0].on_invocation = on_invocation
+    return pipeline
+
+
+def _start_services(
+    args: argparse.Namespace, stack: Any, running: contextlib.ExitStack
+) -> dict[str, str]:
+    """The change feed (with the pipeline) and the read API, entered on `running`; the
+    stack's environment, theirs included."""
+    from vhs import settings
+
+    from ..local.read_api import LocalReadApi
+
+    env = stack.env()
+    if not args.no_pipeline:
+        env.update(running.enter_context(_local_change_feed(stack, watch=args.watch_queue)))
+    env[settings.READ_API_URL] = running.enter_context(
+        LocalReadApi(stack, port=args.read_api_port, function_log=Path(args.read_api_log))
+    ).url
+    return env
+
+
+def _tell_where(
+    args: argparse.Namespace, env: dict[str, str], stack: Any, pipeline: Any, port: int
+) -> None:
+    """On standard error: the SAM environment file written, and where ingest and the read
+    API run and log."""
+    from vhs import settings
+
+    if args.sam_env_vars:
+        from ..local.sam import write_env_vars_file
+
+        written = write_env_vars_file(Path(args.sam_env_vars), env, port)
+        print(f"sam local invoke: --env-vars {written}", file=sys.stderr)
+    if pipeline is not None:
+        print(
+            f"ingest: {stack.queue_name} -> handlers.ingest.handler "
+            f"(its logs: {Path(args.function_log)}); "
+            f"DLQ alarm {stack.alarm_name}: {pipeline.alarm.state}",
+            file=sys.stderr,
+        )
+    print(
+        f"read API: {env[settings.READ_API_URL]} -> handlers.read_api.handler, SigV4 "
+        f"(service lambda) with these credentials (its logs: {args.read_api_log})",
+        file=sys.stderr,
+    )
+
+
+@contextlib.contextmanager
+def _local_change_feed(stack: Any, *, watch: bool = False) -> Any:
+    """The change feed on the local stack: the table's stream drives the real `changes`
+    handler, which publishes to an SNS FIFO topic. With `watch`, a FIFO queue subscribed to
+    it lets you read the notifications; it is opt-in because nothing drains it, so it would
+    hold a message per version stored (memory, in moto's server) for as long as the stack
+    runs. Yields the variables to export."""
+    from vhs import settings, shapes
+    from vhs_ops import provisioning
+
+    from ..local.stack import client
+    from ..local.stream_source import LocalChangeFeed
+
+    sns, sqs = (
+        client("sns", stack.endpoint, stack.region),
+        client("sqs", stack.endpoint, stack.region),
+    )
+    topic_arn = provisioning.create_change_topic(sns, "vhs-local-changes.fifo")
+    dlq_url = sqs.create_queue(
+        QueueName="vhs-local-changes-dlq",
+        Attributes={
+            "MessageRetentionPeriod": str(shapes.CHANGES.dlq_retention_seconds),
+            "SqsManagedSseEnabled": "true",
+        },
+    )["QueueUrl"]
+    watched = {}
+    if watch:
+        watched[settings.CHANGE_QUEUE_URL] = provisioning.subscribe_fifo_queue(
+            sns, sqs, topic_arn, "vhs-local-changes-watch.fifo"
+        )
+    feed = LocalChangeFeed(
+        stack.endpoint,
+        stack.table_name,
+        topic_arn,
+        stack.bucket_name,
+        prefix=stack.prefix,
+        region=stack.region,
+        dlq_url=dlq_url,
+    )
+    with feed:
+        yield {
+            settings.CHANGE_TOPIC_ARN: topic_arn,
+            settings.CHANGE_DLQ_URL: dlq_url,
+            **watched,
+        }
+
+
+def jsonl_lines(stream: BinaryIO, name: str) -> Iterator[tuple[int, bytes | InvalidMessage]]:
+    """(number, line) for each line of a JSON Lines stream that is not blank: its bytes as
+    they are, without the line terminator (LF or CRLF), read as `vhs import` reads a file
+    (bulk_sources.split_lines: the same bound on a line, and a byte order mark at the start
+    skipped). A line over the bound comes as the InvalidMessage that refuses it, with the
+    reason `vhs import` reports, its bytes never held."""
+    from vhs.ingest.bulk_sources import READ_CHUNK_BYTES, split_lines
+
+    stream.seek(0)
+    for line in split_lines(iter(lambda: stream.read(READ_CHUNK_BYTES), b""), name):
+        yield line.number, line.data if line.refused is None else InvalidMessage(*line.refused)
+
+
+@contextlib.contextmanager
+def _opened(name: str) -> Iterator[BinaryIO]:
+    """The file `name`, or for `-` standard input, spooled to a temporary file: the lines
+    are read twice (counted, then sent), and a pipe can be read once."""
+    if name != "-":
+        with Path(name).open("rb") as file:
+            yield file
+        return
+    with tempfile.TemporaryFile() as spool:
+        shutil.copyfileobj(sys.stdin.buffer, spool)
+        yield spool
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    """Send a JSON Lines file (`-`: standard input). Against a local endpoint it waits while
+    the queue is full (the pipeline is then the bottleneck, and the progress bar says so);
+    Ctrl-C stops it between batches with a summary of what was sent and the --from-line that
+    sends only the rest."""
+    with _opened(args.file) as stream:
+        return _send_file(args, stream)
+
+
+def _send_file(args: argparse.Namespace, stream: BinaryIO) -> int:
+    import time
+
+    from ..admin.producer import Producer
+
+    name = "standard input" if args.file == "-" else args.file
+    shown = Path(args.file)
+    # One pass to count (the bar's total, the summary's last line), then the lines stream:
+    # a large file is never held in memory.
+    total, last, last_of_all = 0, None, None
+    for number, _ in jsonl_lines(stream, name):
+        last_of_all = number
+        if number >= args.from_line:
+            total, last = total + 1, number
+    if total == 0 and last_of_all is not None:
+        raise InvalidInput(
+            "--from-line",
+            f"{name} has no line from line {args.from_line} on (its last is line {last_of_all})",
+        )
+    if total == 0:
+        print(f"nothing to send: {name} holds no line", file=sys.stderr)
+    lines = ((n, line) for n, line in jsonl_lines(stream, name) if n >= args.from_line)
+    producer = Producer.from_env(validate=not args.no_validate, max_queued=args.max_queued)
+    stop = threading.Event()
+    started = time.monotonic()
+    with (
+        _stop_on_interrupt(stop),
+        tracking(
+            f"sending {shown.name or name}", total=total, unit="lines", json=args.json, rate="msg"
+        ) as tracked,
+    ):
+
+        def waiting(held: int | None) -> None:
+            status = (
+                ""
+                if held is None
+                else f"waiting: the queue holds {held:,} (the pipeline is the bottleneck)"
+            )
+            tracked.waiting(held, status)
+
+        report = producer.send_lines(lines, progress=tracked.advance, stop=stop, waiting=waiting)
+    seconds = time.monotonic() - started
+    summary = {
+        "lines": total,
+        "from_line": args.from_line,
+        "sent": report.sent,
+        "claim_checks": report.claim_checks,
+        "refused": [asdict(refusal) for refusal in report.refused],
+        "not_sent": [asdict(unsent) for unsent in report.not_sent],
+        "interrupted": report.interrupted,
+        "next_line": report.next_line,
+        "seconds": round(seconds, 3),
+        "rate": round(report.sent / seconds, 1) if seconds > 0 else None,
+        "max_queued": producer.max_queued,
+        "queue_waits": report.queue_waits,
+        "queue_wait_seconds": round(report.queue_wait_seconds, 3),
+    }
+    if args.json:
+        emit_json(summary)
+    else:
+        _print_send_summary(args.file, summary, report, last)
+    if report.interrupted:
+        return 130  # as a shell reports a command stopped by SIGINT
+    return 0 if report.ok else 1
+
+
+def _print_send_summary(path: str, summary: dict[str, Any], report: Any, last: int | None) -> None:
+    print(
+        f"sent {report.sent:,} of {plural(summary['lines'], 'line')} "
+        f"({report.claim_checks} by claim check), "
+        f"refused {len(report.refused)}, not sent {len(report.not_sent)} "
+        f"in {summary['seconds']:.1f}s ({summary['rate'] or 0:,.1f} messages/s)"
+    )
+    if report.queue_waits:
+        print(
+            f"waited {report.queue_wait_seconds:.1f}s for the queue to hold under "
+            f"{summary['max_queued']:,} messages: the pipeline, not the sender, set the pace",
+            file=sys.stderr,
+        )
+    for refusal in report.refused:
+        reason = f"{refusal.field}: {refusal.reason}"
+        print(f"  refused: line {refusal.line}: {reason}", file=sys.stderr)
+    for unsent in report.not_sent:
+        print(f"  not sent: line {unsent.line}: {unsent.reason}", file=sys.stderr)
+    if report.interrupted:
+        first = summary["from_line"]
+        done = f"lines {first}-{report.next_line - 1}" if report.next_line > first else "no line"
+        print(
+            f"interrupted: {done} accounted for (sent, or listed above); "
+            f"lines {report.next_line}-{last} not sent",
+            file=sys.stderr,
+        )
+        print(f"to send the rest: vhs send {path} --from-line {report.next_line}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _stop_on_interrupt(stop: threading.Event) -> Iterator[None]:
+    """The first Ctrl-C (or SIGTERM) sets `stop`, so the send ends between batches with its
+    summary; a second Ctrl-C stops at once."""
+
+    def first(signum: int, frame: Any) -> None:
+        stop.set()
+        print("\nstopping after the batch in hand (Ctrl-C again to stop at once)", file=sys.stderr)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    saved = {s: signal.signal(s, first) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+def read_event(name: str) -> Any:
+    """The event JSON in the file `name`, or on standard input for `-` (SAM's `-e -`)."""
+    text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def cmd_invoke(args: argparse.Namespace) -> int:
+    """Run a handler as Lambda would: only its response on standard output (one JSON
+    document), everything it writes (Powertools' logs and metrics, print) on standard error;
+    an error is one line on standard error (the traceback with --debug) and exit status 1."""
+    import traceback
+
+    from ..errors import WrongEvent, describe_error
+    from ..local.event_shapes import check_event
+    from ..local.invoke import invoke, output_to
+
+    where = "standard input" if args.event == "-" else args.event
+    try:
+        event = read_event(args.event)
+    except OSError as error:
+        raise InvalidInput("EVENT", f"cannot read {where}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise InvalidInput("EVENT", f"the event in {where} is not JSON: {error}") from None
+    try:
+        check_event(args.function, event)
+    except WrongEvent as error:
+        raise InvalidInput(
+            "EVENT", f"the event in {where} is not one for {args.function}: {error}"
+        ) from None
+
+    failures: list[str] = []
+
+    def handed_on(event: dict[str, Any], response: Any) -> None:
+        # Lambda returns only the first response; what it hands on is reported on stderr.
+        print(
+            json.dumps({"handed_on": event, "response": response}, default=json_value),
+            file=sys.stderr,
+        )
+
+    def hand_on_failed(event: dict[str, Any], error: BaseException) -> None:
+        if args.debug:
+            traceback.print_exception(error, file=sys.stderr)
+        failures.append(describe_error(error))
+        handed = json.dumps(event, default=json_value)
+        print(f"error: {args.function} (handed on {handed}): {failures[-1]}", file=sys.stderr)
+
+    with output_to(sys.stderr) as stdout:
+        try:
+            response = invoke(
+                args.function,
+                event,
+                timeout_seconds=args.timeout,
+                on_handed_on=handed_on,
+                on_handed_on_error=hand_on_failed,
+            )
+        except Exception as error:  # the handler's error: what Lambda reports as a function error
+            if args.debug:
+                traceback.print_exception(error, file=sys.stderr)
+            print(f"error: {args.function}: {describe_error(error)}", file=sys.stderr)
+            return 1
+    emit_json(response, file=stdout)
+    return 1 if failures else 0
