@@ -91,6 +91,8 @@ def test_every_module_of_the_library_is_in_a_layer() -> None:
 UPWARD_IMPORTS = (
     ("lambdas/vhs/keys.py", "import vhs.maintenance", "vhs.keys -> vhs.maintenance"),
     ("lambdas/vhs/ingest/__init__.py", "import handlers", "vhs.ingest -> handlers"),
+    ("lambdas/vhs/changes/__init__.py", "import vhs.read_api", "vhs.changes -> vhs.read_api"),
+    ("lambdas/vhs/read_api/__init__.py", "import handlers", "vhs.read_api -> handlers"),
     ("lambdas/handlers/__init__.py", "import vhs.operator", "handlers -> vhs.operator"),
     ("lambdas/vhs/operator/__init__.py", "import vhs.local", "vhs.operator -> vhs.local"),
     ("lambdas/vhs/local/__init__.py", "import vhs.cli", "vhs.local -> vhs.cli"),
