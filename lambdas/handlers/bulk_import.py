@@ -29,7 +29,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from handlers.observability import instrumented, logger_and_metrics, per_environment
 from vhs import resources, settings
-from vhs.errors import InvalidInput, VhsError
+from vhs.errors import ImportIncomplete, InvalidInput
 from vhs.ingest.bulk import (
     FORMATS,
     CsvMapping,
@@ -56,10 +56,6 @@ from vhs.store import VersionedHybridStore
 
 logger, metrics = logger_and_metrics(BULK_IMPORT_FUNCTION)
 SHAPE = resources.BULK_IMPORT
-
-
-class ImportIncomplete(VhsError):
-    """Some lines of a chunk failed after every retry: the chunk is to be run again."""
 
 
 @per_environment

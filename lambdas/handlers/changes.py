@@ -33,8 +33,9 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from handlers.observability import instrumented, logger_and_metrics, per_environment
 from vhs import keys, settings
 from vhs.aws import aws_client
+from vhs.bodies.dictionaries import DictionaryStore
 from vhs.changes.feed import ChangePublisher, Derived, changes_from_record
-from vhs.dictionaries import DictionaryStore
+from vhs.errors import NotPublished
 from vhs.resources import CHANGES
 from vhs.settings import CHANGES_FUNCTION
 
@@ -72,10 +73,6 @@ class Feed:
 @per_environment
 def feed() -> Feed:
     return Feed.from_env()
-
-
-class NotPublished(Exception):
-    """This record's notifications are not (all) confirmed published; it comes again."""
 
 
 @dataclass

@@ -60,11 +60,11 @@ from handlers.read_api_document import (
     document,
 )
 from vhs import settings
+from vhs.bodies.parts import check_part_name
 from vhs.changes.feed import version_path
 from vhs.codec import served_content_type
 from vhs.errors import DamagedItem, InvalidInput, RecordNotFound
 from vhs.model import Record, StoredVersion
-from vhs.parts import check_part_name
 from vhs.resources import LAMBDA_RESPONSE_PAYLOAD_BYTES, READ_API
 from vhs.settings import READ_API_FUNCTION
 from vhs.store import VersionedHybridStore

@@ -1,6 +1,5 @@
 """VHS, a versioned hybrid store on AWS: `VersionedHybridStore`, its values and errors."""
 
-from .diffs import Diff
 from .errors import (
     BodyHashMismatch,
     BodyTooLarge,
@@ -20,6 +19,7 @@ from .errors import (
     VhsError,
     WriteConflict,
 )
+from .history.diffs import Diff
 from .model import DeleteResult, PartInfo, PutResult, Record, VersionInfo
 from .ordering import Outcome
 from .retention import Retention

@@ -51,6 +51,8 @@ from typing import Any
 
 from . import item_fields as fields
 from . import keys
+from .bodies.packing import DICTIONARY_ID_BYTES, SAME, ZSTD
+from .bodies.parts import MAX_PARTS, PART_NAME
 from .codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE
 from .errors import DamagedItem
 from .layouts import (
@@ -65,8 +67,6 @@ from .layouts import (
 )
 from .model import Entry, Item, StoredPart
 from .ordering import TOMBSTONE_HASH
-from .packing import DICTIONARY_ID_BYTES, SAME, ZSTD
-from .parts import MAX_PARTS, PART_NAME
 from .resources import TABLE
 
 ID = TABLE.partition_key

@@ -20,20 +20,23 @@ from typing import Any
 
 from . import keys
 from .aws import aws_client
-from .bodies import MULTIPART_THRESHOLD, S3BodyStore
+from .bodies.dictionaries import DictionaryStore
+from .bodies.parts import PartBody, encode_parts
+from .bodies.s3 import MULTIPART_THRESHOLD, S3BodyStore
 from .codec import MAX_BODY_SIZE, Body, encode_record
-from .deltas import UndecodableBody, inline_body, inline_part
-from .dictionaries import DictionaryStore
-from .diffs import Diff, diff_versions
 from .errors import (
     BodyHashMismatch,
     ConfigurationError,
     DanglingPointer,
     PartNotFound,
     RecordNotFound,
+    UndecodableBody,
     VersionNotRetained,
     never_or_no_longer,
 )
+from .history.diffs import Diff, diff_versions
+from .history.stored_deltas import inline_body, inline_part
+from .history.time_travel import When, locate_at
 from .index import DynamoIndex
 from .item_budget import entry_budget
 from .model import (
@@ -47,10 +50,8 @@ from .model import (
     entry_time,
 )
 from .ordering import parse_timestamp
-from .parts import PartBody, encode_parts
 from .retention import Retention
 from .settings import StoreSettings
-from .timetravel import When, locate_at
 from .write_path import MAX_WRITE_WINDOW as MAX_WRITE_WINDOW  # the collector's too (gc.py)
 from .write_path import KnownCurrent, Writer, WriteSettings, parts_info
 
@@ -232,8 +233,8 @@ class VersionedHybridStore:
         self, id: str, version: int | None = None, *, as_of: When = None, source_as_of: When = None
     ) -> StoredVersion:
         """The current version of `id`, a retained `version`, or the one current at `as_of`
-        (store clock) or `source_as_of` (source clock; timetravel.py), as one read of its item
-        finds it, without its body (`read` reads that). Raises InvalidInput for a bad id,
+        (store clock) or `source_as_of` (source clock; history/time_travel.py), as one read of
+        its item finds it, without its body (`read` reads that). Raises InvalidInput for a bad id,
         version or time; RecordNotFound (VersionNotRetained, RecordDeleted) for none such."""
         if as_of is not None or source_as_of is not None:
             return locate_at(self, id, version, as_of, source_as_of)
@@ -255,7 +256,7 @@ class VersionedHybridStore:
         raise VersionNotRetained(id, version, never_or_no_longer(item.version, version))
 
     def diff(self, id: str, a: int, b: int) -> Diff:
-        """From retained version `a` to `b`: a JSON Patch for JSON records (diffs.py)."""
+        """From retained version `a` to `b`: a JSON Patch for JSON records (history/diffs.py)."""
         return diff_versions(self, id, a, b)
 
     def read(self, found: StoredVersion) -> Record:

@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 
 from vhs import BodyHashMismatch, RecordNotFound, Retention
+from vhs.bodies.packing import DELTA, compress
 from vhs.codec import sha256_hex
-from vhs.deltas import inline_bodies, inline_body, supersede
 from vhs.errors import ConfigurationError
+from vhs.history.stored_deltas import inline_bodies, inline_body, supersede
 from vhs.local.metering import RequestMeter
 from vhs.model import Entry
 from vhs.operator.findings import FindingKind
 from vhs.operator.verify import verify
-from vhs.packing import DELTA, compress
 from vhs.settings import DELTA_HISTORY, StoreSettings
 from vhs.store import VersionedHybridStore
 from vhs_testing.records import at

@@ -25,6 +25,7 @@ import boto3
 import pytest
 
 from vhs import updates
+from vhs.bodies.parts import MAX_PARTS
 from vhs.changes.feed import ChangePublisher
 from vhs.changes.reindex import Selection, Target, reindex_segment
 from vhs.errors import ConfigurationError
@@ -36,7 +37,6 @@ from vhs.maintenance.gc import GarbageCollector
 from vhs.model import Entry
 from vhs.operator.migrate import migrate
 from vhs.ordering import TOMBSTONE_HASH
-from vhs.parts import MAX_PARTS
 from vhs.retention import Retention
 from vhs.store import VersionedHybridStore
 from vhs_testing.backends import Backend

@@ -28,8 +28,8 @@ from vhs.codec import JSON_CONTENT_TYPE
 from vhs.errors import InvalidInput, InvalidMessage, InvalidRecord
 from vhs.ingest.contract import first_read, read_message
 from vhs.ingest.staging import StagingLocation
+from vhs.json_patch import UNREADABLE
 from vhs.operator.producer import Producer
-from vhs.patches import UNREADABLE
 from vhs.strict_json import MAX_DEPTH, parse_document, too_deep_reason
 from vhs_testing.backends import Backend
 from vhs_testing.records import at

@@ -15,12 +15,12 @@ from datetime import timedelta
 import pytest
 
 from vhs import BodyHashMismatch, InvalidInput, Retention, VersionedHybridStore
+from vhs.bodies.parts import MAX_PARTS, manifest_hash
 from vhs.errors import InvalidPart, PartNotFound, PartTooLarge
 from vhs.item import BODY_HASH, PARTS
 from vhs.item_size import entry_size
 from vhs.maintenance.gc import GarbageCollector
 from vhs.operator.verify import verify
-from vhs.parts import MAX_PARTS, manifest_hash
 from vhs_testing.condemnation import SKEW, FakeTime, condemn
 from vhs_testing.faults import Crash, Fault, FaultInjector
 from vhs_testing.invariants import check_collected, snapshot

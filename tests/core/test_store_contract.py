@@ -30,6 +30,7 @@ from vhs import (
     RecordNotFound,
     Retention,
 )
+from vhs.bodies.packing import pack
 from vhs.codec import MAX_BODY_SIZE
 from vhs.errors import ConfigurationError, InvalidInput
 from vhs.item import ITEM_BUDGET
@@ -38,7 +39,6 @@ from vhs.item_size import held_size
 from vhs.keys import MAX_ID_LENGTH, body_key, encode_id
 from vhs.local.metering import RequestMeter
 from vhs.model import VersionInfo
-from vhs.packing import pack
 from vhs.store import VersionedHybridStore
 from vhs_testing.backends import Backend
 from vhs_testing.condemnation import SKEW, FakeTime, condemn, make_store

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from vhs import VersionedHybridStore
+from vhs.bodies.packing import ZSTD
 from vhs.local.stack import client
 from vhs.operator.dictionaries import TrainReport
-from vhs.packing import ZSTD
 
 ROOT = Path(__file__).resolve().parents[2]
 # The benchmarks package lives at the repository root, which pytest does not put on sys.path.

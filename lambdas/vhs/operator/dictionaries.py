@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..deltas import UndecodableBody, inline_body
-from ..errors import InvalidInput
+from ..bodies.packing import compress, train, zstd_available
+from ..errors import InvalidInput, UndecodableBody
+from ..history.stored_deltas import inline_body
 from ..item import MalformedItem, item_from_dynamo
-from ..packing import compress, train, zstd_available
 from ..store import VersionedHybridStore
 from ..table_scan import scan_pages
 

@@ -36,7 +36,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import keys
 from ..aws import is_object_missing
-from ..deltas import UndecodableBody, inline_bodies, inline_part
+from ..errors import UndecodableBody
+from ..history.stored_deltas import inline_bodies, inline_part
 from ..item import ID, MalformedItem, item_from_dynamo, layout_problem, stored_layout
 from ..model import Entry, Item
 from ..store import VersionedHybridStore

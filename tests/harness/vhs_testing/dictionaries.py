@@ -10,7 +10,7 @@ import random
 from typing import Any
 
 from vhs import VersionedHybridStore
-from vhs.packing import Dictionary, train
+from vhs.bodies.packing import Dictionary, train
 
 ZLIB_CODEC = "zlib"  # the store as configured by default: zlib alone
 ZSTD_CODEC = "zstd"  # writes with the test dictionary (and zstd deltas)

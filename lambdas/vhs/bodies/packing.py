@@ -33,6 +33,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..errors import ZstdUnavailable
+
 
 def _zstd() -> Any:
     try:
@@ -65,10 +67,6 @@ ZSTD_LEVEL = 19
 DICTIONARY_ID_BYTES = 8
 # zstd takes no shorter raw dictionary (a successor this small is no help to a delta anyway).
 MIN_RAW_DICTIONARY = 8
-
-
-class ZstdUnavailable(ValueError):
-    """A body packed with zstd, on a Python with neither compression.zstd nor backports.zstd."""
 
 
 class Packed(NamedTuple):
