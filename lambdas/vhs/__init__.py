@@ -24,6 +24,7 @@ from .model import DeleteResult, PartInfo, PutResult, Record, VersionInfo
 from .ordering import Outcome
 from .retention import Retention
 from .store import VersionedHybridStore
+from .store_config import StoreConfig
 
 __all__ = [
     "BodyHashMismatch",
@@ -47,6 +48,7 @@ __all__ = [
     "RecordDeleted",
     "RecordNotFound",
     "Retention",
+    "StoreConfig",
     "VersionInfo",
     "VersionNotRetained",
     "VersionedHybridStore",

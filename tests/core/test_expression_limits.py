@@ -39,6 +39,7 @@ from vhs.operator.migrate import migrate
 from vhs.ordering import TOMBSTONE_HASH
 from vhs.retention import Retention
 from vhs.store import VersionedHybridStore
+from vhs.store_config import StoreConfig
 from vhs_testing.backends import Backend
 from vhs_testing.expression_limits import (
     MAX_EXPRESSION_BYTES,
@@ -60,8 +61,9 @@ def largest_retention(inline_threshold: int = 0) -> int:
             VersionedHybridStore(
                 "t",
                 "b",
-                inline_threshold=inline_threshold,
-                retention=Retention(versions=middle),
+                StoreConfig(
+                    inline_threshold=inline_threshold, retention=Retention(versions=middle)
+                ),
                 s3_client=object(),
                 dynamodb_client=object(),
             )

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 
-from vhs import BodyHashMismatch, InvalidInput, Retention, VersionedHybridStore
+from vhs import BodyHashMismatch, InvalidInput, Retention, StoreConfig, VersionedHybridStore
 from vhs.bodies.parts import MAX_PARTS, manifest_hash
 from vhs.errors import InvalidPart, PartNotFound, PartTooLarge
 from vhs.item import BODY_HASH, PARTS
@@ -275,7 +275,11 @@ class _NoRequests:
 
 def offline_store(**options) -> VersionedHybridStore:
     return VersionedHybridStore(
-        "table", "bucket", s3_client=_NoRequests(), dynamodb_client=_NoRequests(), **options
+        "table",
+        "bucket",
+        StoreConfig(**options),
+        s3_client=_NoRequests(),
+        dynamodb_client=_NoRequests(),
     )
 
 

@@ -40,6 +40,7 @@ from vhs.keys import MAX_ID_LENGTH, body_key, encode_id
 from vhs.local.metering import RequestMeter
 from vhs.model import VersionInfo
 from vhs.store import VersionedHybridStore
+from vhs.store_config import StoreConfig
 from vhs_testing.backends import Backend
 from vhs_testing.condemnation import SKEW, FakeTime, condemn, make_store
 from vhs_testing.dictionaries import ZSTD_CODEC, trained_dictionary
@@ -996,9 +997,9 @@ def build(backend: Backend, table: str | None = None, bucket: str | None = None,
     return VersionedHybridStore(
         backend.table_name if table is None else table,
         backend.bucket_name if bucket is None else bucket,
+        StoreConfig(**options),
         s3_client=backend.s3,
         dynamodb_client=backend.dynamodb,
-        **options,
     )
 
 

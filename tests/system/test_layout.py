@@ -108,7 +108,8 @@ UPWARD_IMPORTS = (
     ),
     ("lambdas/vhs/history/diffs.py", "import vhs.item_size", "vhs.history.diffs -> vhs.item_size"),
     ("lambdas/vhs/layouts.py", "import vhs.updates", "vhs.layouts -> vhs.updates"),
-    ("lambdas/vhs/index.py", "import vhs.write_path", "vhs.index -> vhs.write_path"),
+    ("lambdas/vhs/index.py", "import vhs.store_config", "vhs.index -> vhs.store_config"),
+    ("lambdas/vhs/store_config.py", "import vhs.write_path", "vhs.store_config -> vhs.write_path"),
     ("lambdas/vhs/write_path.py", "import vhs.store", "vhs.write_path -> vhs.store"),
 )
 
