@@ -1,5 +1,5 @@
 """Delta history: earlier inline versions kept as zlib deltas against their successor
-(vhs/deltas.py, docs/design.md "History: the arithmetic").
+(vhs/history/stored_deltas.py, docs/design.md "History: the arithmetic").
 
 What must hold, whatever the encoding: every retained version reads back exactly; a write
 decided on an eventually consistent read never loses or reorders anything (the read may be

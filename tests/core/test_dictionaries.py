@@ -1,4 +1,4 @@
-"""The zstd codec and its dictionaries (vhs/packing.py, vhs/dictionaries.py,
+"""The zstd codec and its dictionaries (vhs/bodies/packing.py, vhs/bodies/dictionaries.py,
 vhs/operator/dictionaries.py; docs/design.md, "Dictionaries").
 
 What is checked: each write keeps the smallest form at hand; a dictionary is content-addressed,

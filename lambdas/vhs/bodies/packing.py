@@ -12,7 +12,7 @@ compact tags):
 * DELTA: zlib with the successor's body as its preset dictionary;
 * ZSTD_DELTA: a zstd frame with the successor's body as its raw dictionary, which takes about
   two thirds of DELTA's bytes on catalogue edits;
-* SAME: a part whose bytes the next version holds (deltas.py); None: stored as it is.
+* SAME: a part whose bytes the next version holds (history/stored_deltas.py); None: stored as it is.
 
 Every form is decoded bounded by the entry's recorded size, and checked against its hash by
 the caller, so a damaged or hostile item can make a reader neither inflate a bomb nor return
