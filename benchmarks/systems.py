@@ -18,7 +18,7 @@ from botocore import xform_name
 from botocore.exceptions import ClientError
 from pynamodb_mate.patterns.large_attribute.api import LargeAttributeMixin, split_s3_uri
 
-from vhs import VersionedHybridStore, shapes
+from vhs import StoreConfig, VersionedHybridStore, shapes
 from vhs.layouts import Layout
 from vhs.maintenance.gc import GarbageCollector
 from vhs_ops import provisioning
@@ -76,7 +76,9 @@ def new_store(s3: Any, dynamodb: Any, name: str, **options: Any) -> VersionedHyb
     """A table and a bucket called `name`, made as the stack makes them, and a store on them."""
     provisioning.create_store_resources(dynamodb, s3, table_name=name, bucket_name=name,
                                      region=DEFAULT_REGION)  # fmt: skip
-    return VersionedHybridStore(name, name, s3_client=s3, dynamodb_client=dynamodb, **options)
+    return VersionedHybridStore(
+        name, name, StoreConfig(**options), s3_client=s3, dynamodb_client=dynamodb
+    )
 
 
 class OwnTableAndBucket:
@@ -128,16 +130,16 @@ class VhsSystem:
         """`vhs dictionary train` on this system's table, on un-metered clients (a one-off scan
         an operator runs, not a put's cost); the store writes with what it publishes from its
         next put (which reads the pointer, billed, as a writer does every REFRESH_SECONDS)."""
-        trainer = VersionedHybridStore(self.table, self.bucket, s3_client=s3,
-                                       dynamodb_client=dynamodb, **self.options)  # fmt: skip
+        trainer = VersionedHybridStore(self.table, self.bucket, StoreConfig(**self.options),
+                                       s3_client=s3, dynamodb_client=dynamodb)  # fmt: skip
         trained = train_dictionary(trainer)
         self.store.dictionaries.refresh()
         return trained
 
     def collect_garbage(self, s3: Any, dynamodb: Any) -> None:
         """VHS's garbage collector, twice, as its schedule would run it, on un-metered clients."""
-        store = VersionedHybridStore(self.table, self.bucket, s3_client=s3,
-                                     dynamodb_client=dynamodb, **self.options)  # fmt: skip
+        store = VersionedHybridStore(self.table, self.bucket, StoreConfig(**self.options),
+                                     s3_client=s3, dynamodb_client=dynamodb)  # fmt: skip
         # Only the shards that hold objects (keys are `prefix/shard/...`).
         listed = s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket)
         shards = {e["Key"].split("/")[1] for page in listed for e in page.get("Contents", [])}

@@ -13,8 +13,8 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from vhs import dictionaries
 from vhs import shapes as vhs_shapes
+from vhs.bodies import dictionaries
 
 from . import nag, shapes
 
@@ -32,7 +32,7 @@ def object_arn(bucket: s3.IBucket, prefix: str) -> str:
 
 
 def dictionary_arn(bucket: s3.IBucket, body_prefix: str) -> str:
-    """ARN of the store's zstd dictionaries (vhs/dictionaries.py), beside its body shards."""
+    """ARN of the store's zstd dictionaries (vhs/bodies/dictionaries.py), beside its body shards."""
     return object_arn(bucket, "/".join(filter(None, (body_prefix.strip("/"), dictionaries.FOLDER))))
 
 

@@ -67,9 +67,10 @@ def load_config() -> dict:
 
 def selection(module: dict, run: dict) -> list[str]:
     """The tests a module is checked against: the folder of its concern, tests/<package>/ for a
-    module of a package under vhs/ and tests/core/ for one of vhs/ itself, then run's `also`."""
-    package = Path(module["path"]).parent
-    concern = "core" if package == Path("vhs") else package.name
+    module of a feature's package under vhs/ (one with a test folder of its own) and tests/core/
+    for one of vhs/ itself or of a package of the core (vhs/bodies/), then run's `also`."""
+    folders = Path(module["path"]).parent.parts[1:]
+    concern = folders[0] if folders and (ROOT / "tests" / folders[0]).is_dir() else "core"
     return [f"tests/{concern}", *run.get("also", [])]
 
 

@@ -15,8 +15,8 @@ its output the next invocation's input, until it says `done`. Event (and result)
     run         the run, the same for every segment:
                   run_id          the execution's name: part of every replay's deduplication id
                   total_segments  the Scan's TotalSegments
-                  rate            records per second for this segment (resources.REINDEX)
-                  page_size       Scan's Limit (resources.REINDEX)
+                  rate            records per second for this segment (shapes.REINDEX)
+                  page_size       Scan's Limit (shapes.REINDEX)
                   since, until    optional: the selection's time range (RFC 3339)
                   ids             optional: only these ids (vhs.changes.reindex.Selection;
                                   `vhs invoke`; the state machine hands out shares instead)

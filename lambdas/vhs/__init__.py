@@ -1,6 +1,5 @@
 """VHS, a versioned hybrid store on AWS: `VersionedHybridStore`, its values and errors."""
 
-from .diffs import Diff
 from .errors import (
     BodyHashMismatch,
     BodyTooLarge,
@@ -20,10 +19,12 @@ from .errors import (
     VhsError,
     WriteConflict,
 )
+from .history.diffs import Diff
 from .model import DeleteResult, PartInfo, PutResult, Record, VersionInfo
 from .ordering import Outcome
 from .retention import Retention
 from .store import VersionedHybridStore
+from .store_config import StoreConfig
 
 __all__ = [
     "BodyHashMismatch",
@@ -47,6 +48,7 @@ __all__ = [
     "RecordDeleted",
     "RecordNotFound",
     "Retention",
+    "StoreConfig",
     "VersionInfo",
     "VersionNotRetained",
     "VersionedHybridStore",

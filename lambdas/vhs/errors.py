@@ -7,6 +7,10 @@ written. Reads raise `RecordNotFound` (a LookupError). Data that fails its check
 
 from __future__ import annotations
 
+from typing import Protocol
+
+_MIB = 2**20
+
 
 class VhsError(Exception):
     """Base class of every error VHS raises on purpose."""
@@ -194,6 +198,67 @@ class ExportChanged(VhsError):
         self.expected = expected
         self.found = found
         super().__init__(f"{name} changed since it was listed: it was {expected}, it is {found}")
+
+
+# --- what the store's parts raise to their callers ----------------------------------------------
+# Each is caught by the code that calls the raiser (a reader, the collector, ingest, a handler),
+# and its class name may be read from outside (a Lambda function's errorType, which a state
+# machine's Retrier names), so a name here is a contract.
+
+
+class ZstdUnavailable(ValueError):
+    """A body packed with zstd, on a Python with neither compression.zstd nor backports.zstd
+    (vhs/bodies/packing.py)."""
+
+
+class UndecodableBody(ValueError):
+    """An inline body that does not decode to the bytes its entry's hash names: `version`'s,
+    which decoded to bytes of sha256 `actual`, or did not decode at all (None)
+    (vhs/history/stored_deltas.py)."""
+
+    def __init__(self, message: str, version: int, actual: str | None = None) -> None:
+        super().__init__(message)
+        self.version = version
+        self.actual = actual
+
+
+class DeleteFenced(Exception):
+    """A delete's request reached its send time after the latest moment its condemnation
+    allows; it was not sent (vhs/maintenance/fence.py)."""
+
+
+class _Budget(Protocol):
+    """What an error of the ingest budgets names of one (vhs/ingest/budget.Budget)."""
+
+    name: str
+    total: int
+
+
+class OverBudget(Exception):
+    """A reservation larger than the whole budget: it could never be met
+    (vhs/ingest/budget.py)."""
+
+    def __init__(self, budget: _Budget, amount: int) -> None:
+        self.budget, self.amount = budget, amount
+        super().__init__(
+            f"needs {amount / _MIB:,.0f} MiB of the function's {budget.name}, which has "
+            f"{budget.total / _MIB:,.0f} MiB for the messages of a batch"
+        )
+
+
+class BudgetTimeout(RuntimeError):
+    """The budget stayed taken by other messages for the time this invocation has left: a
+    transient failure, so the message is retried (vhs/ingest/budget.py)."""
+
+
+class ImportIncomplete(VhsError):
+    """Some lines of a chunk failed after every retry: the chunk is to be run again
+    (handlers/bulk_import.py; the import state machine's Task retries it by this name)."""
+
+
+class NotPublished(Exception):
+    """This record's notifications are not (all) confirmed published; it comes again
+    (handlers/changes.py)."""
 
 
 def permanent_error_names() -> tuple[str, ...]:

@@ -153,7 +153,7 @@ class DynamoIndex:
 
     def condemnations_before(self, expired_before: float) -> Iterator[list[tuple[str, float]]]:
         """Pages of (id, deadline) of the condemnations whose deadline is before
-        `expired_before`, from the sparse index of condemned items (resources.TABLE): only
+        `expired_before`, from the sparse index of condemned items (shapes.TABLE): only
         condemned items are read, so this costs nothing on a table without condemnations.
         The index is eventually consistent: clear each with `clear_condemnation`, whose
         condition rereads the item."""

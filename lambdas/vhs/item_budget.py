@@ -15,13 +15,13 @@ from __future__ import annotations
 import secrets
 
 from . import keys
+from .bodies.packing import CODECS, DICTIONARY_ID_BYTES, ZSTD
 from .codec import MAX_CONTENT_TYPE_LENGTH
 from .errors import ConfigurationError
 from .item import ITEM_BUDGET
 from .item_size import held_size, written_size
 from .model import Entry
 from .ordering import parse_timestamp
-from .packing import CODECS, DICTIONARY_ID_BYTES, ZSTD
 from .retention import Retention
 
 # The longest id by DynamoDB's count (UTF-8: up to 4 bytes a code point) and the highest

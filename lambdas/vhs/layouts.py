@@ -34,8 +34,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from .bodies.packing import DELTA, SAME, ZLIB, ZSTD, ZSTD_DELTA
 from .ordering import TOMBSTONE_HASH, OrderKey, StoredForm, stored_form, stored_to_datetime
-from .packing import DELTA, SAME, ZLIB, ZSTD, ZSTD_DELTA
 
 
 class Layout(enum.StrEnum):

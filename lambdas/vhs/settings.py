@@ -32,7 +32,8 @@ RETAIN_AFTER_DELETE_DAYS = "VHS_RETAIN_AFTER_DELETE_DAYS"
 # "false": earlier inline versions are kept whole, and a put is one blind request (store.py).
 DELTA_HISTORY = "VHS_DELTA_HISTORY"
 # "true": writes pack with zstd, bodies with the newest dictionary trained on the store's
-# records (dictionaries.py), deltas against their successor (packing.py). Unset: zlib alone.
+# records (bodies/dictionaries.py), deltas against their successor (bodies/packing.py).
+# Unset: zlib alone.
 DICTIONARIES = "VHS_DICTIONARIES"
 # Every variable of StoreSettings (an empty value reads as unset: the library's default).
 STORE_VARIABLES = (

@@ -13,27 +13,29 @@ index's three kinds of write (blind put, planned put, delete) are in index.py.""
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from . import keys
 from .aws import aws_client
-from .bodies import MULTIPART_THRESHOLD, S3BodyStore
-from .codec import MAX_BODY_SIZE, Body, encode_record
-from .deltas import UndecodableBody, inline_body, inline_part
-from .dictionaries import DictionaryStore
-from .diffs import Diff, diff_versions
+from .bodies.dictionaries import DictionaryStore
+from .bodies.parts import PartBody, encode_parts
+from .bodies.s3 import S3BodyStore
+from .codec import Body, encode_record
 from .errors import (
     BodyHashMismatch,
     ConfigurationError,
     DanglingPointer,
     PartNotFound,
     RecordNotFound,
+    UndecodableBody,
     VersionNotRetained,
     never_or_no_longer,
 )
+from .history.diffs import Diff, diff_versions
+from .history.stored_deltas import inline_body, inline_part
+from .history.time_travel import When, locate_at
 from .index import DynamoIndex
 from .item_budget import entry_budget
 from .model import (
@@ -47,20 +49,12 @@ from .model import (
     entry_time,
 )
 from .ordering import parse_timestamp
-from .parts import PartBody, encode_parts
-from .retention import Retention
 from .settings import StoreSettings
-from .timetravel import When, locate_at
+from .store_config import StoreConfig
 from .write_path import MAX_WRITE_WINDOW as MAX_WRITE_WINDOW  # the collector's too (gc.py)
 from .write_path import KnownCurrent, Writer, WriteSettings, parts_info
 
 logger = logging.getLogger(__name__)
-
-# From the cost model in docs/design.md: one S3 PUT costs as much as 8 KB of DynamoDB
-# writes, so a body whose stored (compressed) form is at most 8 KB is cheaper inline.
-DEFAULT_INLINE_THRESHOLD = 8 * 1024
-DEFAULT_MAX_FUTURE = timedelta(days=1)
-DEFAULT_CLOCK_SKEW = timedelta(seconds=60)
 
 
 class VersionedHybridStore:
@@ -70,99 +64,89 @@ class VersionedHybridStore:
         self,
         table_name: str,
         bucket_name: str,
+        config: StoreConfig | None = None,
         *,
-        prefix: str = "",
         s3_client: Any = None,
         dynamodb_client: Any = None,
-        inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
-        retention: Retention | None = None,
-        max_body_size: int = MAX_BODY_SIZE,
-        max_future: timedelta | None = DEFAULT_MAX_FUTURE,
-        consistent_reads: bool = True,
-        multipart_threshold: int = MULTIPART_THRESHOLD,
-        clock: Callable[[], float] = time.time,
-        clock_skew: timedelta = DEFAULT_CLOCK_SKEW,
-        delta_history: bool = True,
-        dictionaries: bool = False,
     ) -> None:
+        """The store of the table `table_name` and the bucket `bucket_name`, reached by the
+        clients given (default: aws.aws_client's), configured by `config` (default:
+        StoreConfig(), the library's defaults)."""
         if not table_name or not bucket_name:
             raise ConfigurationError("table_name and bucket_name are required")
-        if not 0 <= inline_threshold <= 64 * 1024:
-            raise ConfigurationError("inline_threshold must be between 0 and 65536 bytes")
-        if not 0 < max_body_size <= MAX_BODY_SIZE:
-            raise ConfigurationError(f"max_body_size must be between 1 and {MAX_BODY_SIZE}")
-        self.retention = retention or Retention()
-        self.delta_history = delta_history
+        config = StoreConfig() if config is None else config
+        self.config = config
+        self.retention = config.retention
+        self.delta_history = config.delta_history
         # What one held entry may take of an item, so that the most entries retention holds
         # fit it (item_budget: refused here if entries without parts could outgrow it).
-        self.entry_budget = entry_budget(self.retention, inline_threshold, max_body_size)
-        self.prefix = keys.validate_prefix(prefix)
+        self.entry_budget = entry_budget(
+            self.retention, config.inline_threshold, config.max_body_size
+        )
+        self.prefix = config.prefix
         s3_client = s3_client or aws_client("s3")
         dynamodb_client = dynamodb_client or aws_client("dynamodb")
         self.table_name = table_name
         self.bucket_name = bucket_name
-        self.inline_threshold = inline_threshold
-        self.max_body_size = max_body_size
-        self.max_future = max_future
-        self.clock = clock
+        self.inline_threshold = config.inline_threshold
+        self.max_body_size = config.max_body_size
+        self.max_future = config.max_future
+        self.clock = config.clock
         # How far apart this writer's clock and the garbage collector's may be.
-        self.clock_skew = clock_skew.total_seconds()
+        self.clock_skew = config.clock_skew.total_seconds()
         self.bodies = S3BodyStore(
-            s3_client, bucket_name, multipart_threshold=multipart_threshold, clock=clock
+            s3_client,
+            bucket_name,
+            multipart_threshold=config.multipart_threshold,
+            clock=config.clock,
         )
-        self.index = DynamoIndex(dynamodb_client, table_name, consistent_reads=consistent_reads)
+        self.index = DynamoIndex(
+            dynamodb_client, table_name, consistent_reads=config.consistent_reads
+        )
         # Every reader decodes what a dictionary packed; only a store told to writes with the
         # newest one (docs/design.md, "Dictionaries").
         self.dictionaries = DictionaryStore(s3_client, bucket_name, self.prefix)
-        self.write_dictionaries = dictionaries
+        self.write_dictionaries = config.dictionaries
         self.writer = Writer(
             self.bodies,
             self.index,
             self.dictionaries,
             WriteSettings(
                 prefix=self.prefix,
-                inline_threshold=inline_threshold,
+                inline_threshold=config.inline_threshold,
                 retention=self.retention,
-                delta_history=delta_history,
-                write_dictionaries=dictionaries,
+                delta_history=config.delta_history,
+                write_dictionaries=config.dictionaries,
                 entry_budget=self.entry_budget,
-                clock=clock,
+                clock=config.clock,
                 clock_skew=self.clock_skew,
             ),
         )
 
     @classmethod
-    def from_env(cls, **options: Any) -> VersionedHybridStore:
-        """Configure from the environment (`settings.StoreSettings`: VHS_TABLE_NAME,
-        VHS_BUCKET_NAME and the optional prefix, inline threshold and retention). The endpoint
-        comes from the standard AWS_ENDPOINT_URL, so the same code runs against moto's server
-        or AWS."""
-        return cls.from_settings(StoreSettings.from_env(), **options)
+    def from_env(
+        cls, *, s3_client: Any = None, dynamodb_client: Any = None
+    ) -> VersionedHybridStore:
+        """The store the environment names and configures (`settings.StoreSettings.from_env`:
+        VHS_TABLE_NAME, VHS_BUCKET_NAME and the optional prefix, inline threshold, retention,
+        delta history and dictionaries). The endpoint comes from the standard
+        AWS_ENDPOINT_URL, so the same code runs against moto's server or AWS."""
+        return cls.from_settings(
+            StoreSettings.from_env(), s3_client=s3_client, dynamodb_client=dynamodb_client
+        )
 
     @classmethod
-    def from_settings(cls, settings: StoreSettings, **options: Any) -> VersionedHybridStore:
-        options.setdefault("prefix", settings.prefix)
-        if settings.delta_history is not None:
-            options.setdefault("delta_history", settings.delta_history)
-        if settings.dictionaries is not None:
-            options.setdefault("dictionaries", settings.dictionaries)
-        if settings.inline_threshold is not None:
-            options.setdefault("inline_threshold", settings.inline_threshold)
-        if "retention" not in options and (
-            settings.retain_versions is not None
-            or settings.retain_days is not None
-            or settings.retain_after_delete_days is not None
-        ):
-            options["retention"] = Retention(
-                versions=Retention.versions
-                if settings.retain_versions is None
-                else settings.retain_versions,
-                age=settings.retain_age,
-                after_delete=Retention.after_delete
-                if settings.retain_after_delete_days is None
-                else settings.retain_after_delete,
-            )
-        return cls(settings.table_name, settings.bucket_name, **options)
+    def from_settings(
+        cls, settings: StoreSettings, *, s3_client: Any = None, dynamodb_client: Any = None
+    ) -> VersionedHybridStore:
+        """The store `settings` name, configured by them (`StoreConfig.from_settings`)."""
+        return cls(
+            settings.table_name,
+            settings.bucket_name,
+            StoreConfig.from_settings(settings),
+            s3_client=s3_client,
+            dynamodb_client=dynamodb_client,
+        )
 
     # --- writes ------------------------------------------------------------------------------
 
@@ -232,8 +216,8 @@ class VersionedHybridStore:
         self, id: str, version: int | None = None, *, as_of: When = None, source_as_of: When = None
     ) -> StoredVersion:
         """The current version of `id`, a retained `version`, or the one current at `as_of`
-        (store clock) or `source_as_of` (source clock; timetravel.py), as one read of its item
-        finds it, without its body (`read` reads that). Raises InvalidInput for a bad id,
+        (store clock) or `source_as_of` (source clock; history/time_travel.py), as one read of
+        its item finds it, without its body (`read` reads that). Raises InvalidInput for a bad id,
         version or time; RecordNotFound (VersionNotRetained, RecordDeleted) for none such."""
         if as_of is not None or source_as_of is not None:
             return locate_at(self, id, version, as_of, source_as_of)
@@ -255,7 +239,7 @@ class VersionedHybridStore:
         raise VersionNotRetained(id, version, never_or_no_longer(item.version, version))
 
     def diff(self, id: str, a: int, b: int) -> Diff:
-        """From retained version `a` to `b`: a JSON Patch for JSON records (diffs.py)."""
+        """From retained version `a` to `b`: a JSON Patch for JSON records (history/diffs.py)."""
         return diff_versions(self, id, a, b)
 
     def read(self, found: StoredVersion) -> Record:

@@ -34,18 +34,18 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from . import keys
-from .bodies import S3BodyStore
+from .bodies.dictionaries import DictionaryStore
+from .bodies.packing import Packed, compress
+from .bodies.parts import PartBody, manifest_hash
+from .bodies.s3 import S3BodyStore
 from .codec import Body
-from .deltas import history_after
-from .dictionaries import DictionaryStore
 from .errors import InvalidPart, WriteConflict
+from .history.stored_deltas import history_after
 from .index import BodyCondemned, DynamoIndex, WriteResult
 from .item import INLINE, item_from_dynamo
 from .item_size import held_size
 from .model import DeleteResult, Entry, Item, PartInfo, PutResult, StoredPart
 from .ordering import TOMBSTONE_HASH, OrderKey, Outcome, classify
-from .packing import Packed, compress
-from .parts import PartBody, manifest_hash
 from .retention import Retention
 from .updates import PartsNotHeld
 

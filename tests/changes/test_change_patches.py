@@ -1,8 +1,8 @@
-"""The JSON Patch of an update's notification (vhs.changes.patch, docs/changes.md): present for a
-small JSON update, bounded by CHANGES.max_patch_bytes and left out over it with
-`patch_omitted`, absent where no previous JSON version exists. The stream images are the
-items a real store wrote (in-process moto), before and after each write, in both the SDK's
-form (bytes) and a Lambda event's (base64)."""
+"""The JSON Patch of an update's notification (vhs.changes.notification_patch,
+docs/changes.md): present for a small JSON update, bounded by CHANGES.max_patch_bytes and left
+out over it with `patch_omitted`, absent where no previous JSON version exists. The stream
+images are the items a real store wrote (in-process moto), before and after each write, in
+both the SDK's form (bytes) and a Lambda event's (base64)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import jsonpatch
 
 from vhs import keys
 from vhs.changes.feed import Change, changes_from_images, chunks
-from vhs.changes.patch import NOT_INLINE, TOO_LARGE, UNREADABLE, patch_fields
+from vhs.changes.notification_patch import NOT_INLINE, TOO_LARGE, UNREADABLE, patch_fields
 from vhs.changes.stream import event_image
-from vhs.patches import make_patch, patch_size
+from vhs.json_patch import make_patch, patch_size
 from vhs.shapes import CHANGES
 from vhs_testing.records import at, large
 

@@ -28,7 +28,7 @@ from botocore.exceptions import ClientError
 
 from vhs import keys
 from vhs.changes import feed as changes
-from vhs.changes.batch import NotPublished, Plan, batch_response
+from vhs.changes.batch import Plan, batch_response
 from vhs.changes.feed import (
     Change,
     ChangePublisher,
@@ -39,6 +39,7 @@ from vhs.changes.feed import (
     deduplication_id,
     message_group_id,
 )
+from vhs.errors import NotPublished
 from vhs.retention import Retention
 from vhs_ops import provisioning
 from vhs_ops.local.invoke import LambdaContext

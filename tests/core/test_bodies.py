@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from vhs.bodies import MULTIPART_CONCURRENCY, S3BodyStore
+from vhs.bodies.s3 import MULTIPART_CONCURRENCY, S3BodyStore
 from vhs.codec import Body
 from vhs.errors import BodyHashMismatch, DanglingPointer
 from vhs_testing.backends import Backend

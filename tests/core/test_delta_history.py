@@ -1,5 +1,5 @@
 """Delta history: earlier inline versions kept as zlib deltas against their successor
-(vhs/deltas.py, docs/design.md "History: the arithmetic").
+(vhs/history/stored_deltas.py, docs/design.md "History: the arithmetic").
 
 What must hold, whatever the encoding: every retained version reads back exactly; a write
 decided on an eventually consistent read never loses or reorders anything (the read may be
@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from vhs import BodyHashMismatch, RecordNotFound, Retention
+from vhs.bodies.packing import DELTA, compress
 from vhs.codec import sha256_hex
-from vhs.deltas import inline_bodies, inline_body, supersede
 from vhs.errors import ConfigurationError
+from vhs.history.stored_deltas import inline_bodies, inline_body, supersede
 from vhs.model import Entry
-from vhs.packing import DELTA, compress
 from vhs.settings import DELTA_HISTORY, StoreSettings
 from vhs.store import VersionedHybridStore
 from vhs_ops.admin.findings import FindingKind

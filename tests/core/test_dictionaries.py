@@ -1,4 +1,4 @@
-"""The zstd codec and its dictionaries (vhs/packing.py, vhs/dictionaries.py,
+"""The zstd codec and its dictionaries (vhs/bodies/packing.py, vhs/bodies/dictionaries.py,
 vhs_ops/admin/dictionaries.py; docs/design.md, "Dictionaries").
 
 What is checked: each write keeps the smallest form at hand; a dictionary is content-addressed,
@@ -21,10 +21,8 @@ from typing import Any
 import pytest
 
 from vhs import BodyHashMismatch, Retention
-from vhs.dictionaries import CURRENT, FOLDER, REFRESH_SECONDS, DictionaryStore
-from vhs.errors import DanglingPointer
-from vhs.maintenance.gc import GarbageCollector
-from vhs.packing import (
+from vhs.bodies.dictionaries import CURRENT, FOLDER, REFRESH_SECONDS, DictionaryStore
+from vhs.bodies.packing import (
     DELTA,
     ZLIB,
     ZSTD,
@@ -36,6 +34,8 @@ from vhs.packing import (
     pack,
     train,
 )
+from vhs.errors import DanglingPointer
+from vhs.maintenance.gc import GarbageCollector
 from vhs_testing.backends import Backend
 from vhs_testing.cli import assert_documented
 from vhs_testing.dictionaries import catalogue_record, publish_to, trained_dictionary

@@ -1,4 +1,4 @@
-"""A diff is bounded whatever the records (vhs.diffs): a body over MAX_BODY_BYTES is never
+"""A diff is bounded whatever the records (vhs.history.diffs): a body over MAX_BODY_BYTES is never
 read, a patch over MAX_PATCH_BYTES is given up while it is made, and the memory one diff
 takes, measured here with two records at the body limit in the costliest shapes of JSON,
 stays under MEMORY_BOUND_BYTES, which the read API's memory holds."""
@@ -13,9 +13,9 @@ from pathlib import Path
 import jsonpatch
 import pytest
 
-from vhs import diffs
-from vhs.diffs import MAX_BODY_BYTES, MAX_PATCH_BYTES, MEMORY_BOUND_BYTES
-from vhs.patches import TOO_LARGE, encode_patch, make_patch
+from vhs.history import diffs
+from vhs.history.diffs import MAX_BODY_BYTES, MAX_PATCH_BYTES, MEMORY_BOUND_BYTES
+from vhs.json_patch import TOO_LARGE, encode_patch, make_patch
 from vhs.shapes import READ_API
 from vhs.strict_json import MAX_DEPTH
 from vhs_testing.backends import Backend

@@ -25,6 +25,7 @@ import boto3
 import pytest
 
 from vhs import updates
+from vhs.bodies.parts import MAX_PARTS
 from vhs.changes.feed import ChangePublisher
 from vhs.changes.reindex import Selection, Target, reindex_segment
 from vhs.errors import ConfigurationError
@@ -35,9 +36,9 @@ from vhs.layouts import Layout
 from vhs.maintenance.gc import GarbageCollector
 from vhs.model import Entry
 from vhs.ordering import TOMBSTONE_HASH
-from vhs.parts import MAX_PARTS
 from vhs.retention import Retention
 from vhs.store import VersionedHybridStore
+from vhs.store_config import StoreConfig
 from vhs_ops.admin.migrate import migrate
 from vhs_testing.backends import Backend
 from vhs_testing.expression_limits import (
@@ -60,8 +61,9 @@ def largest_retention(inline_threshold: int = 0) -> int:
             VersionedHybridStore(
                 "t",
                 "b",
-                inline_threshold=inline_threshold,
-                retention=Retention(versions=middle),
+                StoreConfig(
+                    inline_threshold=inline_threshold, retention=Retention(versions=middle)
+                ),
                 s3_client=object(),
                 dynamodb_client=object(),
             )

@@ -14,8 +14,8 @@ import copy
 from typing import Any
 
 from vhs import Retention
+from vhs.bodies.packing import DELTA
 from vhs.index import DynamoIndex
-from vhs.packing import DELTA
 from vhs_testing.backends import Backend
 from vhs_testing.records import at
 

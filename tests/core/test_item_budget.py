@@ -12,7 +12,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from moto.dynamodb.models import dynamo_type
 
-from vhs import InvalidInput, Retention, VersionedHybridStore
+from vhs import InvalidInput, Retention, StoreConfig, VersionedHybridStore
 from vhs.errors import ConfigurationError, ItemTooLarge
 from vhs.item import (
     CONDEMNATION_BYTES,
@@ -256,7 +256,9 @@ def test_a_version_that_alone_outgrows_the_item_is_refused_with_a_typed_error(in
 
 
 def offline(**options: Any) -> VersionedHybridStore:
-    return VersionedHybridStore("t", "b", s3_client=object(), dynamodb_client=object(), **options)
+    return VersionedHybridStore(
+        "t", "b", StoreConfig(**options), s3_client=object(), dynamodb_client=object()
+    )
 
 
 def read_raw(backend, rid: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from vhs.codec import JSON_CONTENT_TYPE
 from vhs.errors import InvalidInput, InvalidMessage, InvalidRecord
 from vhs.ingest.contract import first_read, read_message
 from vhs.ingest.staging import StagingLocation
-from vhs.patches import UNREADABLE
+from vhs.json_patch import UNREADABLE
 from vhs.strict_json import MAX_DEPTH, parse_document, too_deep_reason
 from vhs_ops import provisioning
 from vhs_ops.admin.producer import Producer

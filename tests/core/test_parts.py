@@ -14,12 +14,12 @@ from datetime import timedelta
 
 import pytest
 
-from vhs import BodyHashMismatch, InvalidInput, Retention, VersionedHybridStore
+from vhs import BodyHashMismatch, InvalidInput, Retention, StoreConfig, VersionedHybridStore
+from vhs.bodies.parts import MAX_PARTS, manifest_hash
 from vhs.errors import InvalidPart, PartNotFound, PartTooLarge
 from vhs.item import BODY_HASH, PARTS
 from vhs.item_size import entry_size
 from vhs.maintenance.gc import GarbageCollector
-from vhs.parts import MAX_PARTS, manifest_hash
 from vhs_ops.admin.verify import verify
 from vhs_testing.condemnation import SKEW, FakeTime, condemn
 from vhs_testing.faults import Crash, Fault, FaultInjector
@@ -275,7 +275,11 @@ class _NoRequests:
 
 def offline_store(**options) -> VersionedHybridStore:
     return VersionedHybridStore(
-        "table", "bucket", s3_client=_NoRequests(), dynamodb_client=_NoRequests(), **options
+        "table",
+        "bucket",
+        StoreConfig(**options),
+        s3_client=_NoRequests(),
+        dynamodb_client=_NoRequests(),
     )
 
 

@@ -1,4 +1,4 @@
-"""RFC 6902 patches (vhs.patches): applied by an independent implementation (the `jsonpatch`
+"""RFC 6902 patches (vhs.json_patch): applied by an independent implementation (the `jsonpatch`
 library, tests only), each patch turns the old document into exactly the new one, as JSON text,
 over generated pairs: unrelated documents, and documents edited from one another."""
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vhs.patches import make_patch, patch_size, pointer
+from vhs.json_patch import make_patch, patch_size, pointer
 
 # Keys that need escaping in a JSON Pointer ("~", "/"), look like indexes, or are empty.
 KEYS = st.sampled_from(["a", "b", "c", "", "0", "1", "~", "/", "a/b", "~1", "é"]) | st.text(

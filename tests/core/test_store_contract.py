@@ -30,6 +30,7 @@ from vhs import (
     RecordNotFound,
     Retention,
 )
+from vhs.bodies.packing import pack
 from vhs.codec import MAX_BODY_SIZE
 from vhs.errors import ConfigurationError, InvalidInput
 from vhs.item import ITEM_BUDGET
@@ -37,8 +38,8 @@ from vhs.item_budget import largest_entry
 from vhs.item_size import held_size
 from vhs.keys import MAX_ID_LENGTH, body_key, encode_id
 from vhs.model import VersionInfo
-from vhs.packing import pack
 from vhs.store import VersionedHybridStore
+from vhs.store_config import StoreConfig
 from vhs_ops.local.metering import RequestMeter
 from vhs_testing.backends import Backend
 from vhs_testing.condemnation import SKEW, FakeTime, condemn, make_store
@@ -996,9 +997,9 @@ def build(backend: Backend, table: str | None = None, bucket: str | None = None,
     return VersionedHybridStore(
         backend.table_name if table is None else table,
         backend.bucket_name if bucket is None else bucket,
+        StoreConfig(**options),
         s3_client=backend.s3,
         dynamodb_client=backend.dynamodb,
-        **options,
     )
 
 

@@ -263,7 +263,7 @@ def test_delete_is_granted_only_to_the_collector_and_only_under_the_body_prefix(
     prefix = f"{BODIES}/{shapes.DEPLOYED_BODY_PREFIX}"
     assert deletes == [
         ("Vhs-prod-Maintenance", "Allow", [f"{prefix}/*"]),
-        # The zstd dictionaries under the prefix: never (vhs/dictionaries.py).
+        # The zstd dictionaries under the prefix: never (vhs/bodies/dictionaries.py).
         ("Vhs-prod-Maintenance", "Deny", [f"{prefix}/_dictionaries/*"]),
     ]
 

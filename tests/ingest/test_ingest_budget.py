@@ -21,14 +21,13 @@ from test_ingest_handler import (
     stack,  # noqa: F401  (the fixture)
 )
 
+from vhs.errors import BudgetTimeout, OverBudget
 from vhs.ingest.budget import (
     JSON_PAYLOAD_EXPANSION,
     MIB,
     SPOOL_IN_MEMORY,
     Budget,
     Budgets,
-    BudgetTimeout,
-    OverBudget,
     claim_check_cost,
     staged_body_cost,
 )

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from vhs import Retention, VersionedHybridStore
+from vhs import Retention, StoreConfig, VersionedHybridStore
 from vhs.errors import WriteConflict
 from vhs.item import condemnation_of, condemned_name
 from vhs.keys import (
@@ -469,11 +469,9 @@ def test_stores_sharing_a_bucket_collect_only_their_own_orphans(backend):
         store = stores[label] = VersionedHybridStore(
             table,
             backend.bucket_name,
-            prefix=prefix,
+            StoreConfig(prefix=prefix, inline_threshold=256, retention=Retention(versions=1)),
             s3_client=backend.s3,
             dynamodb_client=backend.dynamodb,
-            inline_threshold=256,
-            retention=Retention(versions=1),
         )
         before = set(objects(backend))
         for rid in _shared_bucket_ids(backend, label):

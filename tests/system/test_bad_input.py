@@ -27,6 +27,7 @@ from vhs import (
     InvalidInput,
     InvalidRecord,
     InvalidTimestamp,
+    StoreConfig,
     VersionedHybridStore,
     keys,
 )
@@ -143,9 +144,9 @@ def library() -> Iterator[Library]:
         api = VersionedHybridStore(
             api_table,
             api_bucket,
+            StoreConfig(max_body_size=MAX_BODY_BYTES),
             s3_client=backend.s3,
             dynamodb_client=backend.dynamodb,
-            max_body_size=MAX_BODY_BYTES,
         )
         yield Library(backend, ingestor, api, staging)
 

@@ -118,11 +118,16 @@ UPWARD_IMPORTS = (
     # Inside the core, one per boundary of its floors.
     ("lambdas/vhs/errors.py", "import vhs.shapes", "vhs.errors -> vhs.shapes"),
     ("lambdas/vhs/settings.py", "import vhs.keys", "vhs.settings -> vhs.keys"),
-    ("lambdas/vhs/codec.py", "import vhs.parts", "vhs.codec -> vhs.parts"),
-    ("lambdas/vhs/parts.py", "import vhs.deltas", "vhs.parts -> vhs.deltas"),
-    ("lambdas/vhs/diffs.py", "import vhs.item_size", "vhs.diffs -> vhs.item_size"),
+    ("lambdas/vhs/codec.py", "import vhs.bodies.parts", "vhs.codec -> vhs.bodies.parts"),
+    (
+        "lambdas/vhs/bodies/parts.py",
+        "import vhs.history.diffs",
+        "vhs.bodies.parts -> vhs.history.diffs",
+    ),
+    ("lambdas/vhs/history/diffs.py", "import vhs.item_size", "vhs.history.diffs -> vhs.item_size"),
     ("lambdas/vhs/layouts.py", "import vhs.updates", "vhs.layouts -> vhs.updates"),
-    ("lambdas/vhs/index.py", "import vhs.write_path", "vhs.index -> vhs.write_path"),
+    ("lambdas/vhs/index.py", "import vhs.store_config", "vhs.index -> vhs.store_config"),
+    ("lambdas/vhs/store_config.py", "import vhs.write_path", "vhs.store_config -> vhs.write_path"),
     ("lambdas/vhs/write_path.py", "import vhs.store", "vhs.write_path -> vhs.store"),
 )
 

@@ -33,7 +33,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from vhs import VersionedHybridStore
+from vhs import StoreConfig, VersionedHybridStore
 from vhs_ops.cli.stackconfig import STACK_SUFFIXES, stack_prefix
 from vhs_testing.backends import live_enabled
 
@@ -81,7 +81,7 @@ class Stage:
         return VersionedHybridStore(
             self.outputs["TableName"],
             self.outputs["BucketName"],
-            prefix="" if prefix == "(none)" else prefix,
+            StoreConfig(prefix="" if prefix == "(none)" else prefix),
             s3_client=self.client("s3"),
             dynamodb_client=self.client("dynamodb"),
         )

@@ -48,7 +48,7 @@ from typing import Any
 import pytest
 
 import vhs_testing
-from vhs import RecordNotFound, VersionedHybridStore, keys, shapes
+from vhs import RecordNotFound, StoreConfig, VersionedHybridStore, keys, shapes
 from vhs.codec import BINARY_CONTENT_TYPE as BINARY
 from vhs.codec import Body
 from vhs.ingest import batch as batching
@@ -243,10 +243,9 @@ class Episode:
         return VersionedHybridStore(
             self.table_name,
             self.bucket_name,
+            StoreConfig(inline_threshold=INLINE_THRESHOLD, retention=Retention(RETAIN)),
             s3_client=s3 or self.s3,
             dynamodb_client=dynamodb or self.dynamodb,
-            inline_threshold=INLINE_THRESHOLD,
-            retention=Retention(RETAIN),
         )
 
     def snapshot(self, ids: list[str] = IDS) -> StoreState:

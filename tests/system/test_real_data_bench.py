@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from vhs import VersionedHybridStore
-from vhs.packing import ZSTD
+from vhs import StoreConfig, VersionedHybridStore
+from vhs.bodies.packing import ZSTD
 from vhs_ops.admin.dictionaries import TrainReport
 from vhs_ops.local.stack import client
 
@@ -322,10 +322,9 @@ def test_the_dictionary_configuration_trains_after_the_first_release_and_writes_
     assert isinstance(trained, TrainReport) and trained.published, trained
     assert replay.failures == {}
     table = "real-wide-json-vhs-1"  # the second configuration's (benchmarks/store.py)
-    store = VersionedHybridStore(table, table,
+    store = VersionedHybridStore(table, table, StoreConfig(prefix="bench"),
                                  s3_client=client("s3", moto_server),
-                                 dynamodb_client=client("dynamodb", moto_server),
-                                 prefix="bench")  # fmt: skip
+                                 dynamodb_client=client("dynamodb", moto_server))  # fmt: skip
     changed = [f"api.F{n}" for n in range(0, 60, 3)]
     items = [store.index.read(id) for id in changed]
     assert {item.current.dictionary for item in items} == {trained.dictionary}

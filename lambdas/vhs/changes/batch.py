@@ -24,7 +24,8 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 
 from .. import keys, settings
 from ..aws import aws_client
-from ..dictionaries import DictionaryStore
+from ..bodies.dictionaries import DictionaryStore
+from ..errors import NotPublished
 from ..shapes import CHANGES
 from .feed import ChangePublisher, Derived, changes_from_record
 
@@ -39,10 +40,6 @@ class Log(Protocol):
     def warning(self, msg: str, *args: Any, **kwargs: Any) -> Any: ...
 
     def error(self, msg: str, *args: Any, **kwargs: Any) -> Any: ...
-
-
-class NotPublished(Exception):
-    """This record's notifications are not (all) confirmed published; it comes again."""
 
 
 @dataclass

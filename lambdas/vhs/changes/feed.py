@@ -22,7 +22,7 @@ consumer fetches it over HTTP, with the content hash as its ETag, without readin
 A replay (`vhs reindex`, reindex.py) adds ``"replay": true`` and ``"replay_run": <run id>``
 and is otherwise exactly the live notification of the same version (less a patch). An update
 of a JSON record adds ``"patch"`` (its JSON Patch from the previous version) or
-``"patch_omitted"`` (why not): patch.py. A purging delete adds
+``"patch_omitted"`` (why not): notification_patch.py. A purging delete adds
 ``"purge": true``: every earlier version of the id is gone, so subscribers purge their copies
 too. A purge of an id already deleted keeps its version (the
 stream shows the same `v`, the tombstone newly flagged): it is notified again, with
@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..deltas import Dictionaries
+from ..history.stored_deltas import Dictionaries
 from ..item import (
     CURRENT,
     MalformedItem,
@@ -66,7 +66,7 @@ from ..shapes import (
     SNS_MAX_MESSAGE_GROUP_ID,
     SNS_PUBLISH_BATCH_ENTRIES,
 )
-from .patch import patch_fields
+from .notification_patch import patch_fields
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class Change:
     # Set on a replay (`vhs reindex`): the run that published it. None on a live notification.
     replay_run: str | None = None
     # An update of a JSON record: the JSON Patch from the previous version, or why there is
-    # none (patch.py). Both None (and absent from the message) for other changes.
+    # none (notification_patch.py). Both None (and absent from the message) for other changes.
     patch: Sequence[Mapping[str, Any]] | None = field(default=None, hash=False)
     patch_omitted: str | None = None
 

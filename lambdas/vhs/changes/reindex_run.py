@@ -58,7 +58,7 @@ PLAN_FIELDS = ("total_segments", "rate", "page_size", "since", "until", "ids")
 
 def plan_run(request: Any, execution: Any) -> dict[str, Any]:
     """The run an execution's input asks for, checked before any work: the run (defaults of
-    resources.REINDEX for what it leaves out, `run_id` the execution's name) and the Map's
+    shapes.REINDEX for what it leaves out, `run_id` the execution's name) and the Map's
     items, one per segment, each with its share of the id list (null: the whole segment)."""
     if not isinstance(execution, str) or not execution:
         raise InvalidInput("execution", "must be the execution's name")

@@ -10,7 +10,7 @@ touched: one oversized message never takes a batch down, by memory, by /tmp or b
 
 The budgets come from the function's configuration: its memory (AWS_LAMBDA_FUNCTION_MEMORY_SIZE,
 which Lambda sets), less what the runtime itself needs; the free space of /tmp when the
-function starts; and its timeout (resources.INGEST, the value the CDK app deploys), at a
+function starts; and its timeout (shapes.INGEST, the value the CDK app deploys), at a
 transfer rate VHS assumes and states (TRANSFER_FLOOR_BYTES_PER_SECOND).
 """
 
@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ..bodies import MULTIPART_CONCURRENCY, MULTIPART_PART_SIZE, MULTIPART_THRESHOLD
+from ..bodies.s3 import MULTIPART_CONCURRENCY, MULTIPART_PART_SIZE, MULTIPART_THRESHOLD
+from ..errors import BudgetTimeout, OverBudget
 from ..shapes import INGEST
 
 MIB = 2**20
@@ -47,22 +48,6 @@ SPOOL_IN_MEMORY = MULTIPART_THRESHOLD
 TRANSFER_FLOOR_BYTES_PER_SECOND = 30 * 10**6
 # /tmp space never planned for: other files, and the filesystem's own.
 TMP_MARGIN = 0.9
-
-
-class OverBudget(Exception):
-    """A reservation larger than the whole budget: it could never be met."""
-
-    def __init__(self, budget: Budget, amount: int) -> None:
-        self.budget, self.amount = budget, amount
-        super().__init__(
-            f"needs {amount / MIB:,.0f} MiB of the function's {budget.name}, which has "
-            f"{budget.total / MIB:,.0f} MiB for the messages of a batch"
-        )
-
-
-class BudgetTimeout(RuntimeError):
-    """The budget stayed taken by other messages for the time this invocation has left: a
-    transient failure, so the message is retried."""
 
 
 @dataclass

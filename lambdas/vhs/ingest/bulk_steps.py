@@ -27,8 +27,8 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .. import resources, settings
-from ..errors import InvalidInput, VhsError
+from .. import settings, shapes
+from ..errors import ImportIncomplete, InvalidInput
 from .bulk import (
     FORMATS,
     CsvMapping,
@@ -50,7 +50,7 @@ from .bulk_sources import (
 )
 from .ingestor import Ingestor
 
-SHAPE = resources.BULK_IMPORT
+SHAPE = shapes.BULK_IMPORT
 
 
 class Log(Protocol):
@@ -59,10 +59,6 @@ class Log(Protocol):
     def info(self, msg: str, *args: Any, **kwargs: Any) -> Any: ...
 
     def warning(self, msg: str, *args: Any, **kwargs: Any) -> Any: ...
-
-
-class ImportIncomplete(VhsError):
-    """Some lines of a chunk failed after every retry: the chunk is to be run again."""
 
 
 def _where() -> tuple[str, str, str]:

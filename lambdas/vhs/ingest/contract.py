@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
+from ..bodies.parts import MAX_PARTS, check_part_name
 from ..codec import (
     JSON_CONTENT_TYPE,
     MAX_BODY_SIZE,
@@ -50,7 +51,6 @@ from ..codec import (
 from ..errors import InvalidInput, InvalidMessage, MissingStagedObject
 from ..keys import validate_id
 from ..ordering import parse_timestamp
-from ..parts import MAX_PARTS, check_part_name
 from ..strict_json import document_field, field_label, json_type, parse_json_body
 from .staging import (
     S3Location,

@@ -29,17 +29,22 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import settings
 from ..aws import aws_client, is_key_denied, is_object_missing
+from ..bodies.parts import PartBody, encode_part
 from ..codec import encode_record
-from ..errors import BodyTooLarge, InvalidMessage, MissingStagedObject, UnreadableStagedObject
+from ..errors import (
+    BodyTooLarge,
+    InvalidMessage,
+    MissingStagedObject,
+    OverBudget,
+    UnreadableStagedObject,
+)
 from ..model import DeleteResult, PutResult
-from ..parts import PartBody, encode_part
 from ..shapes import MAX_SQS_MESSAGE_BYTES
 from ..store import VersionedHybridStore
 from .budget import (
     SPOOL_IN_MEMORY,
     Budgets,
     Cost,
-    OverBudget,
     claim_check_cost,
     staged_body_cost,
 )

@@ -9,11 +9,7 @@ import contextvars
 from collections.abc import Callable, Iterator
 from typing import Any
 
-
-class DeleteFenced(Exception):
-    """A delete's request reached its send time after the latest moment its condemnation
-    allows; it was not sent."""
-
+from ..errors import DeleteFenced
 
 # The fence of the delete being sent from this thread: (latest send time, clock).
 _FENCE: contextvars.ContextVar[tuple[float, Callable[[], float]] | None] = contextvars.ContextVar(

@@ -42,6 +42,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import keys
 from ..aws import is_forbidden, is_object_missing
+from ..errors import DeleteFenced
 from ..item import (
     MAX_CONDEMNED,
     MAX_CONDEMNED_HELD,
@@ -53,7 +54,7 @@ from ..item import (
 )
 from ..model import Item
 from ..store import MAX_WRITE_WINDOW, VersionedHybridStore
-from .fence import DeleteFenced, delete_fence, install_delete_fence
+from .fence import delete_fence, install_delete_fence
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The read API's OpenAPI document: the shapes of its parameters, headers and answers, stated
-from the store's own rules (vhs.keys, vhs.parts), and the corrections to what Powertools
+from the store's own rules (vhs.keys, vhs.bodies.parts), and the corrections to what Powertools
 generates from the routes (routes.py declares the routes with these shapes)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from vhs import keys, settings
+from vhs.bodies.parts import PART_NAME, PART_NAME_PATTERN
 from vhs.ordering import MAX_TIMESTAMP_LENGTH
-from vhs.parts import PART_NAME, PART_NAME_PATTERN
 from vhs.shapes import READ_API
 
 PROBLEM_JSON = "application/problem+json"
@@ -131,7 +131,7 @@ class PartDiff(BaseModel):
 
 
 class Diff(BaseModel):
-    """vhs.diffs.Diff.as_json()."""
+    """vhs.history.diffs.Diff.as_json()."""
 
     model_config = _EXACT
     id: str = Field(json_schema_extra=lambda schema: schema.update(_id_schema()))

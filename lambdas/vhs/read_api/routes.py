@@ -18,11 +18,11 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.metrics import MetricUnit
 
+from ..bodies.parts import check_part_name
 from ..changes.feed import version_path
 from ..codec import served_content_type
 from ..errors import DamagedItem, InvalidInput, RecordNotFound
 from ..model import StoredVersion
-from ..parts import check_part_name
 from ..store import VersionedHybridStore
 from .document import (
     AS_OF,

@@ -37,9 +37,9 @@ class ChangeFeedShape(FunctionShape, shape="change feed", timeout_seconds=60, me
     # the rest of the batch as failed (retried), rather than be killed mid-batch.
     stop_publishing_at_remaining_ms: int = 10_000
     dlq_retention_seconds: int = MAX_SQS_RETENTION_SECONDS
-    # The most a notification's JSON Patch (changes/patch.py) may take, as compact UTF-8 JSON;
-    # a larger one is left out ("patch_omitted": "too_large"). The rest of a notification is
-    # under 8 KiB, so ten of the largest still fit one PublishBatch's 256 KiB.
+    # The most a notification's JSON Patch (changes/notification_patch.py) may take, as compact
+    # UTF-8 JSON; a larger one is left out ("patch_omitted": "too_large"). The rest of a
+    # notification is under 8 KiB, so ten of the largest still fit one PublishBatch's 256 KiB.
     max_patch_bytes: int = 16 * 1024
     # A stream consumer falling this far behind is an alarm: records expire after 24 hours.
     iterator_age_alarm_seconds: int = 900

@@ -1,5 +1,5 @@
 """`vhs dictionary train` and `vhs dictionary list`: the zstd dictionaries a store packs its
-bodies with (docs/design.md, "Dictionaries"; vhs/dictionaries.py keeps them).
+bodies with (docs/design.md, "Dictionaries"; vhs/bodies/dictionaries.py keeps them).
 
 Training reads the current version of up to `sample` items with a Scan (the table's hash
 order: a sample no id order biases), takes each inline body (bodies in S3 are never packed,
@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from vhs.deltas import UndecodableBody, inline_body
-from vhs.errors import InvalidInput
+from vhs.bodies.packing import compress, train, zstd_available
+from vhs.errors import InvalidInput, UndecodableBody
+from vhs.history.stored_deltas import inline_body
 from vhs.item import MalformedItem, item_from_dynamo
-from vhs.packing import compress, train, zstd_available
 from vhs.store import VersionedHybridStore
 from vhs.table_scan import scan_pages
 

@@ -413,6 +413,6 @@ class _CannotStage(Exception):
 
 def _store_limits() -> MessageLimits:
     """The limits of the store the handler writes with, by default."""
-    from vhs.store import DEFAULT_MAX_FUTURE
+    from vhs.store_config import DEFAULT_MAX_FUTURE
 
     return MessageLimits(max_future=DEFAULT_MAX_FUTURE, max_body_size=MAX_BODY_SIZE)

@@ -36,7 +36,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from vhs import keys
 from vhs.aws import is_object_missing
-from vhs.deltas import UndecodableBody, inline_bodies, inline_part
+from vhs.errors import UndecodableBody
+from vhs.history.stored_deltas import inline_bodies, inline_part
 from vhs.item import ID, MalformedItem, item_from_dynamo, layout_problem, stored_layout
 from vhs.model import Entry, Item
 from vhs.store import VersionedHybridStore

@@ -1,6 +1,6 @@
 """The DLQ alarm on the local stack, evaluated as CloudWatch evaluates it.
 
-The alarm itself is created in (moto's) CloudWatch from `resources.DLQ_ALARM`, the definition
+The alarm itself is created in (moto's) CloudWatch from `shapes.DLQ_ALARM`, the definition
 the CDK deploys: the maximum of AWS/SQS ApproximateNumberOfMessagesVisible for the DLQ over a
 period, at or above 1. moto stores alarms but never evaluates them, and its SQS publishes no
 metrics, so `AlarmEvaluator` does both jobs here. Once a period it samples the metric the way

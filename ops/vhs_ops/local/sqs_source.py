@@ -1,7 +1,7 @@
 """Lambda's SQS event source, emulated: the local pipeline's poller.
 
 `SqsEventSource` does locally what an SQS event source mapping does on AWS, with the settings
-of `resources.INGEST` (the ones the CDK deploys):
+of `shapes.INGEST` (the ones the CDK deploys):
 
 * it long-polls the queue (ReceiveMessage, at most 10 at a time, every system and message
   attribute) and gathers a batch until it holds `batch_size` messages, the batching window has

@@ -1,7 +1,7 @@
 """Lambda's DynamoDB Streams event source, emulated: the local change feed's poller.
 
 `DynamoDBStreamSource` does locally what a DynamoDB stream event source mapping does on AWS,
-with the settings of `resources.CHANGES` (the ones infra/changes.py deploys):
+with the settings of `shapes.CHANGES` (the ones infra/changes.py deploys):
 
 * it lists the stream's shards (DescribeStream) and reads each with GetShardIterator
   (TRIM_HORIZON, or LATEST for the shards open when it starts) and GetRecords, a child shard

@@ -23,7 +23,7 @@ from typing import Any
 
 import boto3
 
-from vhs import VersionedHybridStore
+from vhs import StoreConfig, VersionedHybridStore
 from vhs_ops import provisioning
 from vhs_ops.local.moto_dynamodb import direct_responses
 from vhs_ops.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS, client
@@ -60,12 +60,14 @@ class Backend:
         options.setdefault("prefix", f"t{uuid.uuid4().hex[:8]}" if self.name == "live" else "")
         if self.codec == ZSTD_CODEC:
             options.setdefault("dictionaries", True)
+        s3_client = options.pop("s3_client", self.s3)
+        dynamodb_client = options.pop("dynamodb_client", self.dynamodb)
         store = VersionedHybridStore(
             self.table_name,
             self.bucket_name,
-            s3_client=options.pop("s3_client", self.s3),
-            dynamodb_client=options.pop("dynamodb_client", self.dynamodb),
-            **options,
+            StoreConfig(**options),
+            s3_client=s3_client,
+            dynamodb_client=dynamodb_client,
         )
         if self.layouts == MIXED:
             alternate_layouts(store)

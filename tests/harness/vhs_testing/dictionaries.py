@@ -1,6 +1,7 @@
-"""A zstd dictionary for tests (vhs/dictionaries.py, vhs/packing.py), trained once a process on
-catalogue-like records of the shapes the tests write, so that stores which write with
-dictionaries pack the tests' records with it where it makes them smaller (`publish_to`)."""
+"""A zstd dictionary for tests (vhs/bodies/dictionaries.py, vhs/bodies/packing.py), trained
+once a process on catalogue-like records of the shapes the tests write, so that stores which
+write with dictionaries pack the tests' records with it where it makes them smaller
+(`publish_to`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import random
 from typing import Any
 
 from vhs import VersionedHybridStore
-from vhs.packing import Dictionary, train
+from vhs.bodies.packing import Dictionary, train
 
 ZLIB_CODEC = "zlib"  # the store as configured by default: zlib alone
 ZSTD_CODEC = "zstd"  # writes with the test dictionary (and zstd deltas)

@@ -15,7 +15,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-KEY = "id"  # the table's partition key (resources.TABLE)
+KEY = "id"  # the table's partition key (shapes.TABLE)
 
 
 class LaggingDynamoDB:

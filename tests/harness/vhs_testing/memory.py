@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from vhs.diffs import Diff
+from vhs.history.diffs import Diff
 from vhs_testing.backends import open_backend
 from vhs_testing.records import at
 

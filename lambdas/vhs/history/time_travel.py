@@ -27,11 +27,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from . import keys
-from .errors import InvalidInput, RecordDeleted, RecordNotFound, VersionNotRetained
-from .model import Entry, Item, StoredVersion
-from .ordering import moment_text, parse_moment, stored_to_datetime
-from .retention import Retention
+from .. import keys
+from ..errors import InvalidInput, RecordDeleted, RecordNotFound, VersionNotRetained
+from ..model import Entry, Item, StoredVersion
+from ..ordering import moment_text, parse_moment, stored_to_datetime
+from ..retention import Retention
 
 # A moment: a timezone-aware datetime or an RFC 3339 string (ordering.parse_moment).
 When = datetime | str | None

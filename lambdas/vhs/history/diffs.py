@@ -2,7 +2,7 @@
 
 Both versions come from one read of the item, so they are the versions as they stood together.
 For a JSON record (both versions `application/json`) the answer carries an RFC 6902 JSON
-Patch from the first to the second (patches.py); the bodies are read only when their hashes
+Patch from the first to the second (vhs.json_patch); the bodies are read only when their hashes
 differ (0 requests for an inline body, one S3 GET for each body in S3). For any other content
 type it says whether the bodies differ, with their sizes and hashes, from the item alone.
 Parts (docs/design.md, "Parts") are compared by name and hash, never read.
@@ -23,13 +23,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
-from . import keys
-from .codec import JSON_CONTENT_TYPE
-from .errors import InvalidInput, RecordNotFound, VersionNotRetained, never_or_no_longer
-from .model import Entry, Item, Record, StoredPart, StoredVersion, entry_time
-from .patches import TOO_LARGE, UNREADABLE, Operation, make_patch
-from .retention import Retention
-from .strict_json import parse_document
+from .. import keys
+from ..codec import JSON_CONTENT_TYPE
+from ..errors import InvalidInput, RecordNotFound, VersionNotRetained, never_or_no_longer
+from ..json_patch import TOO_LARGE, UNREADABLE, Operation, make_patch
+from ..model import Entry, Item, Record, StoredPart, StoredVersion, entry_time
+from ..retention import Retention
+from ..strict_json import parse_document
 
 JSON = "json"
 OPAQUE = "opaque"
@@ -43,7 +43,7 @@ MAX_BODY_BYTES = 2 * 1024 * 1024
 MAX_PATCH_BYTES = 1024 * 1024
 # What one diff may hold at its peak, by the measure of tests/core/test_diff_limits.py (two
 # bodies of MAX_BODY_BYTES in the costliest shapes, a patch up to its bound): well within the
-# read API's memory (resources.READ_API.function_memory_mb).
+# read API's memory (shapes.READ_API.function_memory_mb).
 MEMORY_BOUND_BYTES = 192 * 1024 * 1024
 
 

@@ -21,11 +21,20 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
 
-from .codec import sha256_hex
-from .errors import IntegrityError
-from .model import Entry, Item, StoredPart
-from .packing import DELTA, SAME, ZLIB, ZSTD, ZSTD_DELTA, Dictionary, compress_against, decompress
-from .retention import Retention
+from ..bodies.packing import (
+    DELTA,
+    SAME,
+    ZLIB,
+    ZSTD,
+    ZSTD_DELTA,
+    Dictionary,
+    compress_against,
+    decompress,
+)
+from ..codec import sha256_hex
+from ..errors import IntegrityError, UndecodableBody
+from ..model import Entry, Item, StoredPart
+from ..retention import Retention
 
 # A reader's way to the dictionary an entry names (dictionaries.DictionaryStore.get).
 Dictionaries = Callable[[str], Dictionary]
@@ -33,16 +42,6 @@ Dictionaries = Callable[[str], Dictionary]
 DELTAS = (DELTA, ZSTD_DELTA)
 
 logger = logging.getLogger(__name__)
-
-
-class UndecodableBody(ValueError):
-    """An inline body that does not decode to the bytes its entry's hash names: `version`'s,
-    which decoded to bytes of sha256 `actual`, or did not decode at all (None)."""
-
-    def __init__(self, message: str, version: int, actual: str | None = None) -> None:
-        super().__init__(message)
-        self.version = version
-        self.actual = actual
 
 
 def history_after(

@@ -12,7 +12,7 @@ compact tags):
 * DELTA: zlib with the successor's body as its preset dictionary;
 * ZSTD_DELTA: a zstd frame with the successor's body as its raw dictionary, which takes about
   two thirds of DELTA's bytes on catalogue edits;
-* SAME: a part whose bytes the next version holds (deltas.py); None: stored as it is.
+* SAME: a part whose bytes the next version holds (history/stored_deltas.py); None: stored as it is.
 
 Every form is decoded bounded by the entry's recorded size, and checked against its hash by
 the caller, so a damaged or hostile item can make a reader neither inflate a bomb nor return
@@ -32,6 +32,8 @@ import hashlib
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from ..errors import ZstdUnavailable
 
 
 def _zstd() -> Any:
@@ -65,10 +67,6 @@ ZSTD_LEVEL = 19
 DICTIONARY_ID_BYTES = 8
 # zstd takes no shorter raw dictionary (a successor this small is no help to a delta anyway).
 MIN_RAW_DICTIONARY = 8
-
-
-class ZstdUnavailable(ValueError):
-    """A body packed with zstd, on a Python with neither compression.zstd nor backports.zstd."""
 
 
 class Packed(NamedTuple):

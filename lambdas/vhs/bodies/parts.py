@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .codec import Body, canonical_json, encode_record, sha256_hex
-from .errors import BodyTooLarge, InvalidPart, InvalidRecord, PartTooLarge
+from ..codec import Body, canonical_json, encode_record, sha256_hex
+from ..errors import BodyTooLarge, InvalidPart, InvalidRecord, PartTooLarge
 
 # Lower case, so a name means the same in a URL path, a file name and a CLI flag; no "/" and
 # no leading "." so it is one safe path segment; 63 characters, a DNS label's length.

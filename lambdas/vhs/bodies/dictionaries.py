@@ -31,8 +31,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .aws import is_object_missing
-from .errors import BodyHashMismatch, DanglingPointer
+from ..aws import is_object_missing
+from ..errors import BodyHashMismatch, DanglingPointer
 from .packing import Dictionary
 
 FOLDER = "_dictionaries"

@@ -18,7 +18,8 @@ Operation = dict[str, Any]
 
 # Why a diff or a change notification carries no patch where both versions claim JSON: the
 # patch (or a body it is made from) is over the reader's bound, or a body is not JSON by the
-# rules of a record (strict_json). The change feed also has "not_inline" (changes/patch.py).
+# rules of a record (strict_json). The change feed also has "not_inline"
+# (changes/notification_patch.py).
 TOO_LARGE = "too_large"
 UNREADABLE = "unreadable"
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .aws import is_object_missing
-from .codec import Body
-from .errors import BodyHashMismatch, DanglingPointer
+from ..aws import is_object_missing
+from ..codec import Body
+from ..errors import BodyHashMismatch, DanglingPointer
 
 # One PutObject takes up to 5 GiB; multipart above this keeps memory and retries small.
 MULTIPART_THRESHOLD = 64 * 1024 * 1024

@@ -2,7 +2,7 @@
 
 An update of a JSON record whose previous version (version - 1) is a JSON record gets exactly
 one of two fields: `patch`, the RFC 6902 JSON Patch from the previous version's record to this
-one's (vhs.patches), or `patch_omitted`, why there is none:
+one's (vhs.json_patch), or `patch_omitted`, why there is none:
 
 * "too_large": the patch, as compact UTF-8 JSON, is over CHANGES.max_patch_bytes;
 * "not_inline": either body is in S3, not in the item: the feed reads nothing but the stream
@@ -25,11 +25,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..codec import JSON_CONTENT_TYPE
-from ..deltas import Dictionaries, UndecodableBody, inline_body
-from ..errors import InvalidInput
+from ..errors import InvalidInput, UndecodableBody
+from ..history.stored_deltas import Dictionaries, inline_body
 from ..item import CURRENT, ID, VERSION, item_from_dynamo
+from ..json_patch import TOO_LARGE, UNREADABLE, make_patch
 from ..model import Item
-from ..patches import TOO_LARGE, UNREADABLE, make_patch
 from ..shapes import CHANGES
 from ..strict_json import parse_document
 
