@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 from pynamodb_mate.patterns.large_attribute.api import LargeAttributeMixin, split_s3_uri
 
 from vhs import VersionedHybridStore, resources
-from vhs.layouts import Layout
+from vhs.index.layouts import Layout
 from vhs.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
 from vhs.maintenance.gc import GarbageCollector
 from vhs.operator.dictionaries import TrainReport, train_dictionary

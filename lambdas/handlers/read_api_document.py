@@ -13,9 +13,9 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from vhs import keys, settings
-from vhs.ordering import MAX_TIMESTAMP_LENGTH
 from vhs.parts import PART_NAME, PART_NAME_PATTERN
 from vhs.resources import READ_API
+from vhs.timestamps import MAX_TIMESTAMP_LENGTH
 
 PROBLEM_JSON = "application/problem+json"
 OPENAPI_TITLE = "VHS read API"

@@ -8,8 +8,9 @@ from datetime import datetime
 from typing import Any
 
 from .errors import PartNotFound
-from .ordering import TOMBSTONE_HASH, OrderKey, Outcome, stored_to_datetime
+from .ordering import TOMBSTONE_HASH, OrderKey, Outcome
 from .strict_json import parse_document
+from .timestamps import stored_to_datetime
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Entry:
     name, hash and content type), and keeps its body's own hash in `body_hash`. Without parts
     `body_hash` is None and `content_hash` is the body's hash, as it always was."""
 
-    updated_at: str  # stored form, see ordering.parse_timestamp
+    updated_at: str  # stored form, see timestamps.parse_timestamp
     content_hash: str  # sha256 hex, or TOMBSTONE_HASH for a delete
     size: int
     written_at: int  # epoch seconds when this version was written (retention clock)

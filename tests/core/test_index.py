@@ -14,7 +14,7 @@ import copy
 from typing import Any
 
 from vhs import Retention
-from vhs.index import DynamoIndex
+from vhs.index.table import DynamoIndex
 from vhs.packing import DELTA
 from vhs_testing.backends import Backend
 from vhs_testing.records import at

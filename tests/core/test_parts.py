@@ -16,8 +16,8 @@ import pytest
 
 from vhs import BodyHashMismatch, InvalidInput, Retention, VersionedHybridStore
 from vhs.errors import InvalidPart, PartNotFound, PartTooLarge
-from vhs.item import BODY_HASH, PARTS
-from vhs.item_size import entry_size
+from vhs.index.codec import BODY_HASH, PARTS
+from vhs.index.size import entry_size
 from vhs.maintenance.gc import GarbageCollector
 from vhs.operator.verify import verify
 from vhs.parts import MAX_PARTS, manifest_hash

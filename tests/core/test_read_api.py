@@ -21,7 +21,7 @@ import pytest
 
 from handlers import read_api, read_api_document
 from vhs import keys, resources, settings
-from vhs.layouts import Layout
+from vhs.index.layouts import Layout
 from vhs.local.read_api import LocalReadApi, signed_headers
 from vhs.store import VersionedHybridStore
 from vhs_testing.bad_inputs import CASES, Accepted, valid_id
@@ -243,7 +243,7 @@ def test_a_stored_content_type_that_is_no_media_type_is_served_as_octet_stream(
 ) -> None:
     """Written before content types were checked (or by hand): never reflected into the
     Content-Type header, whose value it cannot be."""
-    from vhs.item import CONTENT_TYPE
+    from vhs.index.codec import CONTENT_TYPE
 
     id = "legacy-type"
     api.store.put(id, b"legacy bytes", updated_at=T1, content_type="text/plain")

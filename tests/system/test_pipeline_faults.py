@@ -51,10 +51,10 @@ import vhs_testing
 from vhs import RecordNotFound, VersionedHybridStore, keys, resources
 from vhs.codec import BINARY_CONTENT_TYPE as BINARY
 from vhs.codec import Body
+from vhs.index.codec import condemnation_of, item_from_dynamo
 from vhs.ingest import batch as batching
 from vhs.ingest.deadletter import DeadLetter
 from vhs.ingest.staging import StagingLocation
-from vhs.item import condemnation_of, item_from_dynamo
 from vhs.local.invoke import load_handler
 from vhs.local.sqs_source import Invocation, SqsEventSource, lambda_record, queue_depth
 from vhs.local.stack import MotoServer, client, environment
@@ -62,8 +62,8 @@ from vhs.local.stream_source import LocalChangeFeed
 from vhs.maintenance.gc import GarbageCollector
 from vhs.operator.dlq import DeadLetterQueue
 from vhs.operator.producer import Producer
-from vhs.ordering import parse_timestamp
 from vhs.retention import Retention
+from vhs.timestamps import parse_timestamp
 from vhs_testing.faults import FAULT_KINDS, TRANSPARENT, Crash, Fault, FaultInjector
 from vhs_testing.invariants import (
     StoreState,

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..deltas import Dictionaries
-from ..item import (
+from ..index.codec import (
     CURRENT,
     MalformedItem,
     body_location,
@@ -203,7 +203,7 @@ def deduplication_id(change: Change) -> str:
 # --- deriving changes from stream images ---------------------------------------------------
 
 
-# A stream image is an item as item.py lays it out; one that is not raises this.
+# A stream image is an item as index/codec.py lays it out; one that is not raises this.
 MalformedImage = MalformedItem
 
 

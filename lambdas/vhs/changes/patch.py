@@ -27,7 +27,7 @@ from typing import Any
 from ..codec import JSON_CONTENT_TYPE
 from ..deltas import Dictionaries, UndecodableBody, inline_body
 from ..errors import InvalidInput
-from ..item import CURRENT, ID, VERSION, item_from_dynamo
+from ..index.codec import CURRENT, ID, VERSION, item_from_dynamo
 from ..model import Item
 from ..patches import TOO_LARGE, UNREADABLE, make_patch
 from ..resources import CHANGES

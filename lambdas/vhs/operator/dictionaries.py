@@ -22,10 +22,10 @@ from typing import Any
 
 from ..deltas import UndecodableBody, inline_body
 from ..errors import InvalidInput
-from ..item import MalformedItem, item_from_dynamo
+from ..index.codec import MalformedItem, item_from_dynamo
+from ..index.scan import scan_pages
 from ..packing import compress, train, zstd_available
 from ..store import VersionedHybridStore
-from ..table_scan import scan_pages
 
 DEFAULT_SAMPLE = 5000
 DEFAULT_SIZE = 64 * 1024

@@ -37,10 +37,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .. import keys
 from ..aws import is_object_missing
 from ..deltas import UndecodableBody, inline_bodies, inline_part
-from ..item import ID, MalformedItem, item_from_dynamo, layout_problem, stored_layout
+from ..index.codec import ID, MalformedItem, item_from_dynamo, layout_problem, stored_layout
+from ..index.scan import scan_pages
 from ..model import Entry, Item
 from ..store import VersionedHybridStore
-from ..table_scan import scan_pages
 from .findings import (
     Finding,
     FindingCallback,

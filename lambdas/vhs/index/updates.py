@@ -1,10 +1,10 @@
-"""The UpdateItem requests of the index's writes (index.py sends them and settles their answers):
+"""The UpdateItem requests of the index's writes (table.py sends them and settles their answers):
 each a pure function of the entry to write and what the writer knows, with no I/O.
 
 * `new_version`: a blind write. The update moves `c` into `p` (server-side) and sets the new
-  `c`, admitted only if it is newer and different (ordering.py).
+  `c`, admitted only if it is newer and different (conditions.py).
 * `replace`: a write planned from the item as read. The history is the caller's (deltas,
-  retention's drops), measured to fit item.ITEM_BUDGET, and the condition also requires the
+  retention's drops), measured to fit codec.ITEM_BUDGET, and the condition also requires the
   item to be still as read.
 * `touch`: the same content with a later timestamp moves `updated_at` forward, nothing else.
 
@@ -18,8 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from . import ordering
-from .item import (
+from .. import ordering
+from ..errors import PartsNotHeld
+from ..model import Entry, Item
+from . import conditions
+from .codec import (
     CONDEMNED_BODIES,
     CONDEMNED_UNTIL,
     CONTENT_HASH,
@@ -36,9 +39,8 @@ from .item import (
     entry_to_dynamo,
     item_from_dynamo,
 )
-from .item_size import fit_history
 from .layouts import CONDITION_FORMS, Layout, key_values
-from .model import Entry, Item
+from .size import fit_history
 
 # The attribute names the requests use, by placeholder.
 NAMES = {
@@ -63,17 +65,6 @@ NOT_CONDEMNED_SINCE_UPLOAD = (
 
 # Given the item a write replaces, the history it holds after the write (DynamoIndex.put_planned).
 HistoryPlan = Callable[[Item], Sequence[Entry]]
-
-
-class PartsNotHeld(Exception):
-    """The item changed since the writer decided which parts it need not upload: its current
-    entry no longer references `missing` in S3. The writer uploads them and writes against
-    `basis` (the item as the refusal returned it)."""
-
-    def __init__(self, basis: dict, missing: frozenset[str]) -> None:
-        self.basis = basis
-        self.missing = missing
-        super().__init__(f"{len(missing)} objects are no longer referenced by the current entry")
 
 
 class Update(NamedTuple):
@@ -104,7 +95,11 @@ def new_version(
     if keep_history:
         values[":empty"] = {"L": []}
     return _guarded(
-        update, f"({ordering.newer_and_different(entry.order_key, _FORMS)})", values, names, guards
+        update,
+        f"({conditions.newer_and_different(entry.order_key, _FORMS)})",
+        values,
+        names,
+        guards,
     )
 
 
@@ -137,7 +132,7 @@ def replace(
         else:
             update = "SET #c = :c REMOVE #p ADD #v :one"
         unchanged = _as_read(basis, seen, values, names)
-    condition = f"({ordering.newer_and_different(entry.order_key, _FORMS)}) AND {unchanged}"
+    condition = f"({conditions.newer_and_different(entry.order_key, _FORMS)}) AND {unchanged}"
     return _guarded(update, condition, values, names, guards)
 
 
@@ -203,7 +198,7 @@ def touch(entry: Entry, stored: Layout) -> Update:
     values.pop(form.binary or "", None)  # only an order comparison of hashes names it
     return Update(
         f"SET #c[0].#t = {form.t}",
-        ordering.newer_and_same(incoming, form),
+        conditions.newer_and_same(incoming, form),
         values,
         {"#c", "#t", "#h", "#ct"},
         {},

@@ -1,13 +1,14 @@
-"""The two forms an entry's ordering key, hashes and codec names take in the item (item.py).
+"""The two forms an entry's ordering key, hashes and codec names take in the item (codec.py).
 
 DynamoDB bills a write by the started kilobyte of the item, so the bytes of every held entry
 are paid again on every update of the id. The compact layout, which every write makes, stores
 
 * `t`, the ordering timestamp, as a number: microseconds since 1970-01-01T00:00:00Z, the
-  precision of the stored form ordering.py compares (never coarser), negative before 1970;
+  precision of the stored form the ordering key compares (vhs/timestamps.py; never coarser),
+  negative before 1970;
 * `h` (and `bh`, and a part's `h`), a sha256, as its 32 raw bytes; a delete's TOMBSTONE_HASH
   stays the one-character string "~", which the conditions order after every binary digest
-  (ordering.StoredForm);
+  (conditions.StoredForm);
 * `z`, a delta's codec, as one character (CODEC_TAGS); zlib, the current entry's codec, held
   once an item, keeps its name.
 
@@ -34,8 +35,11 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .ordering import TOMBSTONE_HASH, OrderKey, StoredForm, stored_form, stored_to_datetime
-from .packing import DELTA, SAME, ZLIB, ZSTD, ZSTD_DELTA
+from ..errors import BadField
+from ..ordering import TOMBSTONE_HASH, OrderKey
+from ..packing import DELTA, SAME, ZLIB, ZSTD, ZSTD_DELTA
+from ..timestamps import stored_form, stored_to_datetime
+from .conditions import StoredForm
 
 
 class Layout(enum.StrEnum):
@@ -47,7 +51,7 @@ CODEC_TAGS = {DELTA: "d", SAME: "s", ZSTD: "Z", ZSTD_DELTA: "D"}
 _CODEC_NAMES = {tag: name for name, tag in CODEC_TAGS.items()}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-# The stored form's range (ordering.parse_timestamp: four-digit years).
+# The stored form's range (timestamps.parse_timestamp: four-digit years).
 _EARLIEST = (datetime(1000, 1, 1, tzinfo=UTC) - _EPOCH) // _MICROSECOND
 _LATEST = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - _EPOCH) // _MICROSECOND
 
@@ -62,10 +66,6 @@ _TYPE_NAMES = {
     Layout.COMPACT: {":N": {"S": "N"}, ":B": {"S": "B"}},
     Layout.TEXT: {":S": {"S": "S"}},
 }
-
-
-class BadField(ValueError):
-    """A stored value that neither layout writes (item.py reports it as a MalformedItem)."""
 
 
 def time_value(stored: str, layout: Layout) -> dict[str, str]:
@@ -86,7 +86,7 @@ def time_of_number(number: Any) -> str:
     return stored_form(_EPOCH + micros * _MICROSECOND)
 
 
-# The stored form (ordering.stored_form) exactly: fixed width, so string order is time order.
+# The stored form (timestamps.stored_form) exactly: fixed width, so string order is time order.
 _STORED_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 _DIGEST_BYTES = 32

@@ -1,8 +1,8 @@
 """The index: one DynamoDB item per record id, written with conditional updates.
 
-The item's layout and its codec are in item.py, the requests' expressions in updates.py. Each
+The item's layout and its codec are in codec.py, the requests' expressions in updates.py. Each
 kind of write has its method: `put_blind` (one UpdateItem, no read first: the condition,
-ordering.py, admits it only if it is newer and different, and DynamoDB evaluates every action
+conditions.py, admits it only if it is newer and different, and DynamoDB evaluates every action
 against the item as it was, so it is atomic), `put_planned` (read first, the history planned
 by the caller, written only if the item is still as read) and `delete` (a tombstone, written
 blind). They share one settle step (`_settle`): a refused write's condition hands back the
@@ -21,10 +21,14 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import ordering, updates
-from .aws import is_condition_failed
-from .errors import ItemTooLarge, WriteConflict
-from .item import (
+from .. import ordering
+from ..aws import is_condition_failed
+from ..errors import BodyCondemned, ItemTooLarge, WriteConflict
+from ..model import Entry, Item
+from ..ordering import Outcome
+from ..resources import TABLE
+from . import updates
+from .codec import (
     CONDEMNED_UNTIL,
     CURRENT,
     HISTORY,
@@ -33,25 +37,11 @@ from .item import (
     condemnation_of,
     item_from_dynamo,
 )
-from .item_size import fit_stored
 from .layouts import Layout, layout_of_entry
-from .model import Entry, Item
-from .ordering import Outcome
-from .resources import TABLE
+from .size import fit_stored
 from .updates import NAMES, HistoryPlan
 
 _MAX_ATTEMPTS = 8
-
-
-class BodyCondemned(Exception):
-    """The garbage collector condemned the body this write points at, after the upload began:
-    it may delete the object until `deadline` (epoch seconds). The writer waits until then,
-    uploads the body again, and retries."""
-
-    def __init__(self, deadline: float, basis: dict | None = None) -> None:
-        self.deadline = deadline
-        self.basis = basis  # the item as the refusal returned it
-        super().__init__(f"body condemned by the garbage collector until {deadline}")
 
 
 @dataclass(frozen=True)
@@ -205,7 +195,7 @@ class DynamoIndex:
         with no read first. The update moves the current entry into the history as it is
         (server-side; dropped without `keep_history`) and sets the new one. Such a blind write
         cannot measure the item before writing it, so it measures the item it gets back: past
-        item.ITEM_BUDGET, the oldest history is trimmed at once (`_within_budget`); and if
+        codec.ITEM_BUDGET, the oldest history is trimmed at once (`_within_budget`); and if
         DynamoDB refuses the append for the item's size, the write is made as `put_planned`
         makes it, with `fallback` as its history, against a strongly consistent read.
 
@@ -259,7 +249,7 @@ class DynamoIndex:
         """Make `entry` current if the ordering rules admit it, with the history `history`
         plans from the item it replaces (the superseded current entry last; deltas and
         retention's drops: vhs/deltas.py), less the oldest entries that do not fit
-        item.ITEM_BUDGET as DynamoDB measures it, so an id keeps taking writes whatever its
+        codec.ITEM_BUDGET as DynamoDB measures it, so an id keeps taking writes whatever its
         history holds. Raises ItemTooLarge (nothing written) if the entry alone does not fit.
 
         The item is read first (`basis`, if the caller has it; else an eventually consistent
@@ -368,7 +358,7 @@ class DynamoIndex:
 
     def _within_budget(self, id: str, raw: dict) -> dict:
         """The item `raw` a blind write returned, with its oldest history trimmed (one more
-        conditional UpdateItem, only then) if it outgrew item.ITEM_BUDGET."""
+        conditional UpdateItem, only then) if it outgrew codec.ITEM_BUDGET."""
         item = item_from_dynamo(raw)
         if item is None:
             return raw

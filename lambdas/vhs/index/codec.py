@@ -49,12 +49,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import item_fields as fields
-from . import keys
-from .codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE
-from .errors import DamagedItem
+from .. import keys
+from ..codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE
+from ..errors import BadField, DamagedItem
+from ..model import Entry, Item, StoredPart
+from ..ordering import TOMBSTONE_HASH
+from ..packing import DICTIONARY_ID_BYTES, SAME, ZSTD
+from ..parts import MAX_PARTS, PART_NAME
+from ..resources import TABLE
+from . import fields
 from .layouts import (
-    BadField,
     Layout,
     codec_of_text,
     codec_value,
@@ -63,11 +67,6 @@ from .layouts import (
     layout_of_entry,
     time_value,
 )
-from .model import Entry, Item, StoredPart
-from .ordering import TOMBSTONE_HASH
-from .packing import DICTIONARY_ID_BYTES, SAME, ZSTD
-from .parts import MAX_PARTS, PART_NAME
-from .resources import TABLE
 
 ID = TABLE.partition_key
 VERSION = "v"
@@ -101,7 +100,7 @@ UPDATED_AT = "t"
 CONTENT_HASH = "h"
 SIZE = "n"
 WRITTEN_AT = "w"
-WRITER = "k"  # the writer's token (see index.py)
+WRITER = "k"  # the writer's token (see table.py)
 CONTENT_TYPE = "ct"
 INLINE_BODY = "b"
 CODEC = "z"

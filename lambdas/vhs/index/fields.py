@@ -1,8 +1,8 @@
 """The values of a stored item, each decoded and checked: a bad one raises DamagedItem naming
-its field (item.py composes them into entries and items; docs/design.md, "The item").
+its field (codec.py composes them into entries and items; docs/design.md, "The item").
 
 Each takes a low-level AttributeValue (as GetItem returns it) and gives the Python value, or
-raises layouts.BadField, which `decoded` turns into a DamagedItem naming the attribute.
+raises errors.BadField, which `decoded` turns into a DamagedItem naming the attribute.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from .codec import MAX_BODY_SIZE
-from .errors import DamagedItem
-from .layouts import BadField, Layout, hash_of_bytes, hash_of_text, time_of_number, time_of_text
-from .ordering import TOMBSTONE_HASH
+from ..codec import MAX_BODY_SIZE
+from ..errors import BadField, DamagedItem
+from ..ordering import TOMBSTONE_HASH
+from .layouts import Layout, hash_of_bytes, hash_of_text, time_of_number, time_of_text
 
 _T = TypeVar("_T")
 _WHOLE = re.compile(r"-?[0-9]+")

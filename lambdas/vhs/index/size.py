@@ -1,5 +1,5 @@
 """DynamoDB's size of an item, by its documented rules, and how much of a history a write
-leaves out to keep its item within item.ITEM_BUDGET (docs/design.md, "The item")."""
+leaves out to keep its item within codec.ITEM_BUDGET (docs/design.md, "The item")."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from . import item_fields as fields
-from .errors import ItemTooLarge
-from .item import CURRENT, HISTORY, ID, ITEM_BUDGET, VERSION, entry_to_dynamo
+from ..errors import ItemTooLarge
+from ..model import Entry
+from . import fields
+from .codec import CURRENT, HISTORY, ID, ITEM_BUDGET, VERSION, entry_to_dynamo
 from .layouts import Layout
-from .model import Entry
 
 
 def item_size(raw: Mapping[str, Mapping[str, Any]] | None) -> int:
