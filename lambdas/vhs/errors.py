@@ -158,7 +158,7 @@ class DamagedItem(IntegrityError, ValueError):
 
 class BadField(ValueError):
     """A stored value that neither item layout writes (vhs/index/layouts.py): the item's field
-    decoders (vhs/index/fields.py) report it as a DamagedItem naming the field."""
+    decoders (vhs/index/decode.py) report it as a DamagedItem naming the field."""
 
 
 class DanglingPointer(IntegrityError):

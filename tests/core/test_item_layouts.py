@@ -12,8 +12,15 @@ from typing import Any
 
 import pytest
 
-from vhs.index.codec import ID, entry_from_dynamo, entry_to_dynamo, item_from_dynamo, stored_layout
-from vhs.index.layouts import Layout, time_value
+from vhs.index.codec import (
+    ID,
+    entry_from_dynamo,
+    entry_to_dynamo,
+    item_from_dynamo,
+    stored_layout,
+    time_value,
+)
+from vhs.index.layouts import Layout
 from vhs.index.size import entry_size
 from vhs.local.metering import RequestMeter
 from vhs.model import Entry, StoredPart

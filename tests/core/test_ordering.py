@@ -8,8 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from vhs.errors import InvalidTimestamp
-from vhs.index.conditions import newer_and_different, newer_and_same, written
-from vhs.index.layouts import CONDITION_FORMS
+from vhs.index.conditions import CONDITION_FORMS, newer_and_different, newer_and_same, written
 from vhs.ordering import TOMBSTONE_HASH, OrderKey, Outcome, classify
 from vhs.timestamps import moment_text, parse_moment, parse_timestamp
 

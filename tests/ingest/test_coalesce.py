@@ -21,7 +21,8 @@ from test_ingest_handler import (
 )
 
 from vhs import VersionedHybridStore, resources
-from vhs.index.layouts import Layout, time_value
+from vhs.index.codec import time_value
+from vhs.index.layouts import Layout
 from vhs.ingest.batch import _ingest_one, ingest_batch
 from vhs.ingest.coalesce import losers, read_candidate
 from vhs.ingest.ingestor import Ingestor

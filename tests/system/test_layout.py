@@ -122,19 +122,14 @@ UPWARD_IMPORTS = (
     ("lambdas/vhs/write_path.py", "import vhs.store", "vhs.write_path -> vhs.store"),
     # Inside the index, one per boundary of its own order.
     (
-        "lambdas/vhs/index/conditions.py",
-        "import vhs.index.layouts",
-        "vhs.index.conditions -> vhs.index.layouts",
-    ),
-    (
         "lambdas/vhs/index/layouts.py",
-        "import vhs.index.fields",
-        "vhs.index.layouts -> vhs.index.fields",
+        "import vhs.index.conditions",
+        "vhs.index.layouts -> vhs.index.conditions",
     ),
     (
-        "lambdas/vhs/index/fields.py",
+        "lambdas/vhs/index/decode.py",
         "import vhs.index.codec",
-        "vhs.index.fields -> vhs.index.codec",
+        "vhs.index.decode -> vhs.index.codec",
     ),
     ("lambdas/vhs/index/codec.py", "import vhs.index.size", "vhs.index.codec -> vhs.index.size"),
     ("lambdas/vhs/index/size.py", "import vhs.index.budget", "vhs.index.size -> vhs.index.budget"),

@@ -45,100 +45,52 @@ its h)`, exactly as a body does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from .. import keys
 from ..codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE
-from ..errors import BadField, DamagedItem
+from ..errors import DamagedItem
 from ..model import Entry, Item, StoredPart
-from ..ordering import TOMBSTONE_HASH
-from ..packing import DICTIONARY_ID_BYTES, SAME, ZSTD
-from ..parts import MAX_PARTS, PART_NAME
-from ..resources import TABLE
-from . import fields
-from .layouts import (
-    Layout,
-    codec_of_text,
-    codec_value,
-    hash_of_bytes,
-    hash_value,
-    layout_of_entry,
-    time_value,
+from ..ordering import TOMBSTONE_HASH, OrderKey
+from ..packing import SAME
+from ..timestamps import STORED_FORMAT
+from .attributes import *  # noqa: F403 (the item's names are the codec's: codec.ID, codec.CURRENT...)
+from .attributes import (
+    BODY_HASH,
+    CODEC,
+    CONDEMNED_BODIES,
+    CONDEMNED_UNTIL,
+    CONTENT_HASH,
+    CONTENT_TYPE,
+    CURRENT,
+    DICTIONARY,
+    DROPPED,
+    HISTORY,
+    ID,
+    INLINE,
+    INLINE_BODY,
+    PARTS,
+    PURGE,
+    SIZE,
+    UPDATED_AT,
+    WRITER,
+    WRITTEN_AT,
 )
-
-ID = TABLE.partition_key
-VERSION = "v"
-CURRENT = "c"
-HISTORY = "p"
-CONDEMNED_UNTIL = TABLE.condemned_index_key  # "gcd", the key of the sparse index
-CONDEMNED_BODIES = "gcs"
-# 64 bits of a sha256 name a body among one id's bodies; a collision only makes a writer wait.
-CONDEMNED_HASH_CHARS = 16
-# DynamoDB's limit on an item's size (item_size).
-ITEM_LIMIT = 400 * 1024
-# Bodies one condemnation (or renewal of one) names; a run renews an id's condemnation while
-# it has orphans and time, up to MAX_CONDEMNED_HELD names in all until the condemnation expires.
-MAX_CONDEMNED = 1000
-MAX_CONDEMNED_HELD = 6 * MAX_CONDEMNED
-# The most a condemnation takes of its item by DynamoDB's size rules: the names of `gcd` and
-# `gcs`, the deadline (a number: at most 20 bytes) and the set's members (about 94 KiB).
-CONDEMNATION_BYTES = (
-    len(CONDEMNED_UNTIL) + 20 + len(CONDEMNED_BODIES) + MAX_CONDEMNED_HELD * CONDEMNED_HASH_CHARS
-)
-# An entry's attributes.
-DROPPED = "dx"
-# What the collector may add to an item after a write: its largest condemnation, and the
-# dropped-history flag on the current entry (a map element: 1 byte, its name, a boolean).
-COLLECTOR_BYTES = CONDEMNATION_BYTES + 1 + len(DROPPED) + 1
-# The most a write may make an item (id, v, c and p) by DynamoDB's size rules: the rest of
-# the 400 KB is the collector's. A write that would outgrow it drops the oldest history
-# (fit_history); one whose current entry alone would is refused (errors.ItemTooLarge).
-ITEM_BUDGET = ITEM_LIMIT - COLLECTOR_BYTES
-UPDATED_AT = "t"
-CONTENT_HASH = "h"
-SIZE = "n"
-WRITTEN_AT = "w"
-WRITER = "k"  # the writer's token (see table.py)
-CONTENT_TYPE = "ct"
-INLINE_BODY = "b"
-CODEC = "z"
-DICTIONARY = "zd"
-PURGE = "x"
-BODY_HASH = "bh"
-PARTS = "pt"
-
-INLINE = "inline"  # the location of an inline body
-
+from .conditions import CONDITION_FORMS, TYPE_NAMES
+from .decode import Condemnation as Condemnation
+from .decode import condemnation_of as condemnation_of
+from .decode import entry_from_dynamo as entry_from_dynamo
+from .decode import id_of as id_of
+from .decode import item_from_dynamo as item_from_dynamo
+from .decode import layout_of_entry
+from .decode import version_of as version_of
+from .layouts import CODEC_TAGS, EPOCH, MICROSECOND, Layout
 
 # An item (or a stream image of one) that is not laid out as this module writes it: the one
 # typed error its decoders raise (errors.DamagedItem), naming the field and, in an item, the id.
 MalformedItem = DamagedItem
-
-
-@dataclass(frozen=True)
-class Condemnation:
-    """The garbage collector's mark on an item: bodies it deletes before `deadline`."""
-
-    deadline: float
-    bodies: frozenset[str]  # condemned_name() of each
-
-    def covers(self, content_hash: str) -> bool:
-        return condemned_name(content_hash) in self.bodies
-
-
-def condemned_name(content_hash: str) -> str:
-    """How `gcs` names a body."""
-    return content_hash[:CONDEMNED_HASH_CHARS]
-
-
-def condemnation_of(raw: Mapping[str, Any]) -> Condemnation | None:
-    """The collector's condemnation in a raw item, if it has one."""
-    if CONDEMNED_UNTIL not in raw:
-        return None
-    bodies = raw.get(CONDEMNED_BODIES, {}).get("SS", [])
-    return Condemnation(float(raw[CONDEMNED_UNTIL]["N"]), frozenset(bodies))
 
 
 def entry_to_dynamo(entry: Entry, layout: Layout = Layout.COMPACT) -> dict[str, Any]:
@@ -190,170 +142,41 @@ def stored_content_type(entry: Entry) -> str | None:
     return None
 
 
-def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> Entry:
-    """An entry from its DynamoDB map, every field checked in the layout its `t` is in (a
-    write lays an entry out in one layout: layouts.py). `with_body=False` leaves an inline
-    body unread (its `inline` is then b""): stream images in a Lambda event carry it
-    base64-encoded, and a consumer that only needs where the body lives need not decode it.
-    Raises MalformedItem (errors.DamagedItem) naming the field: nothing is read, ordered or
-    served from a value neither layout writes."""
-    attrs = fields.decoded(value, "", fields.as_map)
-    stamp = attrs.get(UPDATED_AT)
-    layout = layout_of_entry({"M": {UPDATED_AT: stamp}}) if isinstance(stamp, Mapping) else None
-    if layout is None:
-        raise DamagedItem(f"expected a number (compact) or a string (text), got {stamp!r}", "t")
-    content_hash = fields.decoded(attrs, CONTENT_HASH, lambda v: fields.content_hash(v, layout))
-    deleted = content_hash == TOMBSTONE_HASH
-    content_type = fields.optional(attrs, CONTENT_TYPE, fields.text)
-    inline = fields.optional(attrs, INLINE_BODY, lambda v: fields.binary(v, with_body))
-    codec = fields.optional(
-        attrs, CODEC, lambda v: codec_of_text(fields.string(v), layout, "entry")
-    )
-    purge = fields.optional(attrs, PURGE, fields.flag) or False
-    dropped = fields.optional(attrs, DROPPED, fields.flag) or False
-    dictionary = fields.optional(attrs, DICTIONARY, _dictionary_id)
-    body_hash = fields.optional(
-        attrs, BODY_HASH, lambda v: fields.content_hash(v, layout, tombstone=False)
-    )
-    parts = fields.optional(attrs, PARTS, lambda v: _parts(v, layout, with_body)) or ()
-    for damaged, field, reason in (
-        (deleted and inline is not None, INLINE_BODY, "a delete with a body"),
-        (deleted and bool(parts), PARTS, "a delete with parts"),
-        (purge and not deleted, PURGE, "a purge flag on a put"),
-        (dropped and not deleted, DROPPED, "a dropped-history flag on a put"),
-        (codec is not None and inline is None, CODEC, "a codec with no inline body"),
-        (dictionary is not None and codec != ZSTD, DICTIONARY, "a dictionary for no zstd body"),
-        (bool(parts) != (body_hash is not None), BODY_HASH if parts else PARTS, _PARTS_TOGETHER),
-    ):
-        if damaged:
-            raise DamagedItem(reason, field)
-    if content_type is None and not deleted:
-        content_type = JSON_CONTENT_TYPE
-    return Entry(
-        updated_at=fields.decoded(attrs, UPDATED_AT, lambda v: fields.time(v, layout)),
-        content_hash=content_hash,
-        size=fields.decoded(attrs, SIZE, fields.size),
-        written_at=fields.decoded(attrs, WRITTEN_AT, fields.epoch_seconds),
-        token=fields.decoded(attrs, WRITER, fields.text),
-        content_type=content_type,
-        inline=inline,
-        codec=codec,
-        dictionary=dictionary,
-        purge=purge,
-        dropped=dropped,
-        body_hash=body_hash,
-        parts=parts,
-    )
+# --- the two layouts' forms, written ---------------------------------------------------------
 
 
-def _dictionary_id(value: Any) -> str:
-    """The id of a zstd dictionary (`zd`): DICTIONARY_ID_BYTES of binary (base64 text in a
-    Lambda event's stream image), as hex."""
-    return hash_of_bytes(
-        fields.typed(value, "B", "binary"), DICTIONARY_ID_BYTES, "a dictionary's id"
-    )
+def time_value(stored: str, layout: Layout) -> dict[str, str]:
+    """The DynamoDB value of an ordering timestamp (ordering's stored form) in `layout`."""
+    if layout is Layout.TEXT:
+        return {"S": stored}
+    moment = datetime.strptime(stored, STORED_FORMAT).replace(tzinfo=UTC)
+    return {"N": str((moment - EPOCH) // MICROSECOND)}
 
 
-_PARTS_TOGETHER = f"a version with parts has both `{BODY_HASH}` and `{PARTS}`, one without neither"
+def hash_value(content_hash: str, layout: Layout) -> dict[str, Any]:
+    """The DynamoDB value of a sha256 (hex) or TOMBSTONE_HASH in `layout`."""
+    if layout is Layout.TEXT or content_hash == TOMBSTONE_HASH:
+        return {"S": content_hash}
+    return {"B": bytes.fromhex(content_hash)}
 
 
-def _parts(value: Any, layout: Layout, with_body: bool) -> tuple[StoredPart, ...]:
-    parts = fields.as_map(value)
-    if not parts:
-        raise BadField("a version with parts has at least one")
-    if len(parts) > MAX_PARTS:
-        raise BadField(f"{len(parts)} parts, more than the {MAX_PARTS} a version may have")
-    return tuple(
-        fields.decoded(parts, name, lambda v, n=name: _part(n, v, layout, with_body))
-        for name in sorted(parts)
-    )
+def codec_value(codec: str, layout: Layout) -> dict[str, str]:
+    return {"S": codec if layout is Layout.TEXT else CODEC_TAGS.get(codec, codec)}
 
 
-def _part(name: str, value: Any, layout: Layout, with_body: bool) -> StoredPart:
-    if not isinstance(name, str) or not PART_NAME.fullmatch(name):
-        raise BadField(f"not a part name ({PART_NAME.pattern})")
-    attrs = fields.as_map(value)
-    inline = fields.optional(attrs, INLINE_BODY, lambda v: fields.binary(v, with_body))
-    codec = fields.optional(attrs, CODEC, lambda v: codec_of_text(fields.string(v), layout, "part"))
-    if codec == SAME:
-        if inline is not None:
-            raise DamagedItem("a part held by the next version has no bytes of its own", CODEC)
-        inline = b""  # inline, in the version after it
-    elif codec is not None and inline is None:
-        raise DamagedItem("a codec with no inline bytes", CODEC)
-    return StoredPart(
-        name=name,
-        content_hash=fields.decoded(
-            attrs, CONTENT_HASH, lambda v: fields.content_hash(v, layout, tombstone=False)
-        ),
-        size=fields.decoded(attrs, SIZE, fields.size),
-        content_type=fields.optional(attrs, CONTENT_TYPE, fields.text) or BINARY_CONTENT_TYPE,
-        inline=inline,
-        codec=codec,
-    )
+def key_values(incoming: OrderKey, layouts: Iterable[Layout]) -> dict[str, dict[str, Any]]:
+    """The values of the ordering conditions' placeholders for `incoming`, in each of
+    `layouts` (those whose CONDITION_FORMS the condition names: DynamoDB refuses unused ones)."""
+    values: dict[str, dict[str, Any]] = {":ct": {"S": incoming.content_type}}
+    for layout in layouts:
+        form = CONDITION_FORMS[layout]
+        values[form.t] = time_value(incoming.updated_at, layout)
+        values[form.h] = hash_value(incoming.content_hash, layout)
+        values |= TYPE_NAMES[layout]
+    return values
 
 
-def version_of(raw: Mapping[str, Any] | None) -> int | None:
-    """The version number a raw item holds, or None (no item, or only GC markers)."""
-    if not raw or VERSION not in raw:
-        return None
-    return _version_of(raw)
-
-
-def _version_of(raw: Mapping[str, Any]) -> int:
-    try:
-        return fields.decoded(raw, VERSION, fields.version)
-    except DamagedItem as error:
-        raise error.within(id=_id_or_none(raw)) from None
-
-
-def id_of(raw: Mapping[str, Any] | None) -> str | None:
-    return fields.decoded(raw, ID, fields.text) if raw and ID in raw else None
-
-
-def item_from_dynamo(raw: Mapping[str, Any], *, with_bodies: bool = True) -> Item | None:
-    """The item the store wrote, or None when there is none (no item, or only GC markers).
-    Raises MalformedItem (errors.DamagedItem, naming the id and the field) when any of its
-    fields is not as either layout writes it."""
-    if not raw or CURRENT not in raw:
-        return None
-    id = _id_or_none(raw)
-    try:
-        if id is None:
-            fields.decoded(raw, ID, fields.text)  # raises: missing, or not a string
-        version = fields.decoded(raw, VERSION, fields.version)
-        current = fields.decoded(raw, CURRENT, fields.as_list)
-        if len(current) != 1:
-            raise DamagedItem(f"holds {len(current)} entries, not 1", CURRENT)
-        history = fields.optional(raw, HISTORY, fields.as_list) or []
-        if version < 1 + len(history):
-            raise DamagedItem(
-                f"version {version} is lower than the {len(history) + 1} entries held", VERSION
-            )
-        return Item(
-            id=str(id),
-            version=version,
-            current=_entry_at(current[0], f"{CURRENT}[0]", with_bodies),
-            history=tuple(
-                _entry_at(e, f"{HISTORY}[{i}]", with_bodies) for i, e in enumerate(history)
-            ),
-        )
-    except DamagedItem as error:
-        raise error.within(id=id) from None
-
-
-def _entry_at(value: Any, where: str, with_body: bool) -> Entry:
-    try:
-        return entry_from_dynamo(value, with_body=with_body)
-    except DamagedItem as error:
-        raise error.within(where) from None
-
-
-def _id_or_none(raw: Mapping[str, Any]) -> str | None:
-    value = raw.get(ID)
-    if isinstance(value, Mapping) and isinstance(value.get("S"), str):
-        return value["S"]
-    return None
+# --- what is read of a raw item besides its entries -------------------------------------------
 
 
 MIXED = "mixed"  # an item holding entries of both layouts (a blind write's: docs/design.md)

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..ordering import ABSENT_CONTENT_TYPE, OrderKey
+from .layouts import Layout
 
 # The current entry is the single element of the list attribute `c` (see codec.py). These
 # expressions use the placeholders #c, #t, #h, #ct, the value :ct, and for each StoredForm
-# they compare in, its own placeholders (layouts.key_values gives them all: every expression
+# they compare in, its own placeholders (codec.key_values gives them all: every expression
 # uses all of them, as DynamoDB requires).
 #
 # The stored content type is absent for ABSENT_CONTENT_TYPE, and a comparison with an absent
@@ -51,6 +52,18 @@ class StoredForm:
             return [(f"attribute_type(#c[0].#h, {self.binary})",)]
         return [(f"attribute_type(#c[0].#h, {self.binary})", f"#c[0].#h < {self.h}")]
 
+
+# How each layout stores the current entry's key, for the ordering conditions: a check that
+# the entry is stored so (attribute_type), and the placeholders of the incoming key's
+# `updated_at` and hash typed as it stores them. Their values: codec.key_values.
+CONDITION_FORMS = {
+    Layout.COMPACT: StoredForm("attribute_type(#c[0].#t, :N)", ":t", ":h", binary=":B"),
+    Layout.TEXT: StoredForm("attribute_type(#c[0].#t, :S)", ":tx", ":hx"),
+}
+TYPE_NAMES = {
+    Layout.COMPACT: {":N": {"S": "N"}, ":B": {"S": "B"}},
+    Layout.TEXT: {":S": {"S": "S"}},
+}
 
 # A condition in disjunctive normal form: OR of ANDs of comparisons. Written out so, with one
 # level of parentheses: dynalite's expression parser backtracks on every nested level (one

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ItemTooLarge
 from ..model import Entry
-from . import fields
+from . import decode
 from .codec import CURRENT, HISTORY, ID, ITEM_BUDGET, VERSION, entry_to_dynamo
 from .layouts import Layout
 
@@ -91,7 +91,7 @@ def fit_stored(raw: Mapping[str, Any]) -> int:
     how many of its oldest history entries must go for it to fit ITEM_BUDGET."""
     held = raw.get(HISTORY, {}).get("L", [])
     current = 1 + value_size(raw[CURRENT]["L"][0])
-    id, version = fields.decoded(raw, ID, fields.text), fields.decoded(raw, VERSION, fields.version)
+    id, version = decode.decoded(raw, ID, decode.text), decode.decoded(raw, VERSION, decode.version)
     return _fit(id, version, current, [1 + value_size(e) for e in held])
 
 

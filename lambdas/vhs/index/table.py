@@ -37,7 +37,8 @@ from .codec import (
     condemnation_of,
     item_from_dynamo,
 )
-from .layouts import Layout, layout_of_entry
+from .decode import layout_of_entry
+from .layouts import Layout
 from .size import fit_stored
 from .updates import NAMES, HistoryPlan
 

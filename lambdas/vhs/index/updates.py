@@ -38,8 +38,10 @@ from .codec import (
     condemned_name,
     entry_to_dynamo,
     item_from_dynamo,
+    key_values,
 )
-from .layouts import CONDITION_FORMS, Layout, key_values
+from .conditions import CONDITION_FORMS
+from .layouts import Layout
 from .size import fit_history
 
 # The attribute names the requests use, by placeholder.
