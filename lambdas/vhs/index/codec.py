@@ -119,6 +119,12 @@ def entry_to_dynamo(entry: Entry, layout: Layout = Layout.COMPACT) -> dict[str, 
     return {"M": attrs}
 
 
+def entries_to_dynamo(entries: Iterable[Entry], layout: Layout) -> list[dict[str, Any]]:
+    """`entries`, each laid out in `layout` (what one write writes: its entry and the history
+    it holds)."""
+    return [entry_to_dynamo(entry, layout) for entry in entries]
+
+
 def _part_to_dynamo(part: StoredPart, layout: Layout) -> dict[str, Any]:
     attrs: dict[str, Any] = {
         CONTENT_HASH: hash_value(part.content_hash, layout),

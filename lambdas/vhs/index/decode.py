@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from ..codec import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, MAX_BODY_SIZE
 from ..errors import BadField, DamagedItem
@@ -267,6 +267,21 @@ def condemnation_of(raw: Mapping[str, Any]) -> Condemnation | None:
         return None
     bodies = raw.get(CONDEMNED_BODIES, {}).get("SS", [])
     return Condemnation(float(raw[CONDEMNED_UNTIL]["N"]), frozenset(bodies))
+
+
+class Read(NamedTuple):
+    """An item as a write reads it, decoded once: the raw item (what the write's condition
+    compares with), the item the store wrote (None: none yet) and the collector's
+    condemnation (None: none). DynamoIndex decides a write, and builds its request, from it."""
+
+    raw: dict[str, Any]
+    item: Item | None
+    condemnation: Condemnation | None
+
+
+def read(raw: dict[str, Any]) -> Read:
+    """The item `raw` decoded for a write (`item_from_dynamo`, `condemnation_of`)."""
+    return Read(raw, item_from_dynamo(raw), condemnation_of(raw))
 
 
 def entry_from_dynamo(value: Mapping[str, Any], *, with_body: bool = True) -> Entry:

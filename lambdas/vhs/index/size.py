@@ -86,6 +86,14 @@ def fit_history(
     return _fit(id, version, entry_size(current, layout), sizes)
 
 
+def fit_written(
+    id: str, version: int, current: Mapping[str, Any], history: Sequence[Mapping[str, Any]]
+) -> int:
+    """`fit_history` of entries already laid out as the write writes them (`current`, and the
+    `history` it holds): how many of the oldest must go."""
+    return _fit(id, version, 1 + value_size(current), [1 + value_size(e) for e in history])
+
+
 def fit_stored(raw: Mapping[str, Any]) -> int:
     """`fit_history` of an item as it is stored (its entries measured in their own layouts):
     how many of its oldest history entries must go for it to fit ITEM_BUDGET."""
