@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from .errors import PartNotFound
@@ -78,8 +79,10 @@ class Entry:
     def deleted(self) -> bool:
         return self.content_hash == TOMBSTONE_HASH
 
-    @property
+    @cached_property
     def order_key(self) -> OrderKey:
+        """Computed once an entry (a value: it never changes), however many of the write's
+        collaborators read it."""
         return OrderKey.of(self.updated_at, self.content_hash, self.content_type)
 
     @property

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from functools import cached_property
 
 from .codec import JSON_CONTENT_TYPE
 
@@ -65,7 +66,7 @@ class OrderKey:
             content_type = ABSENT_CONTENT_TYPE
         return cls(updated_at, content_hash, content_type)
 
-    @property
+    @cached_property
     def is_delete(self) -> bool:
         return self.content_hash == TOMBSTONE_HASH
 

@@ -12,6 +12,7 @@ configuration, so that the common case never comes near the limit.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 
 from .. import keys
@@ -45,8 +46,8 @@ def largest_entry(inline_threshold: int, max_body_size: int) -> Entry:
         inline=bytes(inline_threshold),
         codec=max(CODECS, key=len),
     )
-    with_dictionary = Entry(
-        **{**vars(entry), "codec": ZSTD, "dictionary": "0" * 2 * DICTIONARY_ID_BYTES}
+    with_dictionary = dataclasses.replace(
+        entry, codec=ZSTD, dictionary="0" * 2 * DICTIONARY_ID_BYTES
     )
     return max(entry, with_dictionary, key=held_size)
 
