@@ -41,6 +41,10 @@ the compact layout and read in it or in the text layout every write made before 
 A body lives inline (`b`) or in S3 under `keys.body_key(prefix, id, h)` (`bh` for a version
 with parts); a delete has none. A part lives inline or in S3 under `keys.body_key(prefix, id,
 its h)`, exactly as a body does.
+
+This module writes the item (`entry_to_dynamo`, `entries_to_dynamo`, each value in its layout,
+the conditions' values); decode.py reads it, every field checked, in one pass; attributes.py
+names its attributes. The codec's names are all three's: `codec.item_from_dynamo`, `codec.ID`.
 """
 
 from __future__ import annotations
