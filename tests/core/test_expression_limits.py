@@ -27,10 +27,10 @@ import pytest
 from vhs.changes.feed import ChangePublisher
 from vhs.changes.reindex import Selection, Target, reindex_segment
 from vhs.errors import ConfigurationError
+from vhs.index import updates
 from vhs.index.codec import ITEM_BUDGET, MAX_CONDEMNED, entry_to_dynamo
 from vhs.index.layouts import Layout
 from vhs.index.size import item_size
-from vhs.index.table import updates
 from vhs.keys import shard_of
 from vhs.maintenance.gc import GarbageCollector
 from vhs.model import Entry
