@@ -31,7 +31,7 @@ DROPPED = "dx"
 COLLECTOR_BYTES = CONDEMNATION_BYTES + 1 + len(DROPPED) + 1
 # The most a write may make an item (id, v, c and p) by DynamoDB's size rules: the rest of
 # the 400 KB is the collector's. A write that would outgrow it drops the oldest history
-# (fit_history); one whose current entry alone would is refused (errors.ItemTooLarge).
+# (size.fit_written); one whose current entry alone would is refused (errors.ItemTooLarge).
 ITEM_BUDGET = ITEM_LIMIT - COLLECTOR_BYTES
 UPDATED_AT = "t"
 CONTENT_HASH = "h"

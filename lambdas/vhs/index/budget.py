@@ -6,7 +6,7 @@ rest is the collector's). The most entries an item holds between trims (retentio
 a store so configured, plus the item's own overhead at its largest (the longest id, the
 highest version), must fit that budget, or the configuration is refused. Each entry's share of
 the budget is what an entry with parts may take (write_path.entry_with_parts). Every write also
-measures the item it makes (size.fit_history, size.fit_stored): this check is for the
+measures the item it makes (size.fit_written, size.fit_stored): this check is for the
 configuration, so that the common case never comes near the limit.
 """
 

@@ -72,30 +72,18 @@ def written_size(id: str, version: int, entries: int = 0) -> int:
     return item_size(raw)
 
 
-def fit_history(
-    id: str,
-    version: int,
-    current: Entry,
-    history: Sequence[Entry],
-    layout: Layout = Layout.COMPACT,
-) -> int:
-    """How many of the oldest entries of `history` a write of `current` as `version` of `id`
-    (in `layout`) must leave out for its item to stay within ITEM_BUDGET (0: none). Raises
-    ItemTooLarge when the current entry alone would not fit."""
-    sizes = [entry_size(entry, layout) for entry in history]
-    return _fit(id, version, entry_size(current, layout), sizes)
-
-
 def fit_written(
     id: str, version: int, current: Mapping[str, Any], history: Sequence[Mapping[str, Any]]
 ) -> int:
-    """`fit_history` of entries already laid out as the write writes them (`current`, and the
-    `history` it holds): how many of the oldest must go."""
+    """How many of the oldest entries of `history` a write of `current` as `version` of `id`
+    must leave out for its item to stay within ITEM_BUDGET (0: none), both laid out as the
+    write writes them (codec.entries_to_dynamo). Raises ItemTooLarge when the current entry
+    alone would not fit."""
     return _fit(id, version, 1 + value_size(current), [1 + value_size(e) for e in history])
 
 
 def fit_stored(raw: Mapping[str, Any]) -> int:
-    """`fit_history` of an item as it is stored (its entries measured in their own layouts):
+    """`fit_written` of an item as it is stored (its entries measured in their own layouts):
     how many of its oldest history entries must go for it to fit ITEM_BUDGET."""
     held = raw.get(HISTORY, {}).get("L", [])
     current = 1 + value_size(raw[CURRENT]["L"][0])
