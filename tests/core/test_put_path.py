@@ -31,7 +31,7 @@ from vhs_testing.records import at
 
 MOST_ENTRIES = 2
 # The values' modules, and the most entries a path of the tests below makes of each.
-VALUES = {"vhs.model": 10, "vhs.ordering": 3, "vhs.packing": 3, "vhs.keys": 3}
+VALUES = {"vhs.model": 9, "vhs.ordering": 3, "vhs.packing": 3, "vhs.keys": 3}
 WRITES = ("UpdateItem", "PutItem")
 VHS = Path(__file__).resolve().parents[2] / "lambdas" / "vhs"
 

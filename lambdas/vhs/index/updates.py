@@ -185,14 +185,15 @@ def _as_read(basis: dict, seen: Item, values: dict[str, Any], names: set[str]) -
         values[":seen_held"] = {"N": str(len(basis[HISTORY]["L"]))}
     else:
         unchanged += " AND attribute_not_exists(#p)"
+    deleted = seen.current.deleted
     if seen.current.purge:
         names.add("#x")
         unchanged += " AND #c[0].#x = :true"
         values[":true"] = {"BOOL": True}
-    elif seen.current.deleted:
+    elif deleted:
         names.add("#x")
         unchanged += " AND attribute_not_exists(#c[0].#x)"
-    if seen.current.deleted:
+    if deleted:
         # The collector flags a delete whose history it collected without changing
         # `v`: a history planned from an unflagged read must not drop the flag.
         names.add("#dx")
