@@ -60,28 +60,7 @@ from ..model import Entry, Item, StoredPart
 from ..ordering import TOMBSTONE_HASH, OrderKey
 from ..packing import SAME
 from ..timestamps import STORED_FORMAT
-from .attributes import *  # noqa: F403 (the item's names are the codec's: codec.ID, codec.CURRENT...)
-from .attributes import (
-    BODY_HASH,
-    CODEC,
-    CONDEMNED_BODIES,
-    CONDEMNED_UNTIL,
-    CONTENT_HASH,
-    CONTENT_TYPE,
-    CURRENT,
-    DICTIONARY,
-    DROPPED,
-    HISTORY,
-    ID,
-    INLINE,
-    INLINE_BODY,
-    PARTS,
-    PURGE,
-    SIZE,
-    UPDATED_AT,
-    WRITER,
-    WRITTEN_AT,
-)
+from .attributes import *  # the item's names are the codec's: codec.ID, codec.CURRENT...
 from .conditions import CONDITION_FORMS, TYPE_NAMES
 from .decode import Condemnation as Condemnation
 from .decode import condemnation_of as condemnation_of
