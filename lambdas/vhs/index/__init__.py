@@ -2,9 +2,10 @@
 
 A store is a body store (S3) and an index (DynamoDB), composed. This package is the index:
 the table's reads and conditional writes (`table.DynamoIndex`), the requests' expressions
-(`updates`) and the ordering conditions they carry (`conditions`), the item's codec
-(`codec`), its field decoders (`fields`) and the two layouts of its values (`layouts`), its
-size by DynamoDB's rules (`size`), what a store's configuration lets it hold (`budget`), and
-the one whole-table read (`scan`). The package's own order is an import contract
-(pyproject.toml's "index").
+(`updates`) and the ordering conditions they carry (`conditions`), the item's codec (`codec`:
+its layout, and its writer), its reader (`decode`: every field checked, in one pass), the two
+layouts of its values (`layouts`) and its attribute names (`attributes`), its size by
+DynamoDB's rules (`size`), what a store's configuration lets it hold (`budget`), and the one
+whole-table read (`scan`). The package's own order is an import contract (pyproject.toml's
+"index").
 """
