@@ -5,7 +5,7 @@ text layout (the layout before) and in the compact one, side by side in one run.
 Sizes are DynamoDB's, by the rules of its developer guide ("Item sizes and formats",
 https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html):
 names and strings in UTF-8 bytes, binary values by their length, numbers by their significant
-digits, lists and maps 3 bytes and 1 an element. The one sizer is `vhs.item_size.item_size`
+digits, lists and maps 3 bytes and 1 an element. The one sizer is `vhs.index.size.item_size`
 (benchmarks.pricing.item_size), as every benchmark bills; this only splits its total by field.
 """
 
@@ -16,9 +16,9 @@ import random
 from collections import Counter
 from typing import Any
 
-from vhs.item import raw_entries
-from vhs.item_size import item_size, value_size
-from vhs.layouts import Layout
+from vhs.index.codec import raw_entries
+from vhs.index.layouts import Layout
+from vhs.index.size import item_size, value_size
 from vhs_ops.local.stack import MotoServer, client
 
 from . import pricing, workload

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from vhs import item_size as vhs_item_size
+from vhs.index import size as vhs_item_size
 from vhs_ops.local.metering import RequestMeter
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from vhs.layouts import Layout
+from vhs.index.layouts import Layout
 from vhs_ops.local.stack import MotoServer, client
 
 from . import measure, pricing, report, workload

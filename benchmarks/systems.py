@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 from pynamodb_mate.patterns.large_attribute.api import LargeAttributeMixin, split_s3_uri
 
 from vhs import StoreConfig, VersionedHybridStore, shapes
-from vhs.layouts import Layout
+from vhs.index.layouts import Layout
 from vhs.maintenance.gc import GarbageCollector
 from vhs_ops import provisioning
 from vhs_ops.admin.dictionaries import TrainReport, train_dictionary

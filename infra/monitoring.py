@@ -29,7 +29,7 @@ from vhs import settings, shapes
 from .config import VhsConfig
 from .function import metrics_namespace
 
-# The DynamoDB operations the store calls (vhs/index.py); their throttles are alarmed.
+# The DynamoDB operations the store calls (vhs/index/table.py); their throttles are alarmed.
 STORE_OPERATIONS = (
     dynamodb.Operation.GET_ITEM,
     dynamodb.Operation.BATCH_GET_ITEM,

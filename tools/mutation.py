@@ -28,6 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "tools" / "mutation.toml"
+# The core: vhs/ itself and its packages (the index, the bodies, history), whose tests are
+# tests/core/.
+CORE = (Path("vhs"), Path("vhs/index"), Path("vhs/bodies"), Path("vhs/history"))
 WORK = ROOT / ".mutation"
 LINKS = {"vhs": "lambdas/vhs", "tests": "tests", "events": "events", "docs": "docs"}
 # What the selected tests read from the repository besides vhs and tests (the CDK app that the
@@ -67,10 +70,10 @@ def load_config() -> dict:
 
 def selection(module: dict, run: dict) -> list[str]:
     """The tests a module is checked against: the folder of its concern, tests/<package>/ for a
-    module of a feature's package under vhs/ (one with a test folder of its own) and tests/core/
-    for one of vhs/ itself or of a package of the core (vhs/bodies/), then run's `also`."""
-    folders = Path(module["path"]).parent.parts[1:]
-    concern = folders[0] if folders and (ROOT / "tests" / folders[0]).is_dir() else "core"
+    module of a feature's package under vhs/ and tests/core/ for one of the core (vhs/ itself
+    and the core's packages, CORE), then run's `also`."""
+    package = Path(module["path"]).parent
+    concern = "core" if package in CORE else package.name
     return [f"tests/{concern}", *run.get("also", [])]
 
 

@@ -9,14 +9,14 @@ from collections import Counter
 from typing import Any
 
 from vhs import shapes
-from vhs.item import (
+from vhs.index.codec import (
     CONDEMNATION_BYTES,
     ITEM_LIMIT,
     MAX_CONDEMNED,
     MAX_CONDEMNED_HELD,
     condemnation_of,
 )
-from vhs.item_size import item_size
+from vhs.index.size import item_size
 from vhs.keys import shard_of
 from vhs.maintenance.gc import RESERVE_MS
 from vhs_ops.local.stack import client
@@ -228,8 +228,9 @@ def hot_figures(hot: dict[str, Any]) -> str:
     return "\n\n".join([
         f"{hot['orphans']:,} orphans of one id; the GC Lambda's budget {BUDGET_SECONDS:.0f} s an "
         f"invocation; item uncondemned {hot['item_before']:,} bytes; a condemnation names "
-        f"{MAX_CONDEMNED:,} more bodies at a time (`vhs.item.MAX_CONDEMNED`) and holds at most "
-        f"{MAX_CONDEMNED_HELD:,} (`vhs.item.CONDEMNATION_BYTES` = {CONDEMNATION_BYTES:,} "
+        f"{MAX_CONDEMNED:,} more bodies at a time (`vhs.index.codec.MAX_CONDEMNED`) and holds "
+        f"at most {MAX_CONDEMNED_HELD:,} (`vhs.index.codec.CONDEMNATION_BYTES` = "
+        f"{CONDEMNATION_BYTES:,} "
         f"bytes); a next pass would come {expiry:.0f} s after a condemnation.",
         table(headers, rows, right=1),
     ])  # fmt: skip

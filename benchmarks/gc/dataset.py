@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vhs.codec import Body, encode_record
-from vhs.item import CURRENT, HISTORY, ID, VERSION, entry_to_dynamo
+from vhs.index.codec import CURRENT, HISTORY, ID, VERSION, entry_to_dynamo
 from vhs.keys import body_metadata
 from vhs.model import Entry
-from vhs.ordering import parse_timestamp
+from vhs.timestamps import parse_timestamp
 
 from .. import workload
 from .child import InProcessServer
@@ -155,7 +155,7 @@ def seed_objects(records: list[Record], store: Any) -> None:
 
 
 def _item(record: Record) -> dict[str, Any]:
-    """The record's item, in the store's format (vhs.item)."""
+    """The record's item, in the store's format (vhs.index.codec)."""
     now = int(time.time())
     entries = [
         entry_to_dynamo(

@@ -65,7 +65,7 @@ class PartTooLarge(InvalidPart):
 
 class ItemTooLarge(InvalidRecord):
     """A version whose entry alone (its inline body and parts, their names and content types)
-    would make its id's DynamoDB item larger than a write may make it (item.ITEM_BUDGET),
+    would make its id's DynamoDB item larger than a write may make it (index.codec.ITEM_BUDGET),
     however much history were dropped. Nothing was written; the id keeps taking writes."""
 
     def __init__(self, id: str, size: int, limit: int, field: str = "record") -> None:
@@ -74,7 +74,7 @@ class ItemTooLarge(InvalidRecord):
         self.limit = limit
         super().__init__(
             f"{id!r}: this version alone would make the item {size} bytes by DynamoDB's size "
-            f"rules, over the {limit} a write may take of its 400 KB (item.ITEM_BUDGET): a "
+            f"rules, over the {limit} a write may take of its 400 KB (index.codec.ITEM_BUDGET): a "
             "smaller inline body, or fewer parts, shorter names or content types",
             field,
         )
@@ -143,7 +143,7 @@ class DamagedItem(IntegrityError, ValueError):
     """A stored item (or a stream image of one) that neither item layout writes: a field
     missing, of the wrong type, or of the wrong form (a time that is not a time, a hash of
     the wrong length, an unknown codec, a version lower than the entries held). Raised where
-    the item is decoded (item.py), before anything is read or ordered by it. `field` is the
+    the item is decoded (index/codec.py), before anything is read or ordered by it. `field` is the
     attribute's path in the item (`c[0].t`, `p[2].pt.scan.h`, `v`), `id` the record id when
     it is known. A ValueError too, as the layout's errors always were."""
 
@@ -160,6 +160,11 @@ class DamagedItem(IntegrityError, ValueError):
         return DamagedItem(self.reason, field, self.id if id is None else id)
 
 
+class BadField(ValueError):
+    """A stored value that neither item layout writes (vhs/index/layouts.py): the item's field
+    decoders (vhs/index/decode.py) report it as a DamagedItem naming the field."""
+
+
 class DanglingPointer(IntegrityError):
     """The index points at a body that is not in the body store."""
 
@@ -171,6 +176,30 @@ class DanglingPointer(IntegrityError):
 class WriteConflict(VhsError):
     """A write kept losing races with concurrent writers and gave up. Nothing is lost: the
     caller (or the queue) retries it, and ordering still decides the final state."""
+
+
+class BodyCondemned(Exception):
+    """The garbage collector condemned the body this write points at, after the upload began:
+    it may delete the object until `deadline` (epoch seconds). The writer waits until then,
+    uploads the body again, and retries (vhs/write_path.py; docs/gc.md). Never reaches a
+    caller: the writer handles it."""
+
+    def __init__(self, deadline: float, basis: dict | None = None) -> None:
+        self.deadline = deadline
+        self.basis = basis  # the item as the refusal returned it
+        super().__init__(f"body condemned by the garbage collector until {deadline}")
+
+
+class PartsNotHeld(Exception):
+    """The item changed since the writer decided which parts it need not upload: its current
+    entry no longer references `missing` in S3. The writer uploads them and writes against
+    `basis` (the item as the refusal returned it). Never reaches a caller: the writer handles
+    it."""
+
+    def __init__(self, basis: dict, missing: frozenset[str]) -> None:
+        self.basis = basis
+        self.missing = missing
+        super().__init__(f"{len(missing)} objects are no longer referenced by the current entry")
 
 
 class InvalidMessage(InvalidInput):

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from .errors import PartNotFound
-from .ordering import TOMBSTONE_HASH, OrderKey, Outcome, stored_to_datetime
+from .ordering import TOMBSTONE_HASH, OrderKey, Outcome
 from .strict_json import parse_document
+from .timestamps import stored_to_datetime
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class Entry:
     name, hash and content type), and keeps its body's own hash in `body_hash`. Without parts
     `body_hash` is None and `content_hash` is the body's hash, as it always was."""
 
-    updated_at: str  # stored form, see ordering.parse_timestamp
+    updated_at: str  # stored form, see timestamps.parse_timestamp
     content_hash: str  # sha256 hex, or TOMBSTONE_HASH for a delete
     size: int
     written_at: int  # epoch seconds when this version was written (retention clock)
@@ -77,8 +79,10 @@ class Entry:
     def deleted(self) -> bool:
         return self.content_hash == TOMBSTONE_HASH
 
-    @property
+    @cached_property
     def order_key(self) -> OrderKey:
+        """Computed once an entry (a value: it never changes), however many of the write's
+        collaborators read it."""
         return OrderKey.of(self.updated_at, self.content_hash, self.content_type)
 
     @property

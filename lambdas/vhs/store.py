@@ -8,7 +8,7 @@ never sees a pointer to a body that is not yet in S3. Deletes write a tombstone 
 leave the bodies to the garbage collector: with content addressing another version may share
 a key, so nothing on a write or failure path deletes a body. How a put is uploaded and written
 (with parts or without), and a delete, is the store's writer's (write_path.Writer); the
-index's three kinds of write (blind put, planned put, delete) are in index.py."""
+index's three kinds of write (blind put, planned put, delete) are in index/table.py."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ from .errors import (
 from .history.diffs import Diff, diff_versions
 from .history.stored_deltas import inline_body, inline_part
 from .history.time_travel import When, locate_at
-from .index import DynamoIndex
-from .item_budget import entry_budget
+from .index.budget import entry_budget
+from .index.table import DynamoIndex
 from .model import (
     DeleteResult,
     Entry,
@@ -48,9 +48,9 @@ from .model import (
     VersionInfo,
     entry_time,
 )
-from .ordering import parse_timestamp
 from .settings import StoreSettings
 from .store_config import StoreConfig
+from .timestamps import parse_timestamp
 from .write_path import MAX_WRITE_WINDOW as MAX_WRITE_WINDOW  # the collector's too (gc.py)
 from .write_path import KnownCurrent, Writer, WriteSettings, parts_info
 
@@ -177,7 +177,7 @@ class VersionedHybridStore:
     ) -> PutResult:
         """`put` of arguments already validated: an id that `keys.validate_id` passed, a body
         from `codec.encode_record` within `max_body_size`, and a timestamp in the stored form
-        of `ordering.parse_timestamp` within `max_future`, and parts from
+        of `timestamps.parse_timestamp` within `max_future`, and parts from
         `parts.encode_parts`. Ingest validates each message field once, naming the message's
         fields, and writes through this."""
         return self.writer.put(id, body, stamp, parts)

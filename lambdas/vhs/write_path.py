@@ -39,15 +39,14 @@ from .bodies.packing import Packed, compress
 from .bodies.parts import PartBody, manifest_hash
 from .bodies.s3 import S3BodyStore
 from .codec import Body
-from .errors import InvalidPart, WriteConflict
+from .errors import BodyCondemned, InvalidPart, PartsNotHeld, WriteConflict
 from .history.stored_deltas import history_after
-from .index import BodyCondemned, DynamoIndex, WriteResult
-from .item import INLINE, item_from_dynamo
-from .item_size import held_size
+from .index.codec import INLINE, item_from_dynamo
+from .index.size import held_size
+from .index.table import DynamoIndex, WriteResult
 from .model import DeleteResult, Entry, Item, PartInfo, PutResult, StoredPart
 from .ordering import TOMBSTONE_HASH, OrderKey, Outcome, classify
 from .retention import Retention
-from .updates import PartsNotHeld
 
 # The store's log, the one users configure (the writer is part of the store).
 logger = logging.getLogger("vhs.store")
@@ -101,7 +100,7 @@ class WriteSettings:
     delta_history: bool
     # Whether new writes pack with the newest dictionary (every reader decodes one).
     write_dictionaries: bool
-    # What one held entry may take of an item (item_budget.entry_budget).
+    # What one held entry may take of an item (index.budget.entry_budget).
     entry_budget: int
     clock: Callable[[], float]
     # How far apart this writer's clock and the garbage collector's may be, in seconds.

@@ -21,9 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from aws_lambda_powertools.utilities.batch import (
-    EventType,
-)
+from aws_lambda_powertools.utilities.batch import EventType
 from botocore.exceptions import ClientError
 
 from vhs import keys

@@ -29,13 +29,7 @@ from botocore.exceptions import ClientError
 
 from vhs import shapes
 from vhs.changes.feed import Change, ChangePublisher
-from vhs.changes.reindex import (
-    Counts,
-    Selection,
-    Target,
-    TokenBucket,
-    reindex_segment,
-)
+from vhs.changes.reindex import Counts, Selection, Target, TokenBucket, reindex_segment
 from vhs.errors import InvalidInput
 from vhs.retention import Retention
 from vhs_ops import provisioning

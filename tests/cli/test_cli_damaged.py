@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from vhs.layouts import Layout
+from vhs.index.layouts import Layout
 from vhs.store import VersionedHybridStore
 from vhs_ops.local.stack import client
 from vhs_testing.cli import assert_documented, vhs

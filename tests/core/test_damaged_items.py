@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from vhs.errors import DamagedItem, IntegrityError
-from vhs.item import MalformedItem, entry_from_dynamo, item_from_dynamo
-from vhs.layouts import Layout
+from vhs.index.codec import MalformedItem, entry_from_dynamo, item_from_dynamo
+from vhs.index.layouts import Layout
 from vhs_ops.admin.findings import FindingKind
 from vhs_ops.admin.migrate import migrate
 from vhs_ops.admin.verify import verify

@@ -3,13 +3,13 @@ limits"): every expression the store, the collector, `vhs migrate` and `vhs
 reindex` send stays within 4 KB and 300 operators or functions (vhs_testing.expression_limits), at
 the extreme configurations the store's constructor accepts.
 
-* each builder of updates.py, driven directly at its extremes (the longest history a trim
+* each builder of index/updates.py, driven directly at its extremes (the longest history a trim
   meets, a version with every part uploaded anew, every branch of the ordering conditions and
   the collector's condemnation);
 * every request a store at the largest accepted retention makes, with the collector, a
   migration and a reindex, recorded as botocore builds it;
 * 2,000 puts at the largest accepted retention on in-process moto, moto's server and dynalite:
-  every request within the limits, every item DynamoDB's size rules allow (item_size.item_size).
+  every request within the limits, every item DynamoDB's size rules allow (index.size.item_size).
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from typing import Any
 import boto3
 import pytest
 
-from vhs import updates
 from vhs.bodies.parts import MAX_PARTS
 from vhs.changes.feed import ChangePublisher
 from vhs.changes.reindex import Selection, Target, reindex_segment
 from vhs.errors import ConfigurationError
-from vhs.item import ITEM_BUDGET, MAX_CONDEMNED, entry_to_dynamo
-from vhs.item_size import item_size
+from vhs.index import updates
+from vhs.index.codec import ITEM_BUDGET, MAX_CONDEMNED, entry_to_dynamo
+from vhs.index.layouts import Layout
+from vhs.index.size import item_size
 from vhs.keys import shard_of
-from vhs.layouts import Layout
 from vhs.maintenance.gc import GarbageCollector
 from vhs.model import Entry
 from vhs.ordering import TOMBSTONE_HASH
@@ -138,7 +138,7 @@ def _raw(held: int, current: Entry, layout: Layout = Layout.COMPACT) -> dict[str
 
 
 def _every_update() -> Iterator[tuple[str, tuple[str, ...]]]:
-    """(what, its expressions) of every request updates.py builds, at the extremes."""
+    """(what, its expressions) of every request index/updates.py builds, at the extremes."""
     most_held = (LARGEST + max(1, LARGEST // 2)) * 4  # past what retention ever holds
     guards = {f"{n:064x}": 1.0 for n in range(1 + MAX_PARTS)}  # a body and every part, new
     incoming = [_entry(content_type=ct) for ct in ("application/json", "a/b", "z/z", None)] + [

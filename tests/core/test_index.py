@@ -15,7 +15,7 @@ from typing import Any
 
 from vhs import Retention
 from vhs.bodies.packing import DELTA
-from vhs.index import DynamoIndex
+from vhs.index.table import DynamoIndex
 from vhs_testing.backends import Backend
 from vhs_testing.records import at
 

@@ -14,7 +14,7 @@ from moto.dynamodb.models import dynamo_type
 
 from vhs import InvalidInput, Retention, StoreConfig, VersionedHybridStore
 from vhs.errors import ConfigurationError, ItemTooLarge
-from vhs.item import (
+from vhs.index.codec import (
     CONDEMNATION_BYTES,
     CONDEMNED_BODIES,
     CONDEMNED_UNTIL,
@@ -22,9 +22,9 @@ from vhs.item import (
     ITEM_LIMIT,
     item_from_dynamo,
 )
-from vhs.item_size import entry_size, item_size, number_size, value_size, written_size
+from vhs.index.size import entry_size, item_size, number_size, value_size, written_size
 from vhs.model import Entry
-from vhs.ordering import parse_timestamp
+from vhs.timestamps import parse_timestamp
 from vhs_testing.records import at, large
 
 # --- DynamoDB's size rules ----------------------------------------------------------------------

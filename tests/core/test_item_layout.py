@@ -1,8 +1,8 @@
 """The item layout's own rules, checked directly and through `vhs verify` (mutation testing
 found them unpinned: docs/reliability.md, "Mutation testing").
 
-Damaged items are written behind the store's back, in the layout item.py documents, so each of
-`layout_problem`'s rules is seen to report its own reason, and a well-formed item none.
+Damaged items are written behind the store's back, in the layout index/codec.py documents, so
+each of `layout_problem`'s rules is seen to report its own reason, and a well-formed item none.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from vhs.item import (
+from vhs.index.codec import (
     Condemnation,
     MalformedItem,
     condemnation_of,
@@ -32,7 +32,7 @@ H1, H2 = "1" * 64, "2" * 64
 
 
 def entry(content_hash: str = H1, *, size: int = 10, **extra: Any) -> dict[str, Any]:
-    """An entry map as item.py lays it out (an S3 body unless `b` is given)."""
+    """An entry map as index/codec.py lays it out (an S3 body unless `b` is given)."""
     attrs = {
         "t": {"S": T},
         "h": {"S": content_hash},

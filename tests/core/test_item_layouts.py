@@ -1,4 +1,4 @@
-"""The two item layouts (vhs/layouts.py, docs/design.md "Item layouts"): each field in either
+"""The two item layouts (vhs/index/layouts.py, docs/design.md "Item layouts"): each field in either
 form means the same, the compact form keeps the ordering's order, an item of the text layout
 is rewritten compactly by its next write, `vhs verify` counts items by layout and `vhs
 migrate` lays them all out compactly, once."""
@@ -12,17 +12,19 @@ from typing import Any
 
 import pytest
 
-from vhs.item import (
+from vhs.index.codec import (
     ID,
     entry_from_dynamo,
     entry_to_dynamo,
     item_from_dynamo,
     stored_layout,
+    time_value,
 )
-from vhs.item_size import entry_size
-from vhs.layouts import Layout, time_value
+from vhs.index.layouts import Layout
+from vhs.index.size import entry_size
 from vhs.model import Entry, StoredPart
-from vhs.ordering import TOMBSTONE_HASH, parse_timestamp
+from vhs.ordering import TOMBSTONE_HASH
+from vhs.timestamps import parse_timestamp
 from vhs_ops.admin.migrate import migrate
 from vhs_ops.admin.verify import verify
 from vhs_ops.local.metering import RequestMeter

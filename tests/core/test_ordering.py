@@ -8,19 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from vhs.errors import InvalidTimestamp
-from vhs.layouts import CONDITION_FORMS
-from vhs.ordering import (
-    TOMBSTONE_HASH,
-    OrderKey,
-    Outcome,
-    classify,
-    moment_text,
-    newer_and_different,
-    newer_and_same,
-    parse_moment,
-    parse_timestamp,
-    written,
-)
+from vhs.index.conditions import CONDITION_FORMS, newer_and_different, newer_and_same, written
+from vhs.ordering import TOMBSTONE_HASH, OrderKey, Outcome, classify
+from vhs.timestamps import moment_text, parse_moment, parse_timestamp
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 T = "2026-11-25T12:00:00.000000Z"

@@ -17,8 +17,8 @@ import pytest
 from vhs import BodyHashMismatch, InvalidInput, Retention, StoreConfig, VersionedHybridStore
 from vhs.bodies.parts import MAX_PARTS, manifest_hash
 from vhs.errors import InvalidPart, PartNotFound, PartTooLarge
-from vhs.item import BODY_HASH, PARTS
-from vhs.item_size import entry_size
+from vhs.index.codec import BODY_HASH, PARTS
+from vhs.index.size import entry_size
 from vhs.maintenance.gc import GarbageCollector
 from vhs_ops.admin.verify import verify
 from vhs_testing.condemnation import SKEW, FakeTime, condemn

@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 
 from vhs import keys, settings, shapes
-from vhs.layouts import Layout
+from vhs.index.layouts import Layout
 from vhs.read_api import document as read_api_document
 from vhs.read_api import problems, responses, routes
 from vhs.store import VersionedHybridStore
@@ -244,7 +244,7 @@ def test_a_stored_content_type_that_is_no_media_type_is_served_as_octet_stream(
 ) -> None:
     """Written before content types were checked (or by hand): never reflected into the
     Content-Type header, whose value it cannot be."""
-    from vhs.item import CONTENT_TYPE
+    from vhs.index.codec import CONTENT_TYPE
 
     id = "legacy-type"
     api.store.put(id, b"legacy bytes", updated_at=T1, content_type="text/plain")

@@ -33,9 +33,9 @@ from vhs import (
 from vhs.bodies.packing import pack
 from vhs.codec import MAX_BODY_SIZE
 from vhs.errors import ConfigurationError, InvalidInput
-from vhs.item import ITEM_BUDGET
-from vhs.item_budget import largest_entry
-from vhs.item_size import held_size
+from vhs.index.budget import largest_entry
+from vhs.index.codec import ITEM_BUDGET
+from vhs.index.size import held_size
 from vhs.keys import MAX_ID_LENGTH, body_key, encode_id
 from vhs.model import VersionInfo
 from vhs.store import VersionedHybridStore
@@ -1056,7 +1056,7 @@ def test_the_item_budget_admits_a_configuration_that_fills_it_exactly(inprocess:
     """Default retention: 5 versions, trimmed in batches of 2, so 8 entries held at most, each
     up to the threshold plus 406 bytes by DynamoDB's rules (a 255-character content type, the
     numbers, names and map overheads, and a zstd body's codec with its dictionary's id),
-    beside 1,046 bytes of the item's own at its largest, within item.ITEM_BUDGET (313,570):
+    beside 1,046 bytes of the item's own at its largest, within index.codec.ITEM_BUDGET (313,570):
     1,046 + 8 * (38,659 + 406) = 313,566. Measured in the layout where it is largest (the text
     layout: an item may hold entries laid out so)."""
     assert held_size(largest_entry(38_659, MAX_BODY_SIZE)) == 38_659 + 406

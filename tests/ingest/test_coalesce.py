@@ -21,11 +21,13 @@ from test_ingest_handler import (
 )
 
 from vhs import VersionedHybridStore
+from vhs.index.codec import time_value
+from vhs.index.layouts import Layout
 from vhs.ingest.batch import _ingest_one, ingest_batch
 from vhs.ingest.coalesce import losers, read_candidate
 from vhs.ingest.ingestor import Ingestor
-from vhs.layouts import Layout, time_value
-from vhs.ordering import OrderKey, parse_timestamp
+from vhs.ordering import OrderKey
+from vhs.timestamps import parse_timestamp
 from vhs_ops import provisioning
 
 IDS = [f"hot-{n}" for n in range(4)]

@@ -28,12 +28,7 @@ from test_import import T0, Interrupt, import_function, ingestor, message, run
 
 from vhs.errors import ExportChanged, InvalidInput
 from vhs.ingest.bulk import MAX_LINE_BYTES, CsvMapping, Line
-from vhs.ingest.bulk_sources import (
-    csv_rows,
-    file_lines,
-    resolve_sources,
-    split_lines,
-)
+from vhs.ingest.bulk_sources import csv_rows, file_lines, resolve_sources, split_lines
 from vhs.ingest.ingestor import Ingestor
 from vhs_testing.backends import Backend
 

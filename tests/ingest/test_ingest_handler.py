@@ -20,9 +20,7 @@ from typing import Any
 import boto3
 import moto
 import pytest
-from aws_lambda_powertools.utilities.batch import (
-    EventType,
-)
+from aws_lambda_powertools.utilities.batch import EventType
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from botocore.exceptions import ClientError
 

@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 
 from vhs import Retention, StoreConfig, VersionedHybridStore
 from vhs.errors import WriteConflict
-from vhs.item import condemnation_of, condemned_name
+from vhs.index.codec import condemnation_of, condemned_name
 from vhs.keys import (
     MAX_ID_LENGTH,
     all_shards,

@@ -15,8 +15,8 @@ from test_gc import later, objects, s3_store
 
 from vhs import Retention
 from vhs.errors import WriteConflict
-from vhs.item import CONDEMNATION_BYTES, MAX_CONDEMNED, condemnation_of
-from vhs.item_size import item_size
+from vhs.index.codec import CONDEMNATION_BYTES, MAX_CONDEMNED, condemnation_of
+from vhs.index.size import item_size
 from vhs.keys import body_key, shard_of
 from vhs.maintenance.gc import DEFAULT_LEASE, GarbageCollector
 from vhs_testing.condemnation import SKEW, FakeTime, make_store

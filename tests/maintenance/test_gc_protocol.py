@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from hashlib import sha256
 
-from vhs.item import condemnation_of
+from vhs.index.codec import condemnation_of
 from vhs.keys import shard_of
 from vhs.maintenance.gc import GarbageCollector
 from vhs_ops.local.metering import RequestMeter

@@ -65,11 +65,18 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def layer_modules() -> set[str]:
-    """Every module the layers contract names."""
+def layer_modules(contract: str = "layers") -> set[str]:
+    """Every module the layers contract `contract` names (a container's modules by their full
+    names)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (layers,) = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
-    return {name.strip().strip("()") for layer in layers for name in re.split(r"[|:]", layer)}
+    (found,) = [c for c in config["contracts"] if c["id"] == contract]
+    prefixes = [f"{container}." for container in found.get("containers", [])] or [""]
+    return {
+        prefix + name.strip().strip("()")
+        for layer in found["layers"]
+        for name in re.split(r"[|:]", layer)
+        for prefix in prefixes
+    }
 
 
 # --- the import layers --------------------------------------------------------------------------
@@ -89,6 +96,14 @@ def test_every_module_of_the_library_is_in_a_layer() -> None:
         modules |= {f"{name}.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
         modules |= {f"{name}.{p.parent.name}" for p in package.glob("*/__init__.py")}
     assert modules - layer_modules() == set()
+
+
+def test_every_module_of_the_index_is_in_a_layer_of_its_own_contract() -> None:
+    """The index package (vhs/index) has its own order: a new module there must be placed in
+    it too."""
+    package = ROOT / "lambdas" / "vhs" / "index"
+    modules = {f"vhs.index.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
+    assert modules - layer_modules("index") == set()
 
 
 # What each injected import breaks: (file, the import added, "importer -> imported" as
@@ -124,11 +139,36 @@ UPWARD_IMPORTS = (
         "import vhs.history.diffs",
         "vhs.bodies.parts -> vhs.history.diffs",
     ),
-    ("lambdas/vhs/history/diffs.py", "import vhs.item_size", "vhs.history.diffs -> vhs.item_size"),
-    ("lambdas/vhs/layouts.py", "import vhs.updates", "vhs.layouts -> vhs.updates"),
-    ("lambdas/vhs/index.py", "import vhs.store_config", "vhs.index -> vhs.store_config"),
+    (
+        "lambdas/vhs/history/diffs.py",
+        "import vhs.index.size",
+        "vhs.history.diffs -> vhs.index.size",
+    ),
+    (
+        "lambdas/vhs/index/table.py",
+        "import vhs.store_config",
+        "vhs.index.table -> vhs.store_config",
+    ),
     ("lambdas/vhs/store_config.py", "import vhs.write_path", "vhs.store_config -> vhs.write_path"),
     ("lambdas/vhs/write_path.py", "import vhs.store", "vhs.write_path -> vhs.store"),
+    # Inside the index, one per boundary of its own order.
+    (
+        "lambdas/vhs/index/layouts.py",
+        "import vhs.index.conditions",
+        "vhs.index.layouts -> vhs.index.conditions",
+    ),
+    (
+        "lambdas/vhs/index/decode.py",
+        "import vhs.index.codec",
+        "vhs.index.decode -> vhs.index.codec",
+    ),
+    ("lambdas/vhs/index/codec.py", "import vhs.index.size", "vhs.index.codec -> vhs.index.size"),
+    ("lambdas/vhs/index/size.py", "import vhs.index.budget", "vhs.index.size -> vhs.index.budget"),
+    (
+        "lambdas/vhs/index/updates.py",
+        "import vhs.index.table",
+        "vhs.index.updates -> vhs.index.table",
+    ),
 )
 
 

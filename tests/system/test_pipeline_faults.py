@@ -51,13 +51,13 @@ import vhs_testing
 from vhs import RecordNotFound, StoreConfig, VersionedHybridStore, keys, shapes
 from vhs.codec import BINARY_CONTENT_TYPE as BINARY
 from vhs.codec import Body
+from vhs.index.codec import condemnation_of, item_from_dynamo
 from vhs.ingest import batch as batching
 from vhs.ingest.deadletter import DeadLetter
 from vhs.ingest.staging import StagingLocation
-from vhs.item import condemnation_of, item_from_dynamo
 from vhs.maintenance.gc import GarbageCollector
-from vhs.ordering import parse_timestamp
 from vhs.retention import Retention
+from vhs.timestamps import parse_timestamp
 from vhs_ops import provisioning
 from vhs_ops.admin.dlq import DeadLetterQueue
 from vhs_ops.admin.producer import Producer

@@ -40,14 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import (
-    HealthCheck,
-    currently_in_test_context,
-    event,
-    example,
-    given,
-    settings,
-)
+from hypothesis import HealthCheck, currently_in_test_context, event, example, given, settings
 from hypothesis import strategies as st
 
 from vhs import RecordNotFound, Retention, VersionedHybridStore

@@ -2,7 +2,7 @@
 
 DynamoDB bills every byte of an item on every write of it, so an inline body is stored in the
 smallest form at hand (`compress`), and an earlier version as the smallest difference from its
-successor (`compress_against`). The codecs, an entry's `z` (layouts.CODEC_TAGS names their
+successor (`compress_against`). The codecs, an entry's `z` (index.layouts.CODEC_TAGS names their
 compact tags):
 
 * ZLIB: zlib at level 6;

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..history.stored_deltas import Dictionaries
-from ..item import (
+from ..index.codec import (
     CURRENT,
     MalformedItem,
     body_location,
@@ -61,11 +61,7 @@ from ..item import (
 )
 from ..model import Entry
 from ..ordering import TOMBSTONE_HASH
-from ..shapes import (
-    SNS_MAX_MESSAGE_BYTES,
-    SNS_MAX_MESSAGE_GROUP_ID,
-    SNS_PUBLISH_BATCH_ENTRIES,
-)
+from ..shapes import SNS_MAX_MESSAGE_BYTES, SNS_MAX_MESSAGE_GROUP_ID, SNS_PUBLISH_BATCH_ENTRIES
 from .notification_patch import patch_fields
 
 log = logging.getLogger(__name__)
@@ -203,7 +199,7 @@ def deduplication_id(change: Change) -> str:
 # --- deriving changes from stream images ---------------------------------------------------
 
 
-# A stream image is an item as item.py lays it out; one that is not raises this.
+# A stream image is an item as index/codec.py lays it out; one that is not raises this.
 MalformedImage = MalformedItem
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from ..codec import JSON_CONTENT_TYPE
 from ..errors import InvalidInput, UndecodableBody
 from ..history.stored_deltas import Dictionaries, inline_body
-from ..item import CURRENT, ID, VERSION, item_from_dynamo
+from ..index.codec import CURRENT, ID, VERSION, item_from_dynamo
 from ..json_patch import TOO_LARGE, UNREADABLE, make_patch
 from ..model import Item
 from ..shapes import CHANGES

@@ -34,11 +34,11 @@ from typing import Any
 
 from .. import keys, settings
 from ..errors import InvalidInput
-from ..item import ID, MalformedItem, item_from_dynamo, layout_problem
+from ..index.codec import ID, MalformedItem, item_from_dynamo, layout_problem
+from ..index.scan import ScanPage, scan_pages
 from ..model import Entry
-from ..ordering import parse_timestamp
 from ..shapes import REINDEX
-from ..table_scan import ScanPage, scan_pages
+from ..timestamps import parse_timestamp
 from .feed import Change, ChangePublisher, change_of
 
 log = logging.getLogger(__name__)
@@ -306,7 +306,7 @@ def _id_pages(
 
 
 def _read_many(target: Target, ids: list[str]) -> dict[str, dict[str, Any]]:
-    from ..index import DynamoIndex
+    from ..index.table import DynamoIndex
 
     # Eventually consistent, as the Scan is: a replay races live writes either way.
     return DynamoIndex(target.dynamodb, target.table, consistent_reads=False).read_raw_many(ids)

@@ -1,6 +1,6 @@
 """Reads as of a moment: the version of a record that was current at a given time.
 
-Every version carries two clocks (item.py), and a read can be asked by either:
+Every version carries two clocks (index/codec.py), and a read can be asked by either:
 
 * `as_of`, the store's clock: when the store wrote each version (the entry's `written_at`).
   The answer is what a reader of the store would have seen at that moment. A version becomes
@@ -30,10 +30,10 @@ from typing import Any, Protocol
 from .. import keys
 from ..errors import InvalidInput, RecordDeleted, RecordNotFound, VersionNotRetained
 from ..model import Entry, Item, StoredVersion
-from ..ordering import moment_text, parse_moment, stored_to_datetime
 from ..retention import Retention
+from ..timestamps import moment_text, parse_moment, stored_to_datetime
 
-# A moment: a timezone-aware datetime or an RFC 3339 string (ordering.parse_moment).
+# A moment: a timezone-aware datetime or an RFC 3339 string (timestamps.parse_moment).
 When = datetime | str | None
 WRITTEN = "as_of"  # the store's clock (`written_at`)
 SOURCE = "source_as_of"  # the source's clock (`updated_at`)
@@ -111,7 +111,7 @@ def _current_at(
     """The last version whose time (the latest of its own and its predecessors') is at or
     before `moment`; None when even the first held version is later."""
     # Ordered as times, never as the strings they are stored as: a string that is not a time
-    # raises (item.py refuses such an item as it is read) rather than sorting anywhere.
+    # raises (index/codec.py refuses such an item as it is read) rather than sorting anywhere.
     limit = stored_to_datetime(moment)
     found, latest = None, None
     for number, entry in versions:

@@ -29,16 +29,7 @@ from typing import Any, Protocol
 
 from .. import settings, shapes
 from ..errors import ImportIncomplete, InvalidInput
-from .bulk import (
-    FORMATS,
-    CsvMapping,
-    ImportWorker,
-    Problem,
-    Settled,
-    Tally,
-    chunked,
-    csv_header,
-)
+from .bulk import FORMATS, CsvMapping, ImportWorker, Problem, Settled, Tally, chunked, csv_header
 from .bulk_sources import (
     SourceFile,
     csv_rows,

@@ -50,8 +50,8 @@ from ..codec import (
 )
 from ..errors import InvalidInput, InvalidMessage, MissingStagedObject
 from ..keys import validate_id
-from ..ordering import parse_timestamp
 from ..strict_json import document_field, field_label, json_type, parse_json_body
+from ..timestamps import parse_timestamp
 from .staging import (
     S3Location,
     StagingLocation,
@@ -113,7 +113,7 @@ class StagedPart:
 class IngestMessage:
     id: str  # validated
     updated_at: str  # as sent
-    stamp: str  # updated_at in the store's stored form (ordering.parse_timestamp)
+    stamp: str  # updated_at in the store's stored form (timestamps.parse_timestamp)
     kind: str  # one of PAYLOAD_FIELDS
     record: Any = None
     # The body to store, encoded and checked against the limits: decoded body_base64, or the

@@ -41,13 +41,7 @@ from ..errors import (
 from ..model import DeleteResult, PutResult
 from ..shapes import MAX_SQS_MESSAGE_BYTES
 from ..store import VersionedHybridStore
-from .budget import (
-    SPOOL_IN_MEMORY,
-    Budgets,
-    Cost,
-    claim_check_cost,
-    staged_body_cost,
-)
+from .budget import SPOOL_IN_MEMORY, Budgets, Cost, claim_check_cost, staged_body_cost
 from .contract import (
     FirstRead,
     IngestMessage,
@@ -56,12 +50,7 @@ from .contract import (
     first_read,
     read_message,
 )
-from .staging import (
-    S3Location,
-    StagingLocation,
-    claim_check_attributes,
-    claim_check_body,
-)
+from .staging import S3Location, StagingLocation, claim_check_attributes, claim_check_body
 
 logger = logging.getLogger(__name__)
 

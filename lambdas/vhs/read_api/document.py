@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vhs import keys, settings
 from vhs.bodies.parts import PART_NAME, PART_NAME_PATTERN
-from vhs.ordering import MAX_TIMESTAMP_LENGTH
 from vhs.shapes import READ_API
+from vhs.timestamps import MAX_TIMESTAMP_LENGTH
 
 PROBLEM_JSON = "application/problem+json"
 OPENAPI_TITLE = "VHS read API"

@@ -41,15 +41,7 @@ from .document import (
     VersionNumber,
     document,
 )
-from .problems import (
-    DAMAGED,
-    DAMAGED_STATUS,
-    INTERNAL,
-    INVALID,
-    NOT_ALLOWED,
-    NOT_FOUND,
-    problem,
-)
+from .problems import DAMAGED, DAMAGED_STATUS, INTERNAL, INVALID, NOT_ALLOWED, NOT_FOUND, problem
 from .responses import (
     base64_size,
     body_response,

@@ -14,7 +14,7 @@ TABLE_PARTITION_KEY_TYPE = "S"
 TABLE_BILLING_MODE = "PAY_PER_REQUEST"
 # The change feed (a later issue) reads both images from the stream.
 TABLE_STREAM_VIEW_TYPE = "NEW_AND_OLD_IMAGES"
-# A sparse index of the items that hold a garbage-collector condemnation (item.py's `gcd`,
+# A sparse index of the items that hold a garbage-collector condemnation (index/codec.py's `gcd`,
 # its deadline): only those items are in it, so the collector finds and clears expired
 # condemnations of ids that no longer have any object to list (a purged record, say) at the
 # cost of the condemned items alone. Keys only: the collector needs the id and the deadline.

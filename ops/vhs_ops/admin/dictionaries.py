@@ -23,9 +23,9 @@ from typing import Any
 from vhs.bodies.packing import compress, train, zstd_available
 from vhs.errors import InvalidInput, UndecodableBody
 from vhs.history.stored_deltas import inline_body
-from vhs.item import MalformedItem, item_from_dynamo
+from vhs.index.codec import MalformedItem, item_from_dynamo
+from vhs.index.scan import scan_pages
 from vhs.store import VersionedHybridStore
-from vhs.table_scan import scan_pages
 
 DEFAULT_SAMPLE = 5000
 DEFAULT_SIZE = 64 * 1024

@@ -53,12 +53,7 @@ from vhs.ingest.deadletter import (
     producer_attributes,
     receipt_vouches_for,
 )
-from vhs.ingest.staging import (
-    CLAIM_CHECK_ATTRIBUTES,
-    S3Location,
-    StagingLocation,
-    is_claim_check,
-)
+from vhs.ingest.staging import CLAIM_CHECK_ATTRIBUTES, S3Location, StagingLocation, is_claim_check
 
 from .queues import QueueDepth, QueuePass, queue_depth
 

@@ -3,16 +3,17 @@
 
 Nothing needs it: an item in the text layout is read as it is, and its next planned write
 rewrites it whole. This is for those who want the table compact now (smaller items: cheaper
-writes and storage). A parallel Scan (`table_scan.scan_pages`, as `vhs verify` reads) reads every
-item; each whose entries are not all compact (`item.stored_layout`) is rewritten in place by
+writes and storage). A parallel Scan (`index.scan.scan_pages`, as `vhs verify` reads) reads every
+item; each whose entries are not all compact (`index.codec.stored_layout`) is rewritten in place by
 one conditional UpdateItem (`DynamoIndex.rewrite`): the same entries, laid out compactly, only
 if the item is still as read. Nothing else changes: not `v` (the change feed publishes
 nothing), not the collector's condemnation. A write that lands between the read and the
 rewrite wins; the item is then taken as the refusal returned it and tried again, up to
 MAX_ATTEMPTS times, and otherwise counted in `conflicts` and left to its next write.
 Idempotent: a second run finds every item compact and writes nothing. A damaged item (a field
-in neither layout: item.MalformedItem) is left as it is, counted in `unparseable` and named in
-`damaged` (its id, field and what is wrong: the first MAX_DAMAGED_SHOWN), and the run goes on.
+in neither layout: index.codec.MalformedItem) is left as it is, counted in `unparseable` and
+named in `damaged` (its id, field and what is wrong: the first MAX_DAMAGED_SHOWN), and the run
+goes on.
 
 Cost: the Scan reads every item once; each item rewritten costs one write, billed on the larger
 of the item before and after (before: it only shrinks).
@@ -26,10 +27,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from vhs.item import ID, MalformedItem, id_of, item_from_dynamo, layout_problem, stored_layout
-from vhs.layouts import Layout
+from vhs.index.codec import (
+    ID,
+    MalformedItem,
+    id_of,
+    item_from_dynamo,
+    layout_problem,
+    stored_layout,
+)
+from vhs.index.layouts import Layout
+from vhs.index.scan import scan_pages
 from vhs.store import VersionedHybridStore
-from vhs.table_scan import scan_pages
 
 MAX_ATTEMPTS = 4
 DEFAULT_SEGMENTS = 4

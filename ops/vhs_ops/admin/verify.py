@@ -38,10 +38,10 @@ from vhs import keys
 from vhs.aws import is_object_missing
 from vhs.errors import UndecodableBody
 from vhs.history.stored_deltas import inline_bodies, inline_part
-from vhs.item import ID, MalformedItem, item_from_dynamo, layout_problem, stored_layout
+from vhs.index.codec import ID, MalformedItem, item_from_dynamo, layout_problem, stored_layout
+from vhs.index.scan import scan_pages
 from vhs.model import Entry, Item
 from vhs.store import VersionedHybridStore
-from vhs.table_scan import scan_pages
 
 from .findings import (
     Finding,

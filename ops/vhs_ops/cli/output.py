@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from vhs.ordering import stored_to_datetime
+from vhs.timestamps import stored_to_datetime
 
 # Everything the CLI draws holds data: record ids, reasons, keys and producers' text, any of
 # which may look like Rich markup ("x[/bold]" crashes a markup parser, "[link=...]" makes a
@@ -57,7 +57,7 @@ def now() -> str:
 
 
 def cli_time(stored: str | None) -> str | None:
-    """A time in the store's form (`2026-11-01T09:00:00.000000Z`, ordering.py: what the
+    """A time in the store's form (`2026-11-01T09:00:00.000000Z`, timestamps.py: what the
     change feed and checkpoints hold) in the CLI's one form, `2026-11-01T09:00:00+00:00`."""
     return None if stored is None else stored_to_datetime(stored).isoformat()
 

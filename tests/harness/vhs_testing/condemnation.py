@@ -8,7 +8,7 @@ import threading
 import time
 from datetime import timedelta
 
-from vhs.item import CONDEMNED_BODIES, CONDEMNED_UNTIL, condemned_name
+from vhs.index.codec import CONDEMNED_BODIES, CONDEMNED_UNTIL, condemned_name
 
 SKEW = 60.0
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vhs.codec import MAX_BODY_SIZE
-from vhs.layouts import Layout
+from vhs.index.layouts import Layout
 from vhs.ordering import TOMBSTONE_HASH
 from vhs.store import VersionedHybridStore
 

@@ -8,7 +8,7 @@ implementation of the expression language, so the store's tests run on it too.
 Where it differs from DynamoDB in ways that touch VHS:
 
 * no ReturnValuesOnConditionCheckFailure: a failed condition returns no item, so the index
-  reads the item after a failed condition (vhs/index.py);
+  reads the item after a failed condition (vhs/index/table.py);
 * no streams: CreateTable accepts a StreamSpecification and ignores it (the change feed is
   tested on moto only);
 * table names must be at least 3 characters (as in DynamoDB; moto accepts shorter ones).

@@ -8,11 +8,11 @@ DynamoDB with an AWS SDK" applies the 300 to every expression, and so does this 
 expression attribute name or value placeholder is at most 255 bytes. DynamoDB refuses a
 request past any of them with a ValidationException, which no retry can fix.
 
-Every expression VHS sends is built by vhs/updates.py and vhs/index.py, and each is a fixed form or
-grows only with what is bounded (the parts of a version, MAX_PARTS); none grows with retention
-or a batch's size. tests/core/test_expression_limits.py drives every builder at the extreme
-configurations the store's constructor accepts, and every request a store, the collector,
-`vhs migrate` and `vhs reindex` make, through `problems`.
+Every expression VHS sends is built by vhs/index/updates.py and vhs/index/table.py, and each is
+a fixed form or grows only with what is bounded (the parts of a version, MAX_PARTS); none grows
+with retention or a batch's size. tests/core/test_expression_limits.py drives every builder at
+the extreme configurations the store's constructor accepts, and every request a store, the
+collector, `vhs migrate` and `vhs reindex` make, through `problems`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vhs import RecordNotFound
-from vhs.item import item_from_dynamo
+from vhs.index.codec import item_from_dynamo
 from vhs_testing.model import Delete, Write, winner
 
 # (version, updated_at, size, content hash, deleted, content type): one line of history().

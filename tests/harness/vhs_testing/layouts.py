@@ -1,4 +1,4 @@
-"""A store whose writes alternate between the two item layouts (vhs/layouts.py), id by id: the
+"""A store whose writes alternate between the two item layouts (vhs/index/layouts.py), id by id: the
 first write of each id lays it out as every write did before the compact layout (text), the
 next compactly, and so on. Every kind of item a table can hold while the two meet is made:
 text items, compact ones, an item of either rewritten by a write of the other (in whole by a
@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from vhs import VersionedHybridStore
-from vhs.layouts import Layout
+from vhs.index.layouts import Layout
 
 COMPACT = "compact"  # every write compact: the store as it is
 MIXED = "mixed"  # writes alternate between the layouts, id by id

@@ -1,8 +1,8 @@
 """The index: one DynamoDB item per record id, written with conditional updates.
 
-The item's layout and its codec are in item.py, the requests' expressions in updates.py. Each
+The item's layout and its codec are in codec.py, the requests' expressions in updates.py. Each
 kind of write has its method: `put_blind` (one UpdateItem, no read first: the condition,
-ordering.py, admits it only if it is newer and different, and DynamoDB evaluates every action
+conditions.py, admits it only if it is newer and different, and DynamoDB evaluates every action
 against the item as it was, so it is atomic), `put_planned` (read first, the history planned
 by the caller, written only if the item is still as read) and `delete` (a tombstone, written
 blind). They share one settle step (`_settle`): a refused write's condition hands back the
@@ -21,37 +21,20 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import ordering, updates
-from .aws import is_condition_failed
-from .errors import ItemTooLarge, WriteConflict
-from .item import (
-    CONDEMNED_UNTIL,
-    CURRENT,
-    HISTORY,
-    ID,
-    VERSION,
-    condemnation_of,
-    item_from_dynamo,
-)
-from .item_size import fit_stored
-from .layouts import Layout, layout_of_entry
-from .model import Entry, Item
-from .ordering import Outcome
-from .shapes import TABLE
+from .. import ordering
+from ..aws import is_condition_failed
+from ..errors import BodyCondemned, ItemTooLarge, WriteConflict
+from ..model import Entry, Item
+from ..ordering import Outcome
+from ..shapes import TABLE
+from . import updates
+from .codec import CONDEMNED_UNTIL, CURRENT, HISTORY, ID, VERSION, item_from_dynamo
+from .decode import Read, layout_of_entry, read
+from .layouts import Layout
+from .size import fit_stored
 from .updates import NAMES, HistoryPlan
 
 _MAX_ATTEMPTS = 8
-
-
-class BodyCondemned(Exception):
-    """The garbage collector condemned the body this write points at, after the upload began:
-    it may delete the object until `deadline` (epoch seconds). The writer waits until then,
-    uploads the body again, and retries."""
-
-    def __init__(self, deadline: float, basis: dict | None = None) -> None:
-        self.deadline = deadline
-        self.basis = basis  # the item as the refusal returned it
-        super().__init__(f"body condemned by the garbage collector until {deadline}")
 
 
 @dataclass(frozen=True)
@@ -205,7 +188,7 @@ class DynamoIndex:
         with no read first. The update moves the current entry into the history as it is
         (server-side; dropped without `keep_history`) and sets the new one. Such a blind write
         cannot measure the item before writing it, so it measures the item it gets back: past
-        item.ITEM_BUDGET, the oldest history is trimmed at once (`_within_budget`); and if
+        codec.ITEM_BUDGET, the oldest history is trimmed at once (`_within_budget`); and if
         DynamoDB refuses the append for the item's size, the write is made as `put_planned`
         makes it, with `fallback` as its history, against a strongly consistent read.
 
@@ -259,7 +242,7 @@ class DynamoIndex:
         """Make `entry` current if the ordering rules admit it, with the history `history`
         plans from the item it replaces (the superseded current entry last; deltas and
         retention's drops: vhs/deltas.py), less the oldest entries that do not fit
-        item.ITEM_BUDGET as DynamoDB measures it, so an id keeps taking writes whatever its
+        codec.ITEM_BUDGET as DynamoDB measures it, so an id keeps taking writes whatever its
         history holds. Raises ItemTooLarge (nothing written) if the entry alone does not fit.
 
         The item is read first (`basis`, if the caller has it; else an eventually consistent
@@ -287,17 +270,18 @@ class DynamoIndex:
     def _planned(
         self, id: str, entry: Entry, plan: _Plan, basis: dict, current: bool, attempts: int
     ) -> WriteResult:
+        seen = read(basis)  # decoded once: the decision and the request are made from it
         for _ in range(attempts):
-            settled, raw = self._settle(
-                id, entry, basis, plan.guards, decided_by_read=True, current=current
+            settled, seen = self._settle(
+                id, entry, seen, plan.guards, decided_by_read=True, current=current
             )
             if settled is not None:
                 return settled
-            guards = updates.with_reused(plan.guards, plan.reuse, raw, plan.reuse_skew)
+            guards = updates.with_reused(plan.guards, plan.reuse, seen, plan.reuse_skew)
             ok, raw = self._conditional_update(
-                id, *updates.replace(id, entry, raw, plan.history, guards, self.layout)
+                id, *updates.replace_read(id, entry, seen, plan.history, guards, self.layout)
             )
-            result, basis = self._answered(id, entry, ok, raw, guards)
+            result, seen = self._answered(id, entry, ok, raw, guards)
             if result is not None:
                 return result
             # The item changed since it was read: decide again against its new state, as the
@@ -307,37 +291,38 @@ class DynamoIndex:
 
     def _answered(
         self, id: str, entry: Entry, ok: bool, raw: dict, guards: Mapping[str, float]
-    ) -> tuple[WriteResult | None, dict]:
+    ) -> tuple[WriteResult | None, Read]:
         """What a write's answer (`ok`, and the item it returned) says: the write's result,
         or None with the item to write against next."""
-        item = item_from_dynamo(raw)
-        if ok and item is not None:  # ALL_NEW: always the item, with its new version
-            return WriteResult(_stored(entry), item.version, item, raw), raw
-        return self._settle(id, entry, raw, guards)
+        answer = read(raw)
+        if ok and answer.item is not None:  # ALL_NEW: always the item, with its new version
+            return WriteResult(_stored(entry), answer.item.version, answer.item, raw), answer
+        return self._settle(id, entry, answer, guards)
 
     def _settle(
         self,
         id: str,
         entry: Entry,
-        raw: dict,
+        seen: Read,
         guards: Mapping[str, float],
         *,
         decided_by_read: bool = False,
         current: bool = True,
-    ) -> tuple[WriteResult | None, dict]:
-        """What the item `raw` (one that refused our write, or, `decided_by_read`, as read
+    ) -> tuple[WriteResult | None, Read]:
+        """What the item `seen` (one that refused our write, or, `decided_by_read`, as read
         before writing) says about the write: a result, or None with the item to write
         against again (ordering admits the write: the item changed, or was only read).
-        `current`: `raw` was read strongly consistent (a refusal's item always is)."""
+        `current`: `seen` was read strongly consistent (a refusal's item always is)."""
         incoming = entry.order_key
-        item = item_from_dynamo(raw)
+        item, raw = seen.item, seen.raw
         own = _find_own(item, entry.token) if item else None
         if own is not None:  # our earlier attempt succeeded; its response was lost
-            return WriteResult(_stored(entry), own, item, raw), raw
-        verdict = ordering.classify(item.current.order_key if item else None, incoming)
+            return WriteResult(_stored(entry), own, item, raw), seen
+        current_key = item.current.order_key if item else None
+        verdict = ordering.classify(current_key, incoming)
         if item is None or verdict in (Outcome.STORED, Outcome.DELETED):
             # Ordering admits it, so (unless we only read) the collector's condition refused it.
-            condemned = condemnation_of(raw)
+            condemned = seen.condemnation
             if (
                 not decided_by_read
                 and condemned
@@ -347,28 +332,27 @@ class DynamoIndex:
                 )
             ):
                 raise BodyCondemned(condemned.deadline, raw)
-            return None, raw
-        current_key = item.current.order_key
+            return None, seen
         if not current and (verdict is Outcome.STALE or incoming == current_key):
             # The read was eventually consistent: stale or unchanged it surely is (the current
             # key only goes up), but the version it saw may be out of date. The result carries
             # the version current now, from a strongly consistent read (stale writes only).
-            return self._settle(id, entry, self._read_current(id), guards)
+            return self._settle(id, entry, read(self._read_current(id)), guards)
         if verdict is Outcome.STALE or incoming == current_key:
-            return WriteResult(verdict, item.version, item, raw), raw
+            return WriteResult(verdict, item.version, item, raw), seen
         # Same content, later timestamp: move it forward.
         stored = layout_of_entry(raw[CURRENT]["L"][0]) or self.layout
         ok, raw = self._conditional_update(id, *updates.touch(entry, stored))
-        touched = item_from_dynamo(raw)
+        touched = read(raw)
         # A refused touch whose item already holds our key was our own touch, its
         # response lost (or an identical write's): the state is the one we asked for.
-        if touched is not None and (ok or touched.current.order_key == incoming):
-            return WriteResult(Outcome.UNCHANGED, touched.version, touched, raw), raw
-        return None, raw
+        if touched.item is not None and (ok or touched.item.current.order_key == incoming):
+            return WriteResult(Outcome.UNCHANGED, touched.item.version, touched.item, raw), touched
+        return None, touched
 
     def _within_budget(self, id: str, raw: dict) -> dict:
         """The item `raw` a blind write returned, with its oldest history trimmed (one more
-        conditional UpdateItem, only then) if it outgrew item.ITEM_BUDGET."""
+        conditional UpdateItem, only then) if it outgrew codec.ITEM_BUDGET."""
         item = item_from_dynamo(raw)
         if item is None:
             return raw

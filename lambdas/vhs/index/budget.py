@@ -1,28 +1,29 @@
 """What a store's configuration lets one item hold, checked when the store is made.
 
-DynamoDB refuses an item over 400 KB; a write may make at most item.ITEM_BUDGET of it (the
+DynamoDB refuses an item over 400 KB; a write may make at most codec.ITEM_BUDGET of it (the
 rest is the collector's). The most entries an item holds between trims (retention's
 `max_held`, and the current one), each as large as an entry without parts can be written by
 a store so configured, plus the item's own overhead at its largest (the longest id, the
 highest version), must fit that budget, or the configuration is refused. Each entry's share of
 the budget is what an entry with parts may take (write_path.entry_with_parts). Every write also
-measures the item it makes (item_size.fit_history, item_size.fit_stored): this check is for the
+measures the item it makes (size.fit_written, size.fit_stored): this check is for the
 configuration, so that the common case never comes near the limit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 
-from . import keys
-from .bodies.packing import CODECS, DICTIONARY_ID_BYTES, ZSTD
-from .codec import MAX_CONTENT_TYPE_LENGTH
-from .errors import ConfigurationError
-from .item import ITEM_BUDGET
-from .item_size import held_size, written_size
-from .model import Entry
-from .ordering import parse_timestamp
-from .retention import Retention
+from .. import keys
+from ..bodies.packing import CODECS, DICTIONARY_ID_BYTES, ZSTD
+from ..codec import MAX_CONTENT_TYPE_LENGTH
+from ..errors import ConfigurationError
+from ..model import Entry
+from ..retention import Retention
+from ..timestamps import parse_timestamp
+from .codec import ITEM_BUDGET
+from .size import held_size, written_size
 
 # The longest id by DynamoDB's count (UTF-8: up to 4 bytes a code point) and the highest
 # version the check allows for: the item's own overhead at its largest.
@@ -45,8 +46,8 @@ def largest_entry(inline_threshold: int, max_body_size: int) -> Entry:
         inline=bytes(inline_threshold),
         codec=max(CODECS, key=len),
     )
-    with_dictionary = Entry(
-        **{**vars(entry), "codec": ZSTD, "dictionary": "0" * 2 * DICTIONARY_ID_BYTES}
+    with_dictionary = dataclasses.replace(
+        entry, codec=ZSTD, dictionary="0" * 2 * DICTIONARY_ID_BYTES
     )
     return max(entry, with_dictionary, key=held_size)
 

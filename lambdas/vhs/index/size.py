@@ -1,5 +1,5 @@
 """DynamoDB's size of an item, by its documented rules, and how much of a history a write
-leaves out to keep its item within item.ITEM_BUDGET (docs/design.md, "The item")."""
+leaves out to keep its item within codec.ITEM_BUDGET (docs/design.md, "The item")."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from . import item_fields as fields
-from .errors import ItemTooLarge
-from .item import CURRENT, HISTORY, ID, ITEM_BUDGET, VERSION, entry_to_dynamo
+from ..errors import ItemTooLarge
+from ..model import Entry
+from . import decode
+from .codec import CURRENT, HISTORY, ID, ITEM_BUDGET, VERSION, entry_to_dynamo
 from .layouts import Layout
-from .model import Entry
 
 
 def item_size(raw: Mapping[str, Mapping[str, Any]] | None) -> int:
@@ -72,26 +72,22 @@ def written_size(id: str, version: int, entries: int = 0) -> int:
     return item_size(raw)
 
 
-def fit_history(
-    id: str,
-    version: int,
-    current: Entry,
-    history: Sequence[Entry],
-    layout: Layout = Layout.COMPACT,
+def fit_written(
+    id: str, version: int, current: Mapping[str, Any], history: Sequence[Mapping[str, Any]]
 ) -> int:
     """How many of the oldest entries of `history` a write of `current` as `version` of `id`
-    (in `layout`) must leave out for its item to stay within ITEM_BUDGET (0: none). Raises
-    ItemTooLarge when the current entry alone would not fit."""
-    sizes = [entry_size(entry, layout) for entry in history]
-    return _fit(id, version, entry_size(current, layout), sizes)
+    must leave out for its item to stay within ITEM_BUDGET (0: none), both laid out as the
+    write writes them (codec.entries_to_dynamo). Raises ItemTooLarge when the current entry
+    alone would not fit."""
+    return _fit(id, version, 1 + value_size(current), [1 + value_size(e) for e in history])
 
 
 def fit_stored(raw: Mapping[str, Any]) -> int:
-    """`fit_history` of an item as it is stored (its entries measured in their own layouts):
+    """`fit_written` of an item as it is stored (its entries measured in their own layouts):
     how many of its oldest history entries must go for it to fit ITEM_BUDGET."""
     held = raw.get(HISTORY, {}).get("L", [])
     current = 1 + value_size(raw[CURRENT]["L"][0])
-    id, version = fields.decoded(raw, ID, fields.text), fields.decoded(raw, VERSION, fields.version)
+    id, version = decode.decoded(raw, ID, decode.text), decode.decoded(raw, VERSION, decode.version)
     return _fit(id, version, current, [1 + value_size(e) for e in held])
 
 

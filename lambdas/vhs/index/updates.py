@@ -1,10 +1,10 @@
-"""The UpdateItem requests of the index's writes (index.py sends them and settles their answers):
+"""The UpdateItem requests of the index's writes (table.py sends them and settles their answers):
 each a pure function of the entry to write and what the writer knows, with no I/O.
 
 * `new_version`: a blind write. The update moves `c` into `p` (server-side) and sets the new
-  `c`, admitted only if it is newer and different (ordering.py).
+  `c`, admitted only if it is newer and different (conditions.py).
 * `replace`: a write planned from the item as read. The history is the caller's (deltas,
-  retention's drops), measured to fit item.ITEM_BUDGET, and the condition also requires the
+  retention's drops), measured to fit codec.ITEM_BUDGET, and the condition also requires the
   item to be still as read.
 * `touch`: the same content with a later timestamp moves `updated_at` forward, nothing else.
 
@@ -18,8 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from . import ordering
-from .item import (
+from .. import ordering
+from ..errors import PartsNotHeld
+from ..model import Entry, Item
+from ..ordering import OrderKey
+from . import conditions
+from .codec import (
     CONDEMNED_BODIES,
     CONDEMNED_UNTIL,
     CONTENT_HASH,
@@ -33,12 +37,15 @@ from .item import (
     VERSION,
     WRITER,
     condemned_name,
+    entries_to_dynamo,
     entry_to_dynamo,
     item_from_dynamo,
+    key_values,
 )
-from .item_size import fit_history
-from .layouts import CONDITION_FORMS, Layout, key_values
-from .model import Entry, Item
+from .conditions import CONDITION_FORMS
+from .decode import Read, read
+from .layouts import Layout
+from .size import fit_written
 
 # The attribute names the requests use, by placeholder.
 NAMES = {
@@ -65,17 +72,6 @@ NOT_CONDEMNED_SINCE_UPLOAD = (
 HistoryPlan = Callable[[Item], Sequence[Entry]]
 
 
-class PartsNotHeld(Exception):
-    """The item changed since the writer decided which parts it need not upload: its current
-    entry no longer references `missing` in S3. The writer uploads them and writes against
-    `basis` (the item as the refusal returned it)."""
-
-    def __init__(self, basis: dict, missing: frozenset[str]) -> None:
-        self.basis = basis
-        self.missing = missing
-        super().__init__(f"{len(missing)} objects are no longer referenced by the current entry")
-
-
 class Update(NamedTuple):
     """One conditional UpdateItem: its expressions, values, the placeholders of NAMES it
     uses, and any other names (the collector's attributes)."""
@@ -100,12 +96,13 @@ def new_version(
         )
     else:
         update = "SET #c = :c REMOVE #p ADD #v :one"
-    values, names = _entry_values(entry, layout)
+    key = entry.order_key
+    (current,) = entries_to_dynamo([entry], layout)
+    values, names = _entry_values(current, key)
     if keep_history:
         values[":empty"] = {"L": []}
-    return _guarded(
-        update, f"({ordering.newer_and_different(entry.order_key, _FORMS)})", values, names, guards
-    )
+    condition = f"({conditions.newer_and_different(key, _FORMS)})"
+    return _guarded(update, condition, values, names, guards)
 
 
 def replace(
@@ -119,25 +116,40 @@ def replace(
     """Write `entry` as the next version of the item `basis`, with the history `history`
     gives for it, the whole item in `layout`, only if the item is still as `basis` holds it.
     Raises ItemTooLarge when the entry alone does not fit the item budget."""
-    seen = item_from_dynamo(basis)
-    values, names = _entry_values(entry, layout)
+    return replace_read(id, entry, read(basis), history, guards, layout)
+
+
+def replace_read(
+    id: str,
+    entry: Entry,
+    basis: Read,
+    history: HistoryPlan,
+    guards: Mapping[str, float],
+    layout: Layout,
+) -> Update:
+    """`replace`, against the item as the writer read it, decoded once (decode.Read). The
+    entry and the history it plans are laid out once, measured as laid out (the oldest history
+    goes first while the item would outgrow its budget: its bodies become orphans for the
+    collector, as retention's drops do), and written as laid out."""
+    seen = basis.item
+    key = entry.order_key
+    planned = history(seen) if seen is not None else ()
+    current, *held = entries_to_dynamo([entry, *planned], layout)
+    version = seen.version + 1 if seen is not None else 1
+    # Raises ItemTooLarge if the entry alone is too big.
+    held = held[fit_written(id, version, current, held) :]
+    values, names = _entry_values(current, key)
     if seen is None:
-        fit_history(id, 1, entry, (), layout)  # raises ItemTooLarge if the entry alone is too big
         update, unchanged = "SET #c = :c ADD #v :one", "attribute_not_exists(#c)"
         names.discard("#p")
     else:
-        planned = history(seen)
-        # Within the item budget, measured as written: the oldest history goes first (its
-        # bodies become orphans for the collector, as retention's drops do).
-        planned = planned[fit_history(id, seen.version + 1, entry, planned, layout) :]
-        held = [entry_to_dynamo(e, layout) for e in planned]
         if held:
             update = "SET #c = :c, #p = :p ADD #v :one"
             values[":p"] = {"L": held}
         else:
             update = "SET #c = :c REMOVE #p ADD #v :one"
-        unchanged = _as_read(basis, seen, values, names)
-    condition = f"({ordering.newer_and_different(entry.order_key, _FORMS)}) AND {unchanged}"
+        unchanged = _as_read(basis.raw, seen, values, names)
+    condition = f"({conditions.newer_and_different(key, _FORMS)}) AND {unchanged}"
     return _guarded(update, condition, values, names, guards)
 
 
@@ -173,14 +185,15 @@ def _as_read(basis: dict, seen: Item, values: dict[str, Any], names: set[str]) -
         values[":seen_held"] = {"N": str(len(basis[HISTORY]["L"]))}
     else:
         unchanged += " AND attribute_not_exists(#p)"
+    deleted = seen.current.deleted
     if seen.current.purge:
         names.add("#x")
         unchanged += " AND #c[0].#x = :true"
         values[":true"] = {"BOOL": True}
-    elif seen.current.deleted:
+    elif deleted:
         names.add("#x")
         unchanged += " AND attribute_not_exists(#c[0].#x)"
-    if seen.current.deleted:
+    if deleted:
         # The collector flags a delete whose history it collected without changing
         # `v`: a history planned from an unflagged read must not drop the flag.
         names.add("#dx")
@@ -203,7 +216,7 @@ def touch(entry: Entry, stored: Layout) -> Update:
     values.pop(form.binary or "", None)  # only an order comparison of hashes names it
     return Update(
         f"SET #c[0].#t = {form.t}",
-        ordering.newer_and_same(incoming, form),
+        conditions.newer_and_same(incoming, form),
         values,
         {"#c", "#t", "#h", "#ct"},
         {},
@@ -223,18 +236,18 @@ def purge() -> Update:
 
 
 def with_reused(
-    guards: Mapping[str, float], reuse: frozenset[str], basis: dict, skew: float
+    guards: Mapping[str, float], reuse: frozenset[str], basis: Read, skew: float
 ) -> Mapping[str, float]:
     """`guards`, plus the objects a write reuses from the current entry of `basis` (the item
     it is made against), guarded since that entry was written (less `skew`). Raises
     PartsNotHeld when that entry does not reference them all: they must be uploaded."""
     if not reuse:
         return guards
-    item = item_from_dynamo(basis)
+    item = basis.item
     held = item.current.s3_objects() if item is not None else {}
     missing = frozenset(h for h in reuse if h not in held)
     if missing:
-        raise PartsNotHeld(basis, missing)
+        raise PartsNotHeld(basis.raw, missing)
     since = item.current.written_at - skew  # type: ignore[union-attr]
     return {**{h: since for h in reuse}, **guards}
 
@@ -324,13 +337,13 @@ def trim(version: int, held: Sequence[Mapping[str, Any]], count: int) -> Guarded
     )
 
 
-def _entry_values(entry: Entry, layout: Layout) -> tuple[dict[str, Any], set[str]]:
-    """The values and names every write of a new current entry uses: the entry (in `layout`),
-    the version increment and the ordering condition's values."""
+def _entry_values(current: dict[str, Any], key: OrderKey) -> tuple[dict[str, Any], set[str]]:
+    """The values and names every write of a new current entry uses: the entry (`current`, as
+    laid out), the version increment and the ordering condition's values (for its `key`)."""
     values: dict[str, Any] = {
-        ":c": {"L": [entry_to_dynamo(entry, layout)]},
+        ":c": {"L": [current]},
         ":one": {"N": "1"},
-        **key_values(entry.order_key, Layout),
+        **key_values(key, Layout),
     }
     return values, {"#c", "#p", "#v", "#t", "#h", "#ct"}
 
