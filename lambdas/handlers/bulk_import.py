@@ -32,22 +32,20 @@ from vhs import settings, shapes
 from vhs.errors import InvalidInput, VhsError
 from vhs.ingest.bulk import (
     FORMATS,
-    CsvMapping,
     ImportWorker,
     Problem,
     Settled,
     Tally,
     chunked,
-    csv_header,
 )
+from vhs.ingest.bulk_csv import CsvMapping, csv_header
+from vhs.ingest.bulk_lines import csv_rows, split_lines
 from vhs.ingest.bulk_sources import (
     SourceFile,
-    csv_rows,
     plan_chunks,
     read_chunks,
     read_header,
     resolve_sources,
-    split_lines,
 )
 from vhs.ingest.ingestor import Ingestor
 from vhs.ingest.staging import StagingLocation

@@ -232,10 +232,11 @@ def _local_change_feed(stack: Any, *, watch: bool = False) -> Any:
 def jsonl_lines(stream: BinaryIO, name: str) -> Iterator[tuple[int, bytes | InvalidMessage]]:
     """(number, line) for each line of a JSON Lines stream that is not blank: its bytes as
     they are, without the line terminator (LF or CRLF), read as `vhs import` reads a file
-    (bulk_sources.split_lines: the same bound on a line, and a byte order mark at the start
+    (bulk_lines.split_lines: the same bound on a line, and a byte order mark at the start
     skipped). A line over the bound comes as the InvalidMessage that refuses it, with the
     reason `vhs import` reports, its bytes never held."""
-    from vhs.ingest.bulk_sources import READ_CHUNK_BYTES, split_lines
+    from vhs.ingest.bulk_lines import split_lines
+    from vhs.ingest.bulk_sources import READ_CHUNK_BYTES
 
     stream.seek(0)
     for line in split_lines(iter(lambda: stream.read(READ_CHUNK_BYTES), b""), name):
