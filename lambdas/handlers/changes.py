@@ -33,7 +33,8 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from handlers.observability import instrumented, logger_and_metrics, per_environment
 from vhs import keys, settings
 from vhs.aws import aws_client
-from vhs.changes.feed import ChangePublisher, Derived, changes_from_record
+from vhs.changes.feed import Derived, changes_from_record
+from vhs.changes.publish import ChangePublisher
 from vhs.dictionaries import DictionaryStore
 from vhs.settings import CHANGES_FUNCTION
 from vhs.shapes import CHANGES

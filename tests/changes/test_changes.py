@@ -25,16 +25,16 @@ from botocore.exceptions import ClientError
 
 from vhs import keys
 from vhs.changes import feed as changes
+from vhs.changes import publish
 from vhs.changes.feed import (
     Change,
-    ChangePublisher,
     MalformedImage,
     changes_from_images,
     changes_from_record,
-    chunks,
     deduplication_id,
     message_group_id,
 )
+from vhs.changes.publish import ChangePublisher, chunks
 from vhs.retention import Retention
 from vhs_ops import provisioning
 from vhs_ops.local.invoke import LambdaContext
@@ -648,7 +648,7 @@ def test_a_record_given_up_on_is_dead_lettered_and_can_be_replayed(feed: Feed) -
     assert info["streamArn"] == feed.stream_arn
     refused["on"] = False
     publisher = ChangePublisher(sns, feed.topic_arn)
-    result = changes.replay(
+    result = publish.replay(
         message["Body"], feed.streams, publisher, bucket=feed.backend.bucket_name
     )
     assert result.complete and result.published == 1

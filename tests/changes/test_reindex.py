@@ -28,7 +28,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from vhs import shapes
-from vhs.changes.feed import Change, ChangePublisher
+from vhs.changes.feed import Change
+from vhs.changes.publish import ChangePublisher
 from vhs.changes.reindex import (
     Counts,
     Selection,

@@ -39,7 +39,8 @@ from ..model import Entry
 from ..ordering import parse_timestamp
 from ..shapes import REINDEX
 from ..table_scan import ScanPage, scan_pages
-from .feed import Change, ChangePublisher, change_of
+from .feed import Change, change_of
+from .publish import ChangePublisher
 
 log = logging.getLogger(__name__)
 
