@@ -7,10 +7,8 @@ of `resources.INGEST` (the ones the CDK deploys):
   attribute) and gathers a batch until it holds `batch_size` messages, the batching window has
   passed since the batch's first message, or the next message would take the event over
   Lambda's 6 MB invocation payload;
-* it invokes the real handler with the event Lambda sends (`lambda_record`: messageId,
-  receiptHandle, body, attributes with ApproximateReceiveCount, messageAttributes in the
-  lower-camel form, md5OfBody, eventSource "aws:sqs", eventSourceARN, awsRegion) and a context
-  object;
+* it invokes the real handler with the event Lambda sends (sqs_event.py's `lambda_record`)
+  and a context object;
 * ReportBatchItemFailures: it deletes every message of the batch that the response does not
   list in `batchItemFailures`. A listed message is left alone: it reappears after the queue's
   visibility timeout with a higher ApproximateReceiveCount, and once it has been received
@@ -31,9 +29,7 @@ response) is in event_source.py.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
 import json
 import queue
 import threading
@@ -52,69 +48,16 @@ from vhs.shapes import INGEST
 from ..admin.queues import QueueDepth, queue_depth
 from .alarms import AlarmEvaluator
 from .event_source import EventSource, Handler, Invoked, LocalFunction, malformed, reported_failures
+from .sqs_event import lambda_record
 from .stack import client
 
 # Lambda's limit on a synchronous invocation's payload; an SQS batch never exceeds it.
 MAX_INVOCATION_PAYLOAD_BYTES = 6 * 1024 * 1024
 MAX_RECEIVE = 10  # ReceiveMessage's MaxNumberOfMessages
 MAX_DELETE = 10  # DeleteMessageBatch's entries
-# The system attributes Lambda puts in a record's `attributes`, when SQS has them.
-RECORD_ATTRIBUTES = (
-    "ApproximateReceiveCount",
-    "SentTimestamp",
-    "SenderId",
-    "ApproximateFirstReceiveTimestamp",
-    "SequenceNumber",
-    "MessageGroupId",
-    "MessageDeduplicationId",
-    "AWSTraceHeader",
-    "DeadLetterQueueSourceArn",
-)
 
 
-# --- the event ----------------------------------------------------------------------------
-
-
-def lambda_record(message: dict[str, Any], *, queue_arn: str, region: str) -> dict[str, Any]:
-    """One ReceiveMessage message as a record of Lambda's SQS event."""
-    attributes = message.get("Attributes") or {}
-    body = message.get("Body", "")
-    record_attributes = {name: attributes[name] for name in RECORD_ATTRIBUTES if name in attributes}
-    message_attributes = {
-        name: _event_attribute(value)
-        for name, value in (message.get("MessageAttributes") or {}).items()
-    }
-    return {
-        "messageId": message["MessageId"],
-        "receiptHandle": message["ReceiptHandle"],
-        "body": body,
-        "attributes": record_attributes,
-        "messageAttributes": message_attributes,
-        "md5OfBody": message.get("MD5OfBody")
-        or hashlib.md5(message.get("Body", "").encode(), usedforsecurity=False).hexdigest(),
-        "md5OfMessageAttributes": message.get("MD5OfMessageAttributes"),
-        "eventSource": "aws:sqs",
-        "eventSourceARN": queue_arn,
-        "awsRegion": region,
-    }
-
-
-def _b64(value: bytes | str) -> str:
-    return base64.b64encode(value if isinstance(value, bytes) else value.encode()).decode()
-
-
-def _event_attribute(value: dict[str, Any]) -> dict[str, Any]:
-    """A ReceiveMessage MessageAttributeValue in the event's lower-camel form (binary values
-    base64-encoded, as JSON carries them)."""
-    out: dict[str, Any] = {}
-    if "StringValue" in value:
-        out["stringValue"] = value["StringValue"]
-    if "BinaryValue" in value:
-        out["binaryValue"] = _b64(value["BinaryValue"])
-    out["stringListValues"] = list(value.get("StringListValues") or [])
-    out["binaryListValues"] = [_b64(v) for v in value.get("BinaryListValues") or []]
-    out["dataType"] = value["DataType"]
-    return out
+# --- the response -------------------------------------------------------------------------
 
 
 def settle_response(response: Any, message_ids: list[str]) -> tuple[list[str], str | None]:
