@@ -39,10 +39,10 @@ from vhs.changes.stream import lambda_record
 from vhs.retention import Retention
 from vhs_ops import provisioning
 from vhs_ops.local.invoke import LambdaContext
+from vhs_ops.local.runners import LocalChangeFeed
 from vhs_ops.local.stack import client
 from vhs_ops.local.stream_source import (
     DynamoDBStreamSource,
-    LocalChangeFeed,
     StreamSourceConfig,
     settle_response,
 )

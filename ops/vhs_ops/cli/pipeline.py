@@ -100,7 +100,7 @@ def serve_local_stack(
 def _start_pipeline(args: argparse.Namespace, stack: Any, running: contextlib.ExitStack) -> Any:
     """The local ingest pipeline, entered on `running`; its DLQ alarm's transitions and its
     failed batches are shown on standard output (lines, or JSON under --json)."""
-    from ..local.sqs_source import LocalPipeline
+    from ..local.runners import LocalPipeline
 
     console = sys.stdout  # the function's own output goes to its log, not here
 
@@ -190,8 +190,8 @@ def _local_change_feed(stack: Any, *, watch: bool = False) -> Any:
     from vhs import settings, shapes
     from vhs_ops import provisioning
 
+    from ..local.runners import LocalChangeFeed
     from ..local.stack import client
-    from ..local.stream_source import LocalChangeFeed
 
     sns, sqs = (
         client("sns", stack.endpoint, stack.region),

@@ -26,28 +26,25 @@ One execution environment per source: invocations run one after another in one t
 by shard, as with a parallelization factor of 1. `start()`/`stop()` run it in a thread;
 `poll_once()` runs one round in the caller's thread; `drain()` waits until a round that began
 after the call found no new records and nothing left to retry. Its settings are one value,
-`StreamSourceConfig`. What it shares with the SQS source (threads, invoking, reading a
+`StreamSourceConfig`. `LocalChangeFeed` (runners.py) runs it on the local stack with the real
+`changes` handler. What it shares with the SQS source (threads, invoking, reading a
 response) is in event_source.py; how the stream's shards are listed and read is in
 stream_shards.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from vhs import settings
 from vhs.shapes import CHANGES, ChangeFeedShape
 
-from .event_source import EventSource, Handler, Invoked, LocalFunction, malformed, reported_failures
-from .stack import client, endpoint_environment, function_environment
-from .stream_failures import failure_record, sqs_destination
+from .event_source import EventSource, Handler, Invoked, malformed, reported_failures
+from .stream_failures import failure_record
 from .stream_shards import TRIM_HORIZON, Shard, ShardReader
 
 log = logging.getLogger(__name__)
@@ -312,71 +309,3 @@ class DynamoDBStreamSource(EventSource):
         log.warning("gave up on a stream batch: %s", record["DDBStreamBatchInfo"])
         if self.on_failure is not None:
             self.on_failure(record)
-
-
-# --- the local change feed ----------------------------------------------------------------
-
-
-@dataclass
-class LocalChangeFeed(LocalFunction):
-    """The change feed on the local stack, running: the stream source invoking the real
-    `changes` handler with the function's environment (as infra/changes.py sets it), reading
-    the table's stream and publishing to `topic_arn` (an SNS FIFO topic:
-    `vhs_ops.provisioning.create_change_topic`). `vhs local up` runs it beside the ingest pipeline.
-
-    `threaded=False` leaves polling to `drain()` (and `source.poll_once()`) in the caller's
-    thread. `dlq_url`, when set, receives what the source gives up on, as the deployed DLQ
-    does. `config` is the source's (`StreamSourceConfig`; its function name is the feed's)."""
-
-    endpoint: str
-    table_name: str
-    topic_arn: str
-    bucket_name: str
-    prefix: str = ""
-    region: str = "us-east-1"
-    dlq_url: str | None = None
-    threaded: bool = True
-    handler: Handler | None = None
-    function_name: str = "vhs-local-changes"
-    config: StreamSourceConfig = field(default_factory=StreamSourceConfig)
-    source: DynamoDBStreamSource | None = field(default=None, init=False)
-    module: Any = field(default=None, init=False)
-    stream_arn: str = field(default="", init=False)
-    _exit: Any = field(default=None, init=False)
-
-    def function_env(self) -> dict[str, str]:
-        """The function's environment, as infra/changes.py sets it (the prefix even when
-        empty: it overrides one in this process's)."""
-        return {
-            **endpoint_environment(self.endpoint, self.region),
-            **settings.changes_environment(topic_arn=self.topic_arn, bucket_name=self.bucket_name),
-            settings.PREFIX: self.prefix,
-            **function_environment(settings.CHANGES_FUNCTION),
-        }
-
-    def _start(self, running: contextlib.ExitStack) -> None:
-        handler = self._load(running, settings.CHANGES_FUNCTION, self.function_env())
-        dynamodb = client("dynamodb", self.endpoint, self.region)
-        table = dynamodb.describe_table(TableName=self.table_name)["Table"]
-        self.stream_arn = table["LatestStreamArn"]
-        options: dict[str, Any] = {}
-        if self.dlq_url:
-            options["on_failure"] = sqs_destination(
-                client("sqs", self.endpoint, self.region), self.dlq_url
-            )
-        self.source = DynamoDBStreamSource(
-            client("dynamodbstreams", self.endpoint, self.region),
-            self.stream_arn,
-            handler,
-            dataclasses.replace(self.config, function_name=self.function_name),
-            region=self.region,
-            **options,
-        )
-        if self.threaded:
-            running.enter_context(self.source)
-
-    def drain(self, timeout: float = 60.0) -> None:
-        """Wait until every change written so far has been handled (see the source's)."""
-        if self.source is None:
-            raise RuntimeError("the change feed is not running: start() it, or use `with`")
-        self.source.drain(timeout)
