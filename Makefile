@@ -145,7 +145,7 @@ bench-read-api: $(STAMP)
 
 ## openapi: write the read API's OpenAPI document, generated from its routes (tests check it)
 openapi: $(STAMP)
-	PYTHONPATH=lambdas $(BIN)/python -c "from handlers.read_api import openapi_document; print(openapi_document(), end='')" > docs/read-api.openapi.json
+	PYTHONPATH=lambdas $(BIN)/python -c "from vhs.read_api.routes import openapi_document; print(openapi_document(), end='')" > docs/read-api.openapi.json
 
 ## local: start the local stack and keep it running (Ctrl-C stops it)
 local: $(STAMP)

@@ -6,7 +6,7 @@ invocations of this same function (fan-out); `{"shards": ["00", ...]}` collects 
 has not reached to a fresh invocation of itself, so a bucket of any size is collected. An
 EventBridge scheduled event is read as `{}`. Any other field, or an event that is no object, is
 refused before anything runs: read as "every shard", a typo (`"shard"`) or another service's
-event would be a whole collection nobody asked for.
+event would be a whole collection nobody asked for (vhs.maintenance.gc_event reads the event).
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from handlers.observability import instrumented, logger_and_metrics
 from vhs import settings
 from vhs.aws import aws_client
-from vhs.errors import InvalidInput
-from vhs.keys import all_shards
 from vhs.maintenance.gc import DEFAULT_GRACE, RESERVE_MS, GarbageCollector, parse_duration
+from vhs.maintenance.gc_event import checked_event, fanned_out, parallel_of, shards_of
 from vhs.settings import GC_FUNCTION
 from vhs.store import VersionedHybridStore
 
@@ -54,65 +53,16 @@ def _continue(context: Any, event: dict[str, Any]) -> None:
     )
 
 
-# The fields a gc event may have (handed-on invocations included).
-EVENT_FIELDS = frozenset({"shards", "parallel", "dry_run", "resume_after"})
-
-
-def is_scheduled_event(event: Any) -> bool:
-    """An EventBridge schedule's own event (the rule passes it when it sets no input)."""
-    return (
-        isinstance(event, dict)
-        and event.get("source") == "aws.events"
-        and event.get("detail-type") == "Scheduled Event"
-    )
-
-
-def checked_event(event: Any) -> dict[str, Any]:
-    """The gc event `event` is: itself when every field is one of EVENT_FIELDS, {} for a
-    scheduled event; else InvalidInput naming the first field that is not."""
-    if is_scheduled_event(event):
-        return {}
-    if not isinstance(event, dict):
-        raise InvalidInput("event", f"must be a JSON object, not {type(event).__name__}")
-    unknown = sorted(set(event) - EVENT_FIELDS)
-    if unknown:
-        raise InvalidInput(
-            unknown[0],
-            f"is not a field of a gc event (its fields: {', '.join(sorted(EVENT_FIELDS))})",
-        )
-    return event
-
-
-def _shards(event: dict[str, Any]) -> list[str]:
-    """The event's shards (every shard when it names none), each once, in order."""
-    if "shards" not in event:
-        return all_shards()
-    shards, known = event["shards"], set(all_shards())
-    if not isinstance(shards, list) or not all(isinstance(s, str) and s in known for s in shards):
-        raise InvalidInput("shards", "must be a list of shard names, two lowercase hex digits")
-    return list(dict.fromkeys(shards))
-
-
-def _parallel(event: dict[str, Any]) -> int:
-    parallel = event.get("parallel", 1)
-    limit = len(all_shards())
-    if isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= limit:
-        raise InvalidInput("parallel", f"must be a whole number from 1 to {limit}")
-    return parallel
-
-
 @instrumented(logger, metrics)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     event = checked_event(event)
-    shards = _shards(event)
+    shards = shards_of(event)
     dry_run = bool(event.get("dry_run", False))
-    parallel = _parallel(event)
+    parallel = parallel_of(event)
     if parallel > 1 and len(shards) > 1:
-        # No more groups than shards: an empty group would be an invocation with nothing to
-        # do (and, read as "every shard", a whole collection again).
-        groups = [shards[n::parallel] for n in range(min(parallel, len(shards)))]
+        groups = fanned_out(shards, parallel, dry_run)
         for group in groups:
-            _continue(context, {"shards": group, "dry_run": dry_run})
+            _continue(context, group)
         metrics.add_metric(name="gc_invocations_started", unit=MetricUnit.Count, value=len(groups))
         logger.info("fanned out", extra={"invocations": len(groups), "shards": len(shards)})
         return {"fanned_out": len(groups)}

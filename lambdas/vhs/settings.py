@@ -73,7 +73,8 @@ GC_GRACE = "VHS_GC_GRACE"
 # Seconds a redirect's presigned S3 URL stays valid (a body too large for the response).
 READ_API_PRESIGN_SECONDS = "VHS_READ_API_PRESIGN_SECONDS"
 # The most bytes a body may take in the function's response, as encoded there (base64, or a
-# JSON string): larger bodies are redirected to S3. See handlers/read_api.py for the default.
+# JSON string): larger bodies are redirected to S3. See vhs/read_api/responses.py for the
+# default.
 READ_API_RESPONSE_LIMIT = "VHS_READ_API_RESPONSE_LIMIT"
 # Where `vhs local up` serves the read API (printed among its export lines).
 READ_API_URL = "VHS_READ_API_URL"

@@ -21,11 +21,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from aws_lambda_powertools.utilities.batch import (
+    EventType,
+)
 from botocore.exceptions import ClientError
 
 from vhs import keys
 from vhs.changes import feed as changes
 from vhs.changes import publish
+from vhs.changes.batch import NotPublished, Plan, batch_response
 from vhs.changes.feed import (
     Change,
     MalformedImage,
@@ -47,6 +51,7 @@ from vhs_ops.local.stream_source import (
     settle_response,
 )
 from vhs_testing.backends import Backend
+from vhs_testing.batches import answered_alike, processed
 from vhs_testing.notifications import assert_exactly_once_in_order, receive_notifications
 
 BUCKET = "bodies"
@@ -701,6 +706,29 @@ def test_the_handler_stops_publishing_when_time_runs_out(feed: Feed) -> None:
     failures = [f["itemIdentifier"] for f in response["batchItemFailures"]]
     assert failures == sequence_numbers[made.index(("id10", 1)) :]
     assert [c.id for c in received] == [f"id{n:02d}" for n in range(10)]
+
+
+@pytest.mark.parametrize("finished", [3, 2, 1, 0])
+def test_the_batch_response_is_what_powertools_batch_processor_answers(finished: int) -> None:
+    """The response is read off how far the batch got; Powertools' BatchProcessor, told to
+    fail every record from the first unfinished one, answers the same: their sequence
+    numbers, or, when none is finished, the same error and message."""
+    records = [{"eventID": str(n), "dynamodb": {"SequenceNumber": f"10{n}"}} for n in range(3)]
+    plan = Plan([], finished, "SNS refused" if finished < 3 else None, 0)
+    position = {r["dynamodb"]["SequenceNumber"]: n for n, r in enumerate(records)}
+
+    def record_handler(record: Any) -> None:
+        if position[record.dynamodb.sequence_number] >= finished:
+            raise NotPublished(plan.reason)
+
+    error = answered_alike(
+        lambda: batch_response(records, plan),
+        lambda: processed(EventType.DynamoDBStreams, records, record_handler),
+    )
+    assert (error is not None) == (finished == 0)
+    if error is not None:
+        assert [str(e) for _, e, _ in error.child_exceptions] == ["SNS refused"] * 3
+    assert batch_response([], Plan([], 0, None, 0)) == {"batchItemFailures": []}
 
 
 def test_a_misconfigured_handler_fails_the_whole_batch(feed: Feed) -> None:

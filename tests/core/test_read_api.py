@@ -19,9 +19,10 @@ from urllib.parse import quote, urlsplit
 import jsonschema
 import pytest
 
-from handlers import read_api, read_api_document
 from vhs import keys, settings, shapes
 from vhs.layouts import Layout
+from vhs.read_api import document as read_api_document
+from vhs.read_api import problems, responses, routes
 from vhs.store import VersionedHybridStore
 from vhs_ops.local.read_api import LocalReadApi, signed_headers
 from vhs_testing.bad_inputs import CASES, Accepted, valid_id
@@ -306,7 +307,7 @@ def test_a_damaged_item_is_a_502_problem_naming_the_id_and_the_field(api: Api) -
             plant(api.store, damage.applied(sound, record_id))
             for suffix in ("", "/versions/3", "/history", "/versions/2/diff/3"):
                 problem = api.get(record_id, suffix).problem()
-                assert (problem["status"], problem["type"]) == (502, read_api.DAMAGED), suffix
+                assert (problem["status"], problem["type"]) == (502, problems.DAMAGED), suffix
                 assert (problem["id"], problem["field"]) == (record_id, damage.field)
                 assert problem["detail"].startswith(f"this item is damaged: {record_id!r}")
 
@@ -382,9 +383,9 @@ def test_parts_are_served_with_their_own_etag_304_and_redirect(api: Api) -> None
 
 
 def test_the_redirect_threshold_is_what_base64_needs() -> None:
-    limit = read_api.DEFAULT_RESPONSE_LIMIT
+    limit = responses.DEFAULT_RESPONSE_LIMIT
     largest = limit // 4 * 3
-    assert read_api.base64_size(largest) <= limit < read_api.base64_size(largest + 1)
+    assert responses.base64_size(largest) <= limit < responses.base64_size(largest + 1)
     assert limit < shapes.LAMBDA_RESPONSE_PAYLOAD_BYTES == 6 * 1024 * 1024
 
 
@@ -396,7 +397,7 @@ def test_unknown_ids_and_versions_are_404_problems(api: Api) -> None:
     for suffix in ("", "/versions/1", "/history"):
         assert api.get("never-stored", suffix).problem()["status"] == 404
     problem = api.get("known-1", "/versions/7").problem()
-    assert problem["type"] == read_api.NOT_FOUND and "version 7" in problem["detail"]
+    assert problem["type"] == problems.NOT_FOUND and "version 7" in problem["detail"]
     assert api.request("/no/such/route").problem()["status"] == 404
 
 
@@ -522,7 +523,7 @@ def test_a_method_a_route_lacks_is_405_naming_the_ones_it_has(api: Api, method: 
     ]:
         answer = api.request(target, method=method)
         problem = answer.problem()
-        assert (problem["status"], problem["type"]) == (405, read_api.NOT_ALLOWED), target
+        assert (problem["status"], problem["type"]) == (405, problems.NOT_ALLOWED), target
         assert answer.headers["Allow"] == allow and method in problem["detail"]
     assert api.request("/no/such/route", method=method).problem()["status"] == 404
 
@@ -540,7 +541,7 @@ def test_a_bad_version_is_a_400_problem_naming_it(api: Api, version: str) -> Non
 def test_a_bad_id_is_a_400_problem_naming_it(api: Api, target: str) -> None:
     problem = api.request(target).problem()
     assert problem["status"] == 400 and problem["field"] == "id"
-    assert problem["type"] == read_api.INVALID
+    assert problem["type"] == problems.INVALID
 
 
 def test_a_deleted_record_is_404_and_its_earlier_versions_stay_readable(api: Api) -> None:
@@ -673,7 +674,7 @@ def test_local_up_serves_the_read_api_and_exports_its_url(local_env: dict[str, s
 
 
 def _document() -> dict[str, Any]:
-    return json.loads(read_api.openapi_document())
+    return json.loads(routes.openapi_document())
 
 
 def _valid(document: dict[str, Any], schema: dict[str, Any], value: Any) -> bool:
@@ -849,5 +850,5 @@ def test_every_answer_is_one_the_document_declares(api: Api) -> None:
     for route, suffix in [(body, ""), (version, "/versions/1"), (history, "/history")]:
         for method in ("GET", "HEAD"):
             answer = api.get("conform-damaged", suffix, method=method)
-            assert answer.status == read_api.DAMAGED_STATUS
+            assert answer.status == problems.DAMAGED_STATUS
             _conforms(document, route, method, answer)

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from test_read_api import REDIRECTED, SERVED_FROM_S3, Api, api, put_every_kind
 
-from handlers import read_api
+from vhs.read_api import routes
 from vhs_ops.local.read_api import signed_headers
 
 __all__ = ["api"]  # the fixture: one local stack and read API for the module
@@ -50,7 +50,7 @@ class SigV4(httpx.Auth):
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
     """The client package, generated from the document the API serves."""
     work = tmp_path_factory.mktemp("client")
-    (work / "openapi.json").write_text(read_api.openapi_document())
+    (work / "openapi.json").write_text(routes.openapi_document())
     (work / "config.yml").write_text(GENERATOR_CONFIG)
     run = subprocess.run(
         [

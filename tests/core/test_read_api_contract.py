@@ -21,7 +21,7 @@ from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import ignored_auth, missing_required_header
 from test_read_api import T1, T2, T3, Api, api, put_every_kind
 
-from handlers import read_api
+from vhs.read_api import routes
 from vhs_ops.local.read_api import signed_headers
 
 __all__ = ["api"]  # the fixture: one local stack and read API for the module
@@ -37,7 +37,7 @@ KNOWN: dict[str, list[str]] = {}
 
 
 def _schema(mode: GenerationMode) -> Any:
-    schema = schemathesis.openapi.from_dict(json.loads(read_api.openapi_document()))
+    schema = schemathesis.openapi.from_dict(json.loads(routes.openapi_document()))
     # Requests are signed by SigV4 below, not by a generated Authorization header.
     schema.config.generation.update(
         modes=[mode], max_examples=EXAMPLES, with_security_parameters=False

@@ -114,7 +114,7 @@ def test_a_retried_chunk_replaces_its_report_with_the_final_outcome(
     import_function: tuple[Backend, str],
 ) -> None:
     import handlers.bulk_import as function
-    from handlers.bulk_import import ImportIncomplete
+    from vhs.ingest.bulk_steps import ImportIncomplete
 
     backend, bucket = import_function
     lines = [message("r1"), message("r2"), message("r3", at="never")]

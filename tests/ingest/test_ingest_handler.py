@@ -20,11 +20,15 @@ from typing import Any
 import boto3
 import moto
 import pytest
+from aws_lambda_powertools.utilities.batch import (
+    EventType,
+)
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from botocore.exceptions import ClientError
 
 from vhs import VersionedHybridStore, shapes
 from vhs.errors import RecordNotFound
+from vhs.ingest.batch import batch_response
 from vhs.ingest.deadletter import (
     ERROR_FIELD,
     ERROR_MESSAGE,
@@ -32,10 +36,11 @@ from vhs.ingest.deadletter import (
     FIRST_SEEN,
     SOURCE_MESSAGE_ID,
 )
-from vhs.ingest.ingestor import MAX_MESSAGE_BYTES
+from vhs.ingest.ingestor import MAX_MESSAGE_BYTES, IngestResult
 from vhs_ops import provisioning
 from vhs_ops.local.invoke import LambdaContext, load_handler
 from vhs_testing.backends import atomic_inprocess_dynamodb
+from vhs_testing.batches import answered_alike, processed
 from vhs_testing.calls import count_calls
 from vhs_testing.events import EVENTS, handler_module, load, message_event
 
@@ -403,6 +408,33 @@ def test_a_failed_dead_letter_is_retried_not_lost(stack):
     # Lambda backs off; the messages return to the queue either way.
     with pytest.raises(BatchProcessingError):
         run(message_event("not json"))
+
+
+@pytest.mark.parametrize("failing", [set(), {1}, {0, 2}, {0, 1, 2}])
+def test_the_batch_response_is_what_powertools_batch_processor_answers(failing):
+    """The response is read off the batch's results in the pass that made them; Powertools'
+    BatchProcessor, given those results to report in a second pass, answers the same: the
+    failed messages in order, or, when every message failed, the same error and message."""
+    records = [{"messageId": f"m{n}", "body": "{}"} for n in range(3)]
+    results: list[IngestResult | BaseException] = [
+        RuntimeError(f"failed {n}") if n in failing else IngestResult(f"m{n}", "a", "stored")
+        for n in range(3)
+    ]
+    by_id = dict(zip([r["messageId"] for r in records], results, strict=True))
+
+    def record_handler(record: Any) -> Any:
+        result = by_id[record.message_id]
+        if isinstance(result, BaseException):
+            raise result
+        return result.outcome
+
+    error = answered_alike(
+        lambda: batch_response(records, results),
+        lambda: processed(EventType.SQS, records, record_handler),
+    )
+    assert (error is not None) == (len(failing) == len(records))
+    if error is not None:
+        assert [e for _, e, _ in error.child_exceptions] == results
 
 
 def test_an_oversized_dead_letter_is_staged_as_a_claim_check(stack):

@@ -97,10 +97,13 @@ def test_every_module_of_the_library_is_in_a_layer() -> None:
 UPWARD_IMPORTS = (
     ("lambdas/vhs/keys.py", "import vhs.maintenance", "vhs.keys -> vhs.maintenance"),
     ("lambdas/vhs/ingest/__init__.py", "import handlers", "vhs.ingest -> handlers"),
+    ("lambdas/vhs/changes/__init__.py", "import vhs.read_api", "vhs.changes -> vhs.read_api"),
+    ("lambdas/vhs/read_api/__init__.py", "import handlers", "vhs.read_api -> handlers"),
+    ("lambdas/handlers/__init__.py", "import vhs_ops.errors", "handlers -> vhs_ops.errors"),
     (
-        "lambdas/handlers/__init__.py",
+        "ops/vhs_ops/errors.py",
         "import vhs_ops.provisioning",
-        "handlers -> vhs_ops.provisioning",
+        "vhs_ops.errors -> vhs_ops.provisioning",
     ),
     (
         "ops/vhs_ops/provisioning.py",

@@ -6,14 +6,21 @@ each writer is written from its own (Ingestor.handle), so no message is parsed o
 twice. A claim check's payload is fetched and read only when it is written. The writers of a
 round are stored concurrently, CONCURRENCY at a time: their order cannot matter, because the
 store orders writes by (updated_at, content hash).
+
+The batch's answer to Lambda is read off those results, in the one pass that made them:
+`batch_response` lists the messages to retry as a partial batch response (the event source
+has ReportBatchItemFailures), and `tally` counts the outcomes for the handler's metrics.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, cast
+
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
 from .. import settings
 from ..errors import InvalidMessage
@@ -22,6 +29,8 @@ from .contract import FirstRead
 from .ingestor import Ingestor, IngestResult
 
 CONCURRENCY = settings.whole_number(settings.INGEST_CONCURRENCY, 16)
+# A record's outcomes, as counted: IngestResult's, and "retried" for one that failed.
+OUTCOMES = ("stored", "deleted", "stale", "unchanged", "invalid", "retried")
 
 
 class Log(Protocol):
@@ -123,3 +132,39 @@ def ingest_batch(
     if coalesced is not None:
         coalesced(count)
     return [r for r in results if r is not None]
+
+
+def batch_response(
+    records: list[dict[str, Any]], results: list[IngestResult | BaseException]
+) -> dict[str, list[dict[str, str]]]:
+    """Lambda's partial batch response: `{"batchItemFailures": [{"itemIdentifier": id}]}`
+    for every message whose result is an error (SQS delivers it again), in order; none when
+    every message is done. When every message of a batch failed this raises instead, as
+    Powertools' BatchProcessor does (BatchProcessingError, holding each record's error), so
+    that the invocation fails and Lambda backs off; the messages return to the queue either
+    way."""
+    failed = [
+        (record.get("messageId", ""), result)
+        for record, result in zip(records, results, strict=True)
+        if isinstance(result, BaseException)
+    ]
+    if failed and len(failed) == len(records):
+        raise BatchProcessingError(
+            msg=f"All records failed processing. {len(failed)} individual errors logged "
+            "separately below.",
+            child_exceptions=[(type(error), error, error.__traceback__) for _, error in failed],
+        )
+    return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id, _ in failed]}
+
+
+def tally(results: list[IngestResult | BaseException]) -> tuple[dict[str, int], int]:
+    """How many records had each of OUTCOMES, and the bytes of the bodies stored."""
+    counts: Counter[str] = Counter()
+    stored_bytes = 0
+    for result in results:
+        if isinstance(result, BaseException):
+            counts["retried"] += 1
+        else:
+            counts[result.outcome] += 1
+            stored_bytes += result.bytes if result.outcome == "stored" else 0
+    return {name: counts[name] for name in OUTCOMES}, stored_bytes

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from handlers.gc import EVENT_FIELDS as GC_FIELDS
-from handlers.gc import is_scheduled_event
 from vhs import settings
+from vhs.maintenance.gc_event import EVENT_FIELDS as GC_FIELDS
+from vhs.maintenance.gc_event import is_scheduled_event
 
 from ..errors import WrongEvent
 

@@ -1,6 +1,6 @@
 """The read API's OpenAPI document: the shapes of its parameters, headers and answers, stated
 from the store's own rules (vhs.keys, vhs.parts), and the corrections to what Powertools
-generates from the routes (handlers/read_api.py declares the routes with these shapes)."""
+generates from the routes (routes.py declares the routes with these shapes)."""
 
 from __future__ import annotations
 
@@ -294,7 +294,8 @@ VersionNumber = Annotated[
 def document(app: LambdaFunctionUrlResolver) -> str:
     """The OpenAPI document of these routes (docs/read-api.openapi.json holds a copy), as
     Powertools generates it with two corrections: the 422 it documents for a failed request
-    validation is a 400 problem here (`_unvalidated`), and every request is SigV4-signed."""
+    validation is a 400 problem here (routes.py's `_unvalidated`), and every request is
+    SigV4-signed."""
     document = json.loads(
         app.get_openapi_json_schema(
             title=OPENAPI_TITLE,
