@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from vhs import shapes
-from vhs.ingest.bulk import CsvMapping
+from vhs.ingest.bulk_csv import CsvMapping
 from vhs.ingest.ingestor import Ingestor
 from vhs_ops.cli.importer import open_run
 from vhs_ops.local.stack import MotoServer, client

@@ -83,7 +83,7 @@ def child(path: str, fmt: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
-    from vhs.ingest.bulk import MAX_LINE_BYTES
+    from vhs.ingest.bulk_lines import MAX_LINE_BYTES
 
     results = []
     with tempfile.TemporaryDirectory(prefix="vhs-import-reading-") as directory:

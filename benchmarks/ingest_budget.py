@@ -92,7 +92,7 @@ def batch(kind: str) -> dict[str, Any]:
     from vhs.ingest.budget import JSON_PAYLOAD_EXPANSION, SPOOL_IN_MEMORY, Budgets
     from vhs.shapes import STAGING_PREFIX
     from vhs_ops.admin.dlq import queue_depth
-    from vhs_ops.local.sqs_source import lambda_record
+    from vhs_ops.local.sqs_event import lambda_record
     from vhs_ops.local.stack import client, local_stack
 
     memory_mb, budget = 1024, Budgets.of_this_function().memory.total

@@ -24,7 +24,8 @@ import botocore.session
 from vhs import settings, shapes
 from vhs.ingest.batch import CONCURRENCY
 from vhs_ops.admin.producer import Producer
-from vhs_ops.local.sqs_source import LocalPipeline, SqsEventSource
+from vhs_ops.local.runners import LocalPipeline
+from vhs_ops.local.sqs_source import SqsEventSource
 from vhs_ops.local.stack import LocalStack, MotoServer, client
 
 from . import workload

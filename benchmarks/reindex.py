@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vhs.changes.feed import ChangePublisher
+from vhs.changes.publish import ChangePublisher
 from vhs.changes.reindex import Selection, Target
 from vhs.shapes import REINDEX
 from vhs_ops import provisioning

@@ -74,7 +74,7 @@ class ChangeFeed(Feature):
 
     def _dead_letter_queue(self, shape: shapes.ChangeFeedShape) -> sqs.Queue:
         """What the event source gives up on: Lambda's on-failure records (the shard and the
-        range of sequence numbers; `vhs.changes.feed.replay` publishes them again)."""
+        range of sequence numbers; `vhs.changes.publish.replay` publishes them again)."""
         return sqs.Queue(
             self,
             "DeadLetters",
@@ -184,7 +184,7 @@ class ChangeFeed(Feature):
             self.dead_letters,
             "The change feed gave up on a range of the table's stream: those versions "
             "were not notified. Fix the cause, then replay each message's range with "
-            "vhs.changes.feed.replay within 24 hours of the writes (docs/changes.md).",
+            "vhs.changes.publish.replay within 24 hours of the writes (docs/changes.md).",
         )
         self.errors_alarm = alarms.function_errors(
             "ChangeFunctionErrors",

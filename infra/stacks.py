@@ -27,13 +27,8 @@
   their alarm. A stack of its own: it is run by hand, reads the Store's table and publishes
   to the Changes stack's topic (both through SSM), and can be removed without touching either.
 
-The Ingest stack refers to the Store's resources by their physical names (see
-`VhsConfig.table_name` and `VhsConfig.bucket_name`), not by cross-stack references, so
-neither stack's template depends on the other's outputs. The Changes stack needs two values
-that have no fixed name, the table's stream ARN (its label is the stream's creation time) and
-the alarm topic's ARN: the Store and Ingest stacks write them to SSM parameters
-(``/vhs/<stage>/table-stream-arn``, ``/vhs/<stage>/alarm-topic-arn``), which CloudFormation
-resolves when the Changes stack is deployed. No cross-stack export pins the stateful stack.
+How the stacks hand each other values (SSM parameters, never cross-stack exports) and what
+every stack shares is stack_base.py's.
 
 Ingest's monitoring lives in the Ingest stack rather than a stack of its own because every
 alarm and widget names a queue or the function: they deploy, change and go away together. The
@@ -43,15 +38,10 @@ change feed's alarms live in its stack for the same reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import aws_cdk as cdk
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sns as sns
-from aws_cdk import aws_ssm as ssm
 from cdk_nag import AwsSolutionsChecks
-from constructs import Construct
 
 from vhs import settings, shapes
 
@@ -59,82 +49,25 @@ from . import sam
 from .bulk_import import BulkImport
 from .changes import ChangeFeed
 from .config import VhsConfig
-from .feature import StoreWiring
 from .gc import GarbageCollection
 from .ingest import Ingest
 from .monitoring import Monitoring
 from .read_api import ReadApi
 from .reindex import Reindex
+from .stack_base import (
+    StoreReaderStack,
+    VhsStack,
+    alarm_topic,
+    bucket_name,
+    outputs,
+    parameters,
+    resolved,
+    store_settings,
+)
 from .store import Store
 
 
-def _bucket_name(config: VhsConfig, role: str) -> str:
-    return config.bucket_name(role, cdk.Aws.ACCOUNT_ID, cdk.Aws.REGION)
-
-
-def store_settings(config: VhsConfig) -> settings.StoreSettings:
-    """The deployed store, as its functions are told of it: the Store stack's table and body
-    bucket by name, and the configuration's body prefix, inline threshold and retention.
-    `build` makes one and hands it to the Ingest and the collector, so the collector judges
-    versions with exactly the retention ingest writes with."""
-    return config.store_settings(config.table_name, _bucket_name(config, "bodies"))
-
-
-def _parameter_name(config: VhsConfig, name: str) -> str:
-    return f"/vhs/{config.stage}/{name}"
-
-
-def _parameters(scope: Construct, config: VhsConfig, *rows: tuple[str, str, str]) -> None:
-    """SSM parameters ``/vhs/<stage>/<name>``, one a (name, value, what it is) row."""
-    for name, value, what in rows:
-        ssm.StringParameter(
-            scope,
-            f"Parameter{''.join(part.title() for part in name.split('-'))}",
-            parameter_name=_parameter_name(config, name),
-            string_value=value,
-            description=f"VHS {config.stage}: {what}",
-        )
-
-
-def _resolved(scope: Construct, config: VhsConfig, name: str) -> str:
-    """The value of SSM parameter ``/vhs/<stage>/<name>``: a CloudFormation parameter of type
-    AWS::SSM::Parameter::Value<String>, resolved at deploy time, so neither synth nor the
-    stack that writes it depends on the stack that reads it."""
-    return ssm.StringParameter.value_for_string_parameter(scope, _parameter_name(config, name))
-
-
-def _outputs(stack: cdk.Stack, *rows: tuple[str, str, str]) -> None:
-    """Stack outputs, one a (name, value, description) row."""
-    for output, value, what in rows:
-        cdk.CfnOutput(stack, output, value=value, description=what)
-
-
-def _alarm_topic(scope: Construct, config: VhsConfig) -> sns.ITopic:
-    """The Ingest stack's alarm topic, through SSM (the Changes and Maintenance alarms)."""
-    arn = _resolved(scope, config, "alarm-topic-arn")
-    return sns.Topic.from_topic_arn(scope, "AlarmTopic", arn)
-
-
-class _VhsStack(cdk.Stack):
-    """A stack of one VHS deployment, described as ``VHS <stage>: <what it holds>``: `_open`
-    imports what it uses of other stacks, then `_add` adds what it holds."""
-
-    holds: ClassVar[str]
-
-    def __init__(self, scope: Construct, id: str, *, config: VhsConfig, **kwargs) -> None:
-        super().__init__(scope, id, description=f"VHS {config.stage}: {self.holds}", **kwargs)
-        self.config = config
-        self._open(config)
-        self._add(config)
-
-    def _open(self, config: VhsConfig) -> None:
-        pass
-
-    def _add(self, config: VhsConfig) -> None:
-        raise NotImplementedError
-
-
-class StoreStack(_VhsStack):
+class StoreStack(VhsStack):
     holds = "stateful resources (body bucket, index table)"
 
     def _add(self, config: VhsConfig) -> None:
@@ -142,13 +75,13 @@ class StoreStack(_VhsStack):
             self,
             "Store",
             table_name=config.table_name,
-            bucket_name=_bucket_name(config, "bodies"),
-            staging_bucket_name=_bucket_name(config, "staging"),
-            access_log_bucket_name=_bucket_name(config, "logs"),
+            bucket_name=bucket_name(config, "bodies"),
+            staging_bucket_name=bucket_name(config, "staging"),
+            access_log_bucket_name=bucket_name(config, "logs"),
         )
         store = self.store
         stream_arn = store.table.table_stream_arn or ""
-        _outputs(
+        outputs(
             self,
             ("TableName", store.table.table_name, f"the index table ({settings.TABLE_NAME})"),
             ("TableArn", store.table.table_arn, "the index table's ARN"),
@@ -162,7 +95,7 @@ class StoreStack(_VhsStack):
             ("StagingBucketName", store.staging.bucket_name, "where producers stage payloads"),
             ("AccessLogBucketName", store.access_logs.bucket_name, "S3 server access logs"),
         )
-        _parameters(
+        parameters(
             self,
             config,
             ("table-name", store.table.table_name, settings.TABLE_NAME),
@@ -172,46 +105,11 @@ class StoreStack(_VhsStack):
         )
 
 
-class _StoreReader(_VhsStack):
-    """A stateless stack of functions that open the store: `store` (by default this
-    configuration's) is what they are told of it, and names the Store stack's body bucket
-    ("Bodies") and table ("Records"), imported by name."""
-
-    def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        config: VhsConfig,
-        store: settings.StoreSettings | None = None,
-        **kwargs,
-    ) -> None:
-        self.store_settings = store or store_settings(config)
-        super().__init__(scope, id, config=config, **kwargs)
-
-    def _open(self, config: VhsConfig) -> None:
-        self.bodies = s3.Bucket.from_bucket_name(self, "Bodies", self.store_settings.bucket_name)
-        self.records = dynamodb.Table.from_table_name(
-            self, "Records", self.store_settings.table_name
-        )
-
-    def wiring(self, *, alarms: bool = True) -> StoreWiring:
-        """What its feature construct is given: the store, and the Ingest stack's alarm topic
-        (through SSM) unless `alarms` is False."""
-        return StoreWiring(
-            config=self.config,
-            store=self.store_settings,
-            bucket=self.bodies,
-            table=self.records,
-            alarm_topic=_alarm_topic(self, self.config) if alarms else None,
-        )
-
-
-class IngestStack(_StoreReader):
+class IngestStack(StoreReaderStack):
     holds = "ingest queue, function and monitoring (stateless)"
 
     def _add(self, config: VhsConfig) -> None:
-        staging = s3.Bucket.from_bucket_name(self, "Staging", _bucket_name(config, "staging"))
+        staging = s3.Bucket.from_bucket_name(self, "Staging", bucket_name(config, "staging"))
         self.ingest = Ingest(self, "Ingest", staging=staging, **self.wiring(alarms=False))
         ingest = self.ingest
         self.monitoring = Monitoring(
@@ -225,7 +123,7 @@ class IngestStack(_StoreReader):
         )
         topic_arn = self.monitoring.topic.topic_arn
         policy_arn = ingest.producer_policy.managed_policy_arn
-        _outputs(
+        outputs(
             self,
             ("QueueUrl", ingest.queue.queue_url, "producers send records here"),
             ("QueueArn", ingest.queue.queue_arn, "the ingest queue's ARN"),
@@ -235,7 +133,7 @@ class IngestStack(_StoreReader):
             ("FunctionName", ingest.function.function_name, "the ingest function"),
             ("DashboardName", self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
         )
-        _parameters(
+        parameters(
             self,
             config,
             ("queue-url", ingest.queue.queue_url, "the ingest queue URL"),
@@ -249,28 +147,28 @@ class IngestStack(_StoreReader):
         )
 
 
-class ChangesStack(_VhsStack):
+class ChangesStack(VhsStack):
     holds = "change feed (table stream to SNS; stateless)"
 
     def _add(self, config: VhsConfig) -> None:
-        bucket = s3.Bucket.from_bucket_name(self, "Bodies", _bucket_name(config, "bodies"))
-        alarm_topic = _alarm_topic(self, config)
+        bucket = s3.Bucket.from_bucket_name(self, "Bodies", bucket_name(config, "bodies"))
+        topic = alarm_topic(self, config)
         self.changes = ChangeFeed(
             self,
             "ChangeFeed",
             config=config,
             bucket=bucket,
-            table_stream_arn=_resolved(self, config, "table-stream-arn"),
-            alarm_topic=alarm_topic,
+            table_stream_arn=resolved(self, config, "table-stream-arn"),
+            alarm_topic=topic,
         )
         changes = self.changes
-        _outputs(
+        outputs(
             self,
             ("ChangeTopicArn", changes.topic.topic_arn, "subscribe here: one message per version"),
             ("ChangeDeadLetterQueueUrl", changes.dead_letters.queue_url, "stream ranges given up"),
             ("ChangeFunctionName", changes.function.function_name, "the change feed function"),
         )
-        _parameters(
+        parameters(
             self,
             config,
             ("change-topic-arn", changes.topic.topic_arn, "the change feed topic"),
@@ -282,32 +180,32 @@ class ChangesStack(_VhsStack):
         )
 
 
-class MaintenanceStack(_StoreReader):
+class MaintenanceStack(StoreReaderStack):
     holds = "scheduled garbage collection (stateless)"
 
     def _add(self, config: VhsConfig) -> None:
         self.gc = GarbageCollection(self, "GarbageCollection", **self.wiring())
-        _outputs(
+        outputs(
             self,
             ("GcFunctionName", self.gc.function.function_name, "the garbage collector"),
             ("GcRuleName", self.gc.rule.rule_name, "its schedule (disable it to pause GC)"),
         )
 
 
-class ReadApiStack(_StoreReader):
+class ReadApiStack(StoreReaderStack):
     holds = "read API (function URL with IAM auth; stateless)"
 
     def _add(self, config: VhsConfig) -> None:
         self.read_api = ReadApi(self, "ReadApi", **self.wiring())
         api = self.read_api
         policy_arn = api.reader_policy.managed_policy_arn
-        _outputs(
+        outputs(
             self,
             ("ReadApiUrl", api.url.url, "GET /records/{id}: SigV4-signed, service lambda"),
             ("ReaderPolicyArn", policy_arn, "attach to consumers of the read API"),
             ("ReadApiFunctionName", api.function.function_name, "the read API function"),
         )
-        _parameters(
+        parameters(
             self,
             config,
             ("read-api-url", api.url.url, "the read API's URL"),
@@ -315,7 +213,7 @@ class ReadApiStack(_StoreReader):
         )
 
 
-class ReindexStack(_StoreReader):
+class ReindexStack(StoreReaderStack):
     holds = "reindex: replays of current records to the change feed (stateless)"
 
     def _add(self, config: VhsConfig) -> None:
@@ -323,23 +221,23 @@ class ReindexStack(_StoreReader):
             self,
             "Reindex",
             # The Changes stack's topic and its key, through SSM, as the alarm topic.
-            topic_arn=_resolved(self, config, "change-topic-arn"),
-            topic_key_arn=_resolved(self, config, "change-topic-key-arn"),
+            topic_arn=resolved(self, config, "change-topic-arn"),
+            topic_key_arn=resolved(self, config, "change-topic-key-arn"),
             **self.wiring(),
         )
         machine = self.reindex.state_machine
-        _outputs(
+        outputs(
             self,
             ("ReindexStateMachineArn", machine.state_machine_arn, "start a reindex here"),
             ("ReindexFunctionName", self.reindex.function.function_name, "the reindex worker"),
         )
 
 
-class ImportStack(_StoreReader):
+class ImportStack(StoreReaderStack):
     holds = "bulk import (Step Functions Distributed Map; stateless)"
 
     def _add(self, config: VhsConfig) -> None:
-        staging = s3.Bucket.from_bucket_name(self, "Staging", _bucket_name(config, "staging"))
+        staging = s3.Bucket.from_bucket_name(self, "Staging", bucket_name(config, "staging"))
         imports = (
             s3.Bucket.from_bucket_name(self, "Imports", config.import_bucket)
             if config.import_bucket
@@ -349,7 +247,7 @@ class ImportStack(_StoreReader):
             self, "BulkImport", staging=staging, imports=imports, **self.wiring()
         )
         machine = self.bulk_import.state_machine
-        _outputs(
+        outputs(
             self,
             ("ImportStateMachineArn", machine.state_machine_arn, "start an import here"),
             ("ImportBucketName", imports.bucket_name, "upload export files here"),

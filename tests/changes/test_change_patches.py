@@ -16,8 +16,9 @@ from typing import Any
 import jsonpatch
 
 from vhs import keys
-from vhs.changes.feed import Change, changes_from_images, chunks
+from vhs.changes.feed import Change, changes_from_images
 from vhs.changes.notification_patch import NOT_INLINE, TOO_LARGE, UNREADABLE, patch_fields
+from vhs.changes.publish import chunks
 from vhs.changes.stream import event_image
 from vhs.json_patch import make_patch, patch_size
 from vhs.shapes import CHANGES

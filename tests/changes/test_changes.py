@@ -26,28 +26,25 @@ from botocore.exceptions import ClientError
 
 from vhs import keys
 from vhs.changes import feed as changes
+from vhs.changes import publish
 from vhs.changes.batch import Plan, batch_response
 from vhs.changes.feed import (
     Change,
-    ChangePublisher,
     MalformedImage,
     changes_from_images,
     changes_from_record,
-    chunks,
     deduplication_id,
     message_group_id,
 )
+from vhs.changes.publish import ChangePublisher, chunks
+from vhs.changes.stream import lambda_record
 from vhs.errors import NotPublished
 from vhs.retention import Retention
 from vhs_ops import provisioning
 from vhs_ops.local.invoke import LambdaContext
+from vhs_ops.local.runners import LocalChangeFeed
 from vhs_ops.local.stack import client
-from vhs_ops.local.stream_source import (
-    DynamoDBStreamSource,
-    LocalChangeFeed,
-    lambda_record,
-    settle_response,
-)
+from vhs_ops.local.stream_source import DynamoDBStreamSource, StreamSourceConfig, settle_response
 from vhs_testing.backends import Backend
 from vhs_testing.batches import answered_alike, processed
 from vhs_testing.notifications import assert_exactly_once_in_order, receive_notifications
@@ -360,7 +357,9 @@ def test_the_poller_reads_a_parent_shard_before_its_child() -> None:
     def handler(event: dict[str, Any], context: Any) -> None:
         seen.extend(r["dynamodb"]["SequenceNumber"] for r in event["Records"])
 
-    DynamoDBStreamSource(FakeStreams(), ARN, handler, batch_size=2).drain(timeout=5)
+    DynamoDBStreamSource(FakeStreams(), ARN, handler, StreamSourceConfig(batch_size=2)).drain(
+        timeout=5
+    )
     assert seen == ["1", "2", "3", "4", "5"]
 
 
@@ -370,7 +369,7 @@ def test_the_poller_starts_at_latest_when_asked() -> None:
         streams,
         ARN,
         lambda event, _: seen.extend(r["dynamodb"]["SequenceNumber"] for r in event["Records"]),
-        starting_position="LATEST",
+        StreamSourceConfig(starting_position="LATEST"),
     )
     source.drain(timeout=5)
     streams.shards["child"].append("6")
@@ -390,7 +389,11 @@ def test_the_poller_retries_from_the_reported_record_and_gives_up_when_told() ->
         return {"batchItemFailures": []}
 
     source = DynamoDBStreamSource(
-        FakeStreams(), ARN, handler, batch_size=10, retry_attempts=2, on_failure=given_up.append
+        FakeStreams(),
+        ARN,
+        handler,
+        StreamSourceConfig(batch_size=10, retry_attempts=2),
+        on_failure=given_up.append,
     )
     source.drain(timeout=5)
     # 1..3 (2 fails) -> retried from 2 twice -> given up on -> 4, 5.
@@ -430,7 +433,7 @@ class Feed:
             self.backend.bucket_name,
             threaded=threaded,
             dlq_url=dlq_url,
-            source_options=options,
+            config=StreamSourceConfig(**options),
         )
 
     def receive_all(self, timeout: float = 20.0) -> list[Change]:
@@ -652,7 +655,7 @@ def test_a_record_given_up_on_is_dead_lettered_and_can_be_replayed(feed: Feed) -
     assert info["streamArn"] == feed.stream_arn
     refused["on"] = False
     publisher = ChangePublisher(sns, feed.topic_arn)
-    result = changes.replay(
+    result = publish.replay(
         message["Body"], feed.streams, publisher, bucket=feed.backend.bucket_name
     )
     assert result.complete and result.published == 1

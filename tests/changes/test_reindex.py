@@ -28,7 +28,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from vhs import shapes
-from vhs.changes.feed import Change, ChangePublisher
+from vhs.changes.feed import Change
+from vhs.changes.publish import ChangePublisher
 from vhs.changes.reindex import Counts, Selection, Target, TokenBucket, reindex_segment
 from vhs.errors import InvalidInput
 from vhs.retention import Retention
@@ -542,7 +543,7 @@ def apply(copy: dict[str, Change], change: Change) -> None:
 
 
 def test_a_copy_rebuilt_from_empty_by_replays_equals_the_store(server: Backend) -> None:
-    from vhs_ops.local.stream_source import LocalChangeFeed
+    from vhs_ops.local.runners import LocalChangeFeed
 
     sns, sqs = client("sns", server.endpoint), client("sqs", server.endpoint)
     suffix = server.table_name.rsplit("-", 1)[1]

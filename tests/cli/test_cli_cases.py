@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from vhs.ingest.bulk import MAX_LINE_BYTES
+from vhs.ingest.bulk_lines import MAX_LINE_BYTES
 from vhs_ops.cli.app import main
 from vhs_testing.cli import VHS
 from vhs_testing.stacks import fresh_stack

@@ -25,7 +25,7 @@ import boto3
 import pytest
 
 from vhs.bodies.parts import MAX_PARTS
-from vhs.changes.feed import ChangePublisher
+from vhs.changes.publish import ChangePublisher
 from vhs.changes.reindex import Selection, Target, reindex_segment
 from vhs.errors import ConfigurationError
 from vhs.index import updates

@@ -1,7 +1,7 @@
 """The Lambda asset holds what runs in Lambda, all of it, and nothing else.
 
 What runs is what the handlers import, followed through every module they reach: imports at
-the top of a module and imports inside functions alike (`vhs.changes.feed.replay` imports its
+the top of a module and imports inside functions alike (`vhs.changes.publish.replay` imports its
 stream reader only when it is called), read from the source rather than by importing it. The
 asset is the folder lambdas/, whole: infra/function.py's ASSET_EXCLUDE leaves out only what
 building and running Python leaves behind, and the operator side (the CLI, the local stack,

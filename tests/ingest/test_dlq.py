@@ -35,7 +35,8 @@ from vhs.ingest.staging import StagingLocation
 from vhs_ops import provisioning
 from vhs_ops.admin.dlq import DeadLetterQueue, RedriveFilter
 from vhs_ops.local.invoke import LambdaContext, load_handler
-from vhs_ops.local.sqs_source import lambda_record, settle_response
+from vhs_ops.local.sqs_event import lambda_record
+from vhs_ops.local.sqs_source import settle_response
 from vhs_testing.backends import atomic_inprocess_dynamodb
 
 REGION = "us-east-1"

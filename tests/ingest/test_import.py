@@ -20,8 +20,10 @@ from typing import Any
 import pytest
 
 from vhs.errors import InvalidInput, InvalidMessage
-from vhs.ingest.bulk import CsvMapping, Settled
-from vhs.ingest.bulk_sources import csv_rows, plan_chunks, resolve_sources, split_lines
+from vhs.ingest.bulk import Settled
+from vhs.ingest.bulk_csv import CsvMapping
+from vhs.ingest.bulk_lines import csv_rows, split_lines
+from vhs.ingest.bulk_sources import plan_chunks, resolve_sources
 from vhs.ingest.contract import read_message
 from vhs.ingest.ingestor import Ingestor
 from vhs_ops.cli.app import main as vhs

@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 from test_import import T0, Interrupt, import_function, ingestor, message, run
 
 from vhs.errors import ExportChanged, InvalidInput
-from vhs.ingest.bulk import MAX_LINE_BYTES, CsvMapping, Line
-from vhs.ingest.bulk_sources import csv_rows, file_lines, resolve_sources, split_lines
+from vhs.ingest.bulk_csv import CsvMapping
+from vhs.ingest.bulk_lines import MAX_LINE_BYTES, Line, csv_rows, split_lines
+from vhs.ingest.bulk_sources import file_lines, resolve_sources
 from vhs.ingest.ingestor import Ingestor
 from vhs_testing.backends import Backend
 

@@ -27,7 +27,8 @@ from vhs.keys import (
     shard_of,
     shard_prefix,
 )
-from vhs.maintenance.gc import DEFAULT_LEASE, GarbageCollector, GcReport, parse_duration
+from vhs.maintenance.gc import DEFAULT_LEASE, GarbageCollector, parse_duration
+from vhs.maintenance.report import GcReport
 from vhs_ops import provisioning
 from vhs_testing.backends import Backend
 from vhs_testing.condemnation import SkippingClock

@@ -35,7 +35,7 @@ from vhs.ingest.contract import InvalidMessage
 from vhs.ingest.ingestor import Ingestor
 from vhs.ingest.staging import StagingLocation
 from vhs_ops import provisioning
-from vhs_ops.local.sqs_source import lambda_record
+from vhs_ops.local.sqs_event import lambda_record
 from vhs_testing.backends import Backend, open_backend
 from vhs_testing.bad_input_pipeline import MISSING, CorpusRun, markdown_table, read_back, run_corpus
 from vhs_testing.bad_inputs import (

@@ -44,7 +44,7 @@ from vhs.ingest.deadletter import (
 from vhs_ops.admin.producer import Producer
 from vhs_ops.local.alarms import ALARM
 from vhs_ops.local.function_logs import read_function_log
-from vhs_ops.local.sqs_source import LocalPipeline
+from vhs_ops.local.runners import LocalPipeline
 from vhs_ops.local.stack import client
 from vhs_testing.invariants import check_winners
 from vhs_testing.model import Delete, Put, Write

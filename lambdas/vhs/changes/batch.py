@@ -27,7 +27,8 @@ from ..aws import aws_client
 from ..bodies.dictionaries import DictionaryStore
 from ..errors import NotPublished
 from ..shapes import CHANGES
-from .feed import ChangePublisher, Derived, changes_from_record
+from .feed import Derived, changes_from_record
+from .publish import ChangePublisher
 
 
 class Log(Protocol):

@@ -39,7 +39,8 @@ from ..index.scan import ScanPage, scan_pages
 from ..model import Entry
 from ..shapes import REINDEX
 from ..timestamps import parse_timestamp
-from .feed import Change, ChangePublisher, change_of
+from .feed import Change, change_of
+from .publish import ChangePublisher
 
 log = logging.getLogger(__name__)
 

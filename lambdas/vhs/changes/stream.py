@@ -6,7 +6,7 @@ awsRegion, eventSourceARN and ``dynamodb`` (ApproximateCreationDateTime in epoch
 Keys, NewImage, OldImage, SequenceNumber, SizeBytes, StreamViewType), binary values
 base64-encoded as in Lambda's JSON. `read_range` reads a range of one shard back.
 
-The change feed's `replay` (feed.py) reads a dead-lettered range of the stream with these, in
+The change feed's `replay` (publish.py) reads a dead-lettered range of the stream with these, in
 the Lambda asset; the local stream event source (vhs_ops.local.stream_source) builds its events
 with them.
 """

@@ -29,16 +29,10 @@ from typing import Any, Protocol
 
 from .. import settings, shapes
 from ..errors import ImportIncomplete, InvalidInput
-from .bulk import FORMATS, CsvMapping, ImportWorker, Problem, Settled, Tally, chunked, csv_header
-from .bulk_sources import (
-    SourceFile,
-    csv_rows,
-    plan_chunks,
-    read_chunks,
-    read_header,
-    resolve_sources,
-    split_lines,
-)
+from .bulk import FORMATS, ImportWorker, Problem, Settled, Tally, chunked
+from .bulk_csv import CsvMapping, csv_header
+from .bulk_lines import csv_rows, split_lines
+from .bulk_sources import SourceFile, plan_chunks, read_chunks, read_header, resolve_sources
 from .ingestor import Ingestor
 
 SHAPE = shapes.BULK_IMPORT

@@ -8,23 +8,7 @@ same rule readers use). An object is an orphan when nothing references it and it
 than the grace period.
 
 Deleting an orphan races with a writer that is about to point at the same content-addressed
-key again (a re-upload of an old body, or a crash-and-retry). The protocol (docs/gc.md):
-
-1. **Clear** first: a condemnation whose deadline is older than the clock-skew allowance plus
-   the writers' maximum write window is removed (no writer can still rely on it), before the
-   id is judged, so an old condemnation never holds an id up.
-2. **Condemn.** One conditional write per id and page names the orphans in the item's
-   condemnation (`gcd` deadline, `gcs` the bodies; index/codec.py), on condition that the item has
-   not changed since the collector read it. A new condemnation gets a deadline a lease from
-   now; orphans may join a standing one under its own deadline, which never moves. An item
-   holds at most `index.codec.MAX_CONDEMNED` bodies; the rest wait for a later run.
-3. **Delete** a condemned object, every attempt fenced at its send time: none is sent later
-   than half a lease before the deadline (`delete_fence`), so a slow, paused or retried delete
-   cannot land after a writer legitimately uploaded the body again.
-4. Writers that point at an S3 body require that no standing condemnation names it or that
-   its deadline is older than the moment their object was created (index/table.py). A writer whose
-   object may have been deleted waits out the deadline, uploads again and retries, so a
-   pointer never outlives its body.
+key again: condemn.py holds the protocol that makes it safe (docs/gc.md).
 
 One id's failure is counted (`failed`) and the rest of its page and shard go on; a shard that
 cannot be listed is reported in `failed_shards`.
@@ -34,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
@@ -42,19 +25,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import keys
 from ..aws import is_forbidden, is_object_missing
-from ..errors import DeleteFenced
 from ..index.codec import (
-    MAX_CONDEMNED,
-    MAX_CONDEMNED_HELD,
-    Condemnation,
-    condemnation_of,
-    condemned_name,
     item_from_dynamo,
-    version_of,
 )
 from ..model import Item
 from ..store import MAX_WRITE_WINDOW, VersionedHybridStore
-from .fence import delete_fence, install_delete_fence
+from .condemn import Condemner, ListedBody
+from .report import GcReport
 
 log = logging.getLogger(__name__)
 
@@ -64,46 +41,6 @@ LIST_PAGE_SIZE = 1000
 # The scheduled function (handlers.gc) stops taking work with this much of its timeout left
 # (checked after every listing page): time for a page's deletes and to hand the rest on.
 RESERVE_MS = 120_000
-
-
-@dataclass
-class GcReport:
-    shards: int = 0
-    listed: int = 0  # objects seen
-    young: int = 0  # within the grace period: not judged
-    referenced: int = 0
-    orphaned: int = 0  # unreferenced and past the grace period
-    deleted: int = 0
-    bytes_reclaimed: int = 0  # deleted bytes (in a dry run: what would be reclaimed)
-    skipped: int = 0  # orphans left for a later run: the item changed, or time ran short
-    # Orphans left until the id's condemnation expires: its item names MAX_CONDEMNED_HELD.
-    deferred: int = 0
-    markers_cleared: int = 0
-    unrecognised: int = 0  # not judged: keys outside VHS's layout, or of a damaged item
-    failed: int = 0  # ids whose bodies could not be judged or condemned (an AWS error)
-    failed_shards: list[str] = field(default_factory=list)  # shards that could not be listed
-    dry_run: bool = False
-
-    def add(self, other: GcReport) -> None:
-        for each in fields(self):
-            if each.type == "int":
-                setattr(self, each.name, getattr(self, each.name) + getattr(other, each.name))
-        self.failed_shards += other.failed_shards
-
-    @property
-    def ok(self) -> bool:
-        """Nothing failed (what was left for a later run is not a failure)."""
-        return self.failed == 0 and not self.failed_shards
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class _Object:
-    key: str
-    content_hash: str
-    size: int
 
 
 class GarbageCollector:
@@ -128,14 +65,11 @@ class GarbageCollector:
         self.dry_run = dry_run
         self.clock = clock or store.clock
         self.page_size = page_size
-        install_delete_fence(self.s3)
-        # The id and deadline of the condemnation this collector made (or renewed, or joined)
-        # last: the only one it renews, a run still at work on that id (a listing holds an
-        # id's keys together, so an id that spans pages is the last one condemned), never
-        # another run's.
-        self._made: tuple[str, float] | None = None
         # A marker may go once no writer can still act on the belief that predates it.
         self.marker_expiry = store.clock_skew + MAX_WRITE_WINDOW.total_seconds()
+        self.condemner = Condemner(
+            store, lease=self.lease, clock=self.clock, marker_expiry=self.marker_expiry
+        )
 
     def run(
         self,
@@ -255,7 +189,7 @@ class GarbageCollector:
         should_stop: Callable[[], bool] | None = None,
     ) -> None:
         now = self.clock()
-        by_id: dict[str, list[_Object]] = {}
+        by_id: dict[str, list[ListedBody]] = {}
         for listed in objects:
             report.listed += 1
             # Only keys this store's body_key makes are ours: a shard's listing also holds
@@ -272,7 +206,7 @@ class GarbageCollector:
                 report.unrecognised += 1
                 continue
             by_id.setdefault(record_id, []).append(
-                _Object(listed["Key"], body.content_hash, listed["Size"])
+                ListedBody(listed["Key"], body.content_hash, listed["Size"])
             )
         raw_items = self.index.read_raw_many(by_id) if by_id else {}
         for record_id, found in by_id.items():
@@ -297,7 +231,7 @@ class GarbageCollector:
         record_id: str,
         raw: dict[str, Any],
         item: Item | None,
-        found: list[_Object],
+        found: list[ListedBody],
         now: float,
         report: GcReport,
         should_stop: Callable[[], bool] | None = None,
@@ -308,11 +242,11 @@ class GarbageCollector:
         if self.dry_run:
             report.bytes_reclaimed += sum(body.size for body in orphans)
             return
-        self._collect(record_id, raw, item, orphans, now, report, should_stop)
+        self.condemner.collect(record_id, raw, item, orphans, now, report, should_stop)
 
     def _orphans(
-        self, item: Item | None, found: list[_Object], now: float, report: GcReport
-    ) -> list[_Object]:
+        self, item: Item | None, found: list[ListedBody], now: float, report: GcReport
+    ) -> list[ListedBody]:
         """The bodies among `found` that no version `item` retains references."""
         referenced = set()
         if item is not None:
@@ -328,129 +262,6 @@ class GarbageCollector:
                 orphans.append(body)
         report.orphaned += len(orphans)
         return orphans
-
-    def _collect(
-        self,
-        record_id: str,
-        raw: dict[str, Any],
-        item: Item | None,
-        orphans: list[_Object],
-        now: float,
-        report: GcReport,
-        should_stop: Callable[[], bool] | None,
-    ) -> None:
-        """Condemn and delete `orphans`, a round at a time, while the item lets us and
-        `should_stop()` does not say time is short."""
-        standing = self._standing_condemnation(record_id, raw, now, report)
-        # A delete whose history retention dropped: the condemnation flags it, so that no
-        # later put (one that started before the drop, say) can make that history retained
-        # again once its bodies are gone (retention.py).
-        drop = (
-            item is not None
-            and not item.current.dropped
-            and self.store.retention.history_dropped(item.current, now - self.store.clock_skew)
-            and not item.current.purge
-        )
-        pending = orphans
-        while pending:
-            condemned, taken = self._condemn(
-                record_id, version_of(raw), pending, standing, drop_history=drop
-            )
-            drop = False
-            if condemned is None:
-                # The item changed since we read it (judge it again next run), or another
-                # run's condemnation leaves no time to delete.
-                report.skipped += len(pending)
-                return
-            if not taken:  # the item names as many condemned bodies as it may
-                report.deferred += len(pending)
-                return
-            late: list[_Object] = []
-            for body in taken:
-                if self._delete(body, condemned.deadline):
-                    report.deleted += 1
-                    report.bytes_reclaimed += body.size
-                else:
-                    late.append(body)  # its condemnation's time to delete ran out
-            if len(late) == len(taken):  # not one delete in time: leave them for a later run
-                report.skipped += len(pending)
-                return
-            standing = condemned
-            done = {body.key for body in taken}
-            # The late ones first: the renewal the next round makes lets them be deleted.
-            pending = late + [body for body in pending if body.key not in done]
-            if pending and should_stop is not None and should_stop():
-                report.skipped += len(pending)
-                return
-
-    def _standing_condemnation(
-        self, record_id: str, raw: dict[str, Any], now: float, report: GcReport
-    ) -> Condemnation | None:
-        """The item's condemnation, once an expired one is cleared (before judging, so that
-        an id whose writes an old condemnation slows is freed whatever else happens)."""
-        standing = condemnation_of(raw)
-        expired = standing is not None and standing.deadline < now - self.marker_expiry
-        if expired and self.index.clear_condemnation(record_id, standing.deadline):
-            report.markers_cleared += 1
-            return None
-        return standing  # (one another collector changed stays: it is not judged under)
-
-    def _condemn(
-        self,
-        record_id: str,
-        seen_version: int | None,
-        orphans: list[_Object],
-        standing: Condemnation | None,
-        *,
-        drop_history: bool = False,
-    ) -> tuple[Condemnation | None, list[_Object]]:
-        """Condemn the next orphans (at most MAX_CONDEMNED not yet named, and only as many as
-        the item may hold): under a new condemnation; joining a standing one while it leaves
-        time to delete (its deadline stays: a writer may be waiting it out); or renewing one
-        too near its deadline to delete under, with a later deadline that every name in it
-        then answers to. The condemnation, and the orphans it lets us delete (those it names
-        already and those just added), or None if the item changed."""
-        now = self.clock()
-        if standing is None:
-            deadline = now + self.lease
-        elif now < standing.deadline - self.lease / 2:
-            deadline = standing.deadline
-        elif self._made == (record_id, standing.deadline):
-            deadline = now + self.lease  # renew one this collector made: it is still at work
-        else:
-            # Another run's, too near its deadline to delete under and not yet expired: a
-            # writer may be waiting it out. Its bodies wait for a later run.
-            return None, []
-        held = standing.bodies if standing is not None else frozenset()
-        named = [o for o in orphans if condemned_name(o.content_hash) in held]
-        room = min(MAX_CONDEMNED, MAX_CONDEMNED_HELD - len(held))
-        new = [o for o in orphans if condemned_name(o.content_hash) not in held][: max(0, room)]
-        if not named and not new:
-            return standing, []
-        written = new or drop_history or deadline != standing.deadline  # type: ignore[union-attr]
-        if written and not self.index.condemn(
-            record_id,
-            [o.content_hash for o in new],
-            deadline,
-            seen_version,
-            standing=standing.deadline if standing is not None else None,
-            drop_history=drop_history,
-        ):
-            return None, []
-        names = held | {condemned_name(o.content_hash) for o in new}
-        self._made = (record_id, deadline)
-        return Condemnation(deadline, frozenset(names)), named + new
-
-    def _delete(self, body: _Object, deadline: float) -> bool:
-        """Delete a condemned body, if every attempt to send the request is made while half
-        the lease is still in hand (a fence at send time: a slow or retried request that
-        would go later is not sent). False if it was too late."""
-        try:
-            with delete_fence(deadline - self.lease / 2, self.clock):
-                self.s3.delete_object(Bucket=self.bucket, Key=body.key)
-        except DeleteFenced:
-            return False
-        return True
 
     def _id_from_metadata(self, key: str) -> str | None:
         """Long ids are cut in keys (keys.encode_id); their objects carry the whole id."""

@@ -27,7 +27,7 @@ class ChangeFeedShape(FunctionShape, shape="change feed", timeout_seconds=60, me
     # bisected on a function error; after `retry_attempts` retries or once its records are
     # `max_record_age_seconds` old, Lambda sends the batch's position in the stream (not the
     # records) to the change feed's DLQ and moves on. The age bound leaves 18 of the stream's
-    # 24 hours to replay a dead-lettered range from the stream (vhs.changes.feed.replay).
+    # 24 hours to replay a dead-lettered range from the stream (vhs.changes.publish.replay).
     retry_attempts: int = 100
     max_record_age_seconds: int = 6 * 3600
     # Concurrent batches per shard. Lambda keeps records of one item key in order at any

@@ -10,10 +10,10 @@ Two kinds of message end up in the DLQ (docs/ingest.md):
   one they had on the ingest queue, so the function's log finds their errors.
 
 A reason is believed only when the handler's receipt for that dead letter vouches for it
-(deadletter.py): a message that claims a reason without one (a producer's forged attributes)
-reads as retries-exhausted, its claim shown as unverified, and `discard` leaves it alone
-unless `include_unverified`. Receipts are read from the staging location (VHS_STAGING_BUCKET);
-without one, no reason is believed.
+(deadletter.py; dlq_letters.py reads the letters): a message that claims a reason without one
+(a producer's forged attributes) reads as retries-exhausted, its claim shown as unverified,
+and `discard` leaves it alone unless `include_unverified`. Receipts are read from the staging
+location (VHS_STAGING_BUCKET); without one, no reason is believed.
 
 `DeadLetterQueue.list()` peeks: it receives every message with a visibility timeout long
 enough for one pass, de-duplicates by message id, and at the end makes every message it
@@ -47,22 +47,17 @@ from botocore.exceptions import BotoCoreError, ClientError
 from vhs import settings
 from vhs.errors import ConfigurationError
 from vhs.ingest.deadletter import (
-    ERROR_TYPE,
     DeadLetter,
-    parse_or_none,
-    producer_attributes,
-    receipt_vouches_for,
 )
-from vhs.ingest.staging import CLAIM_CHECK_ATTRIBUTES, S3Location, StagingLocation, is_claim_check
+from vhs.ingest.staging import StagingLocation
 
+from .dlq_letters import LetterReader
 from .queues import QueueDepth, QueuePass, queue_depth
 
 # Long enough for one pass over a large DLQ; a message whose timeout runs out mid-pass comes
 # back and is recognised by its message id.
 DEFAULT_VISIBILITY_TIMEOUT = 300
 DEFAULT_WAIT_SECONDS = 1
-# Claim-check payloads up to this size are read to find the record id, when asked to.
-RESOLVE_LIMIT = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -201,7 +196,7 @@ class DeadLetterQueue:
         letters: builtins.list[DeadLetter] = []
         with self._pass() as peek:
             for message in peek.messages(limit):
-                letters.append(self._letter(message, resolve_claim_checks))
+                letters.append(self._letters.letter(message, resolve_claim_checks))
                 if progress:
                     progress(len(letters))
         return sorted(letters, key=lambda letter: letter.first_seen)
@@ -288,7 +283,7 @@ class DeadLetterQueue:
         resolve = selection.id_prefix is not None
         with self._pass() as sweep:
             for message in sweep.messages(None):
-                letter = self._letter(message, resolve)
+                letter = self._letters.letter(message, resolve)
                 full = selection.max_messages is not None and acted_on() >= selection.max_messages
                 if full or not selection.matches(letter):
                     report.skipped += 1
@@ -316,7 +311,7 @@ class DeadLetterQueue:
     def _move(self, message: dict[str, Any], moving: QueuePass, report: RedriveReport) -> None:
         message_id = message["MessageId"]
         try:
-            body, attributes = self._unstaged(message)
+            body, attributes = self._letters.unstaged(message)
             self.sqs.send_message(
                 QueueUrl=self.queue_url, MessageBody=body, MessageAttributes=attributes
             )
@@ -331,36 +326,6 @@ class DeadLetterQueue:
         except (ClientError, BotoCoreError) as error:
             report.duplicated += 1
             report.errors.append({"message_id": message_id, "stage": "delete", "error": str(error)})
-
-    def _unstaged(self, message: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The body and attributes to send back: the producer's. A dead letter the handler
-        staged (too large for the DLQ with its reason attached) points into the handler's own
-        dead-letters/, where ingest never reads: its payload, the producer's original body,
-        goes back inline (it came in one message, and goes back with fewer attributes)."""
-        attributes = producer_attributes(message.get("MessageAttributes") or {})
-        location = self._pointer(message)
-        if (
-            location is None
-            or self.staging is None
-            or self.s3 is None
-            or not self.staging.holds_staged_dead_letter(location)
-        ):
-            return message["Body"], attributes
-        payload = self.s3.get_object(Bucket=location.bucket, Key=location.key)["Body"].read()
-        for name in CLAIM_CHECK_ATTRIBUTES:  # the handler's flag, not the producer's
-            attributes.pop(name, None)
-        return payload.decode(), attributes
-
-    @staticmethod
-    def _pointer(message: dict[str, Any]) -> S3Location | None:
-        """Where a claim check's payload is, if the message is a well-formed claim check."""
-        parsed = parse_or_none(message.get("Body", ""))
-        if not is_claim_check(parsed) or not isinstance(parsed[1], dict):
-            return None
-        bucket, key = parsed[1].get("s3BucketName"), parsed[1].get("s3Key")
-        if not isinstance(bucket, str) or not isinstance(key, str):
-            return None
-        return S3Location(bucket, key)
 
     def _may_move(self, use_move_task: bool | None) -> bool:
         if use_move_task is not None:
@@ -386,50 +351,13 @@ class DeadLetterQueue:
 
     # --- helpers ---------------------------------------------------------------------------
 
+    @property
+    def _letters(self) -> LetterReader:
+        return LetterReader(self.s3, self.staging)
+
     def _pass(self) -> QueuePass:
         return QueuePass(self.sqs, self.dlq_url, self.visibility_timeout, self.wait_seconds)
 
     def _arn(self, url: str) -> str:
         attributes = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
         return attributes["Attributes"]["QueueArn"]
-
-    def _letter(self, message: dict[str, Any], resolve: bool) -> DeadLetter:
-        record_id = None
-        if resolve and self.s3 is not None:
-            record_id = self._resolve(message)
-        vouched = receipt_vouches_for(self._receipt(message), message)
-        return DeadLetter.from_message(message, record_id, vouched=vouched)
-
-    def _receipt(self, message: dict[str, Any]) -> bytes | None:
-        """The handler's receipt for this dead letter, if it claims a reason and has one."""
-        if ERROR_TYPE not in (message.get("MessageAttributes") or {}):
-            return None  # claims nothing: retries exhausted, no receipt to read
-        if self.staging is None or self.s3 is None:
-            return None
-        key = self.staging.receipt_key(message["MessageId"])
-        try:
-            return self.s3.get_object(Bucket=self.staging.bucket, Key=key)["Body"].read()
-        except (ClientError, BotoCoreError):
-            return None  # none (a forged reason), or unreadable: the reason is not believed
-
-    def _resolve(self, message: dict[str, Any]) -> str | None:
-        """The record id in a claim check's payload, if it is small enough to read. Only
-        payloads inside the staging location are read (producers' objects and the handler's
-        staged dead letters): a pointer elsewhere is a producer's to write, and the operator's
-        credentials must not fetch whatever it names."""
-        location = self._pointer(message)
-        if location is None or self.staging is None or self.s3 is None:
-            return None
-        if not (self.staging.contains(location) or self.staging.holds_staged_dead_letter(location)):
-            return None
-        try:
-            head = self.s3.head_object(Bucket=location.bucket, Key=location.key)
-            if head.get("ContentLength", 0) > RESOLVE_LIMIT:
-                return None
-            payload = self.s3.get_object(Bucket=location.bucket, Key=location.key)["Body"].read()
-        except (ClientError, BotoCoreError):
-            return None  # missing (expired?) or not readable: the reason says what is wrong
-        document = parse_or_none(payload)
-        if isinstance(document, dict) and isinstance(document.get("id"), str):
-            return document["id"]
-        return None

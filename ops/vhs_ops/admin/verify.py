@@ -24,8 +24,6 @@ flight, and the report keeps the first `max_findings` findings (every finding go
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -36,13 +34,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from vhs import keys
 from vhs.aws import is_object_missing
-from vhs.errors import UndecodableBody
-from vhs.history.stored_deltas import inline_bodies, inline_part
 from vhs.index.codec import ID, MalformedItem, item_from_dynamo, layout_problem, stored_layout
 from vhs.index.scan import scan_pages
 from vhs.model import Entry, Item
 from vhs.store import VersionedHybridStore
 
+from .body_checks import inline_findings, inline_part_findings, object_problems
 from .findings import (
     Finding,
     FindingCallback,
@@ -203,7 +200,6 @@ class Verifier:
         by_hash: dict[str, list[tuple[int, int, bool]]] = {}
         deletes = 0
         inline = self._check_inline(item.id, retained)
-        self._check_inline_parts(item.id, retained)
         for version, entry in retained:
             if entry.deleted:
                 deletes += 1
@@ -221,75 +217,18 @@ class Verifier:
             self._submit(item.id, content_hash, pointers)
 
     def _check_inline(self, id: str, retained: list[tuple[int, Entry]]) -> int:
-        """Check every inline body of the `retained` versions of `id` (one pass over their
-        delta chains, which run from a version to later ones, all retained too); returns how
-        many there are. A version that cannot be decoded because a later one it is stored
-        against is damaged is reported with that version, once."""
+        """Check every inline body and part of the `retained` versions of `id`; returns how
+        many inline bodies there are."""
         location = self._item_location(id)
-        entries = dict(retained)
-        broken: dict[int, tuple[UndecodableBody, list[int]]] = {}
-        count = 0
-        for version, body in inline_bodies(retained, self.store.dictionaries.get):
-            count += 1
-            if isinstance(body, UndecodableBody):
-                broken.setdefault(body.version, (body, []))[1].append(version)
-                continue
-            with self._lock:
-                self._report.bytes_hashed += len(body)
-            if len(body) != entries[version].size:
-                detail = (
-                    f"the inline body is {len(body)} bytes, the entry says {entries[version].size}"
-                )
-                self._found(
-                    Finding(
-                        FindingKind.SIZE_MISMATCH,
-                        id,
-                        version,
-                        f"{location}#v{version}",
-                        detail,
-                        (version,),
-                    )
-                )
-        for version, (error, affected) in broken.items():
-            detail = f"the inline body does not decode to its hash: {error}"
-            if affected != [version]:
-                detail += f" (versions {', '.join(map(str, sorted(affected)))} cannot be read)"
-            self._found(
-                Finding(
-                    FindingKind.HASH_MISMATCH,
-                    id,
-                    version,
-                    f"{location}#v{version}",
-                    detail,
-                    tuple(sorted(affected)),
-                )
-            )
+        count, hashed, findings = inline_findings(
+            id, retained, self.store.dictionaries.get, location
+        )
+        part_hashed, part_findings = inline_part_findings(id, retained, location)
+        with self._lock:
+            self._report.bytes_hashed += hashed + part_hashed
+        for found in (*findings, *part_findings):
+            self._found(found)
         return count
-
-    def _check_inline_parts(self, id: str, retained: list[tuple[int, Entry]]) -> None:
-        """Check that every inline part of the `retained` versions decodes to its hash."""
-        for version, entry in retained:
-            for part in entry.parts:
-                if part.inline is None:
-                    continue
-                try:
-                    data = inline_part(retained, version, part)
-                    actual = part.content_hash
-                except UndecodableBody as error:
-                    data, actual = b"", str(error)
-                with self._lock:
-                    self._report.bytes_hashed += len(data)
-                if actual != part.content_hash:
-                    self._found(
-                        Finding(
-                            FindingKind.HASH_MISMATCH,
-                            id,
-                            version,
-                            f"{self._item_location(id)}#v{version}/{part.name}",
-                            f"the inline part {part.name!r} does not decode to its hash: {actual}",
-                            (version,),
-                        )
-                    )
 
     def _submit(self, id: str, content_hash: str, pointers: list[tuple[int, int, bool]]) -> None:
         self._slots.acquire()
@@ -329,7 +268,12 @@ class Verifier:
                 )
                 finding(kind, str(error))
                 return
-            self._judge_object(id, content_hash, size, response, actual, finding)
+            problems, unconfirmed = object_problems(id, content_hash, size, response, actual)
+            if unconfirmed:
+                with self._lock:
+                    self._report.unconfirmed += 1
+            for kind, detail in problems:
+                finding(kind, detail)
         except Exception as error:  # a bug here must not pass for a clean store
             finding(FindingKind.CHECK_FAILED, f"{type(error).__name__}: {error}")
         finally:
@@ -350,41 +294,6 @@ class Verifier:
             self._report.bytes_hashed += read
         response["ContentLength"] = read
         return response, digest.hexdigest()
-
-    def _judge_object(
-        self,
-        id: str,
-        content_hash: str,
-        expected_size: int,
-        response: dict[str, Any],
-        actual: str | None,
-        finding: Callable[[FindingKind, str], None],
-    ) -> None:
-        size = response.get("ContentLength")
-        stored = _full_object_sha256(response)
-        problems: list[str] = []
-        hashed_wrong = False
-        if actual is not None and actual != content_hash:
-            hashed_wrong = True
-            problems.append(f"the body hashes to {actual}")
-        if stored is not None and stored != content_hash:
-            hashed_wrong = True
-            problems.append(f"S3's SHA-256 checksum of it is {stored}")
-        if size is not None and size != expected_size:
-            problems.append(f"it is {size} bytes, the entry says {expected_size}")
-        if problems:
-            kind = FindingKind.HASH_MISMATCH if hashed_wrong else FindingKind.SIZE_MISMATCH
-            finding(kind, "; ".join(problems) + f" (the key names {content_hash})")
-        elif actual is None and stored is None:
-            with self._lock:
-                self._report.unconfirmed += 1
-        encoded = keys.id_in_metadata(response.get("Metadata"))
-        named = keys.decode_metadata_id(encoded) if encoded else None
-        if named != id:
-            what = "no vhs-id metadata" if encoded is None else f"vhs-id metadata {encoded!r}"
-            if encoded is not None:
-                what += f" (decodes to {named!r})" if named is not None else " (not base64url)"
-            finding(FindingKind.METADATA_MISMATCH, f"{what}, expected the id {id!r}")
 
     def _still_dangling(self, id: str, content_hash: str, key: str) -> bool:
         """Confirm a missing object against the item as it is now, strongly consistent: a
@@ -468,15 +377,3 @@ def _raw_id(raw: dict[str, Any]) -> str:
     if isinstance(value, dict) and isinstance(value.get("S"), str):
         return value["S"]
     return repr(value)
-
-
-def _full_object_sha256(response: dict[str, Any]) -> str | None:
-    """The object's SHA-256 from S3 as hex, when it is of the whole object. A multipart
-    upload's checksum is a checksum of the parts' checksums (COMPOSITE, `...-N`)."""
-    value = response.get("ChecksumSHA256")
-    if not value or "-" in value or response.get("ChecksumType") == "COMPOSITE":
-        return None
-    try:
-        return base64.b64decode(value, validate=True).hex()
-    except (binascii.Error, ValueError):
-        return f"(undecodable: {value!r})"

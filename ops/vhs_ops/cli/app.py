@@ -51,9 +51,10 @@ from .importer import cmd_import
 from .local_session import cmd_local_down, cmd_local_status
 from .maintenance import cmd_gc, cmd_migrate, cmd_verify
 from .options import non_negative, page_size, port, positive, rate, seconds, segments, shard
-from .pipeline import cmd_invoke, cmd_local_up, cmd_send
+from .pipeline import cmd_invoke, cmd_local_up
 from .records import cmd_delete, cmd_diff, cmd_get, cmd_history, cmd_put
 from .reindex import cmd_reindex
+from .send import cmd_send
 
 
 def _command(sub: Any, name: str, handler: Any, help: str) -> argparse.ArgumentParser:

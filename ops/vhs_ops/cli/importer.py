@@ -31,16 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from vhs.errors import ConfigurationError, InvalidInput
-from vhs.ingest.bulk import (
-    DEFAULT_CHUNK_LINES,
-    CsvMapping,
-    ImportWorker,
-    Line,
-    Problem,
-    Settled,
-    Tally,
-    chunked,
-)
+from vhs.ingest.bulk import DEFAULT_CHUNK_LINES, ImportWorker, Problem, Settled, Tally, chunked
+from vhs.ingest.bulk_csv import CsvMapping
+from vhs.ingest.bulk_lines import Line
 from vhs.ingest.bulk_sources import SourceFile, file_lines, read_header, resolve_sources
 
 from .boundary import first_request, in_existing_directory

@@ -31,7 +31,7 @@ from vhs.store import VersionedHybridStore
 
 from ..admin.producer import Producer
 from .function_logs import read_function_log
-from .sqs_source import LocalPipeline
+from .runners import LocalPipeline
 from .stack import LocalStack, client, environment, local_stack
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)

@@ -7,10 +7,8 @@ of `shapes.INGEST` (the ones the CDK deploys):
   attribute) and gathers a batch until it holds `batch_size` messages, the batching window has
   passed since the batch's first message, or the next message would take the event over
   Lambda's 6 MB invocation payload;
-* it invokes the real handler with the event Lambda sends (`lambda_record`: messageId,
-  receiptHandle, body, attributes with ApproximateReceiveCount, messageAttributes in the
-  lower-camel form, md5OfBody, eventSource "aws:sqs", eventSourceARN, awsRegion) and a context
-  object;
+* it invokes the real handler with the event Lambda sends (sqs_event.py's `lambda_record`)
+  and a context object;
 * ReportBatchItemFailures: it deletes every message of the batch that the response does not
   list in `batchItemFailures`. A listed message is left alone: it reappears after the queue's
   visibility timeout with a higher ApproximateReceiveCount, and once it has been received
@@ -23,98 +21,38 @@ shared by concurrent invocations). The next batch is received while the handler 
 Lambda's pollers do. Concurrency comes from inside the handler, which stores a batch's
 messages in parallel.
 
-`LocalPipeline` runs it on the local stack with the real ingest handler, beside the DLQ alarm
-evaluator (alarms.py); `vhs local up`, `make demo`, the end-to-end test and the pipeline
-benchmark use it. What it shares with the stream source (threads, invoking, reading a
+`LocalPipeline` (runners.py) runs it on the local stack with the real ingest handler, beside
+the DLQ alarm evaluator. What it shares with the stream source (threads, invoking, reading a
 response) is in event_source.py.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
 import json
 import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from vhs.settings import INGEST_FUNCTION
 from vhs.shapes import INGEST
 
 from ..admin.queues import QueueDepth, queue_depth
-from .alarms import AlarmEvaluator
-from .event_source import EventSource, Handler, Invoked, LocalFunction, malformed, reported_failures
-from .stack import client
+from .event_source import EventSource, Handler, Invoked, malformed, reported_failures
+from .sqs_event import lambda_record
 
 # Lambda's limit on a synchronous invocation's payload; an SQS batch never exceeds it.
 MAX_INVOCATION_PAYLOAD_BYTES = 6 * 1024 * 1024
 MAX_RECEIVE = 10  # ReceiveMessage's MaxNumberOfMessages
 MAX_DELETE = 10  # DeleteMessageBatch's entries
-# The system attributes Lambda puts in a record's `attributes`, when SQS has them.
-RECORD_ATTRIBUTES = (
-    "ApproximateReceiveCount",
-    "SentTimestamp",
-    "SenderId",
-    "ApproximateFirstReceiveTimestamp",
-    "SequenceNumber",
-    "MessageGroupId",
-    "MessageDeduplicationId",
-    "AWSTraceHeader",
-    "DeadLetterQueueSourceArn",
-)
 
 
-# --- the event ----------------------------------------------------------------------------
-
-
-def lambda_record(message: dict[str, Any], *, queue_arn: str, region: str) -> dict[str, Any]:
-    """One ReceiveMessage message as a record of Lambda's SQS event."""
-    attributes = message.get("Attributes") or {}
-    body = message.get("Body", "")
-    record_attributes = {name: attributes[name] for name in RECORD_ATTRIBUTES if name in attributes}
-    message_attributes = {
-        name: _event_attribute(value)
-        for name, value in (message.get("MessageAttributes") or {}).items()
-    }
-    return {
-        "messageId": message["MessageId"],
-        "receiptHandle": message["ReceiptHandle"],
-        "body": body,
-        "attributes": record_attributes,
-        "messageAttributes": message_attributes,
-        "md5OfBody": message.get("MD5OfBody")
-        or hashlib.md5(message.get("Body", "").encode(), usedforsecurity=False).hexdigest(),
-        "md5OfMessageAttributes": message.get("MD5OfMessageAttributes"),
-        "eventSource": "aws:sqs",
-        "eventSourceARN": queue_arn,
-        "awsRegion": region,
-    }
-
-
-def _b64(value: bytes | str) -> str:
-    return base64.b64encode(value if isinstance(value, bytes) else value.encode()).decode()
-
-
-def _event_attribute(value: dict[str, Any]) -> dict[str, Any]:
-    """A ReceiveMessage MessageAttributeValue in the event's lower-camel form (binary values
-    base64-encoded, as JSON carries them)."""
-    out: dict[str, Any] = {}
-    if "StringValue" in value:
-        out["stringValue"] = value["StringValue"]
-    if "BinaryValue" in value:
-        out["binaryValue"] = _b64(value["BinaryValue"])
-    out["stringListValues"] = list(value.get("StringListValues") or [])
-    out["binaryListValues"] = [_b64(v) for v in value.get("BinaryListValues") or []]
-    out["dataType"] = value["DataType"]
-    return out
+# --- the response -------------------------------------------------------------------------
 
 
 def settle_response(response: Any, message_ids: list[str]) -> tuple[list[str], str | None]:
@@ -387,66 +325,3 @@ class SqsEventSource(EventSource):
             with self._lock:
                 self.stats.deleted += len(response.get("Successful", []))
                 self.stats.delete_errors += len(response.get("Failed", []))
-
-
-# --- the local pipeline -------------------------------------------------------------------
-
-
-@dataclass
-class LocalPipeline(LocalFunction):
-    """The local stack's ingest pipeline, running: the event source invoking the real ingest
-    handler with the function's environment, and the DLQ alarm evaluated beside it.
-
-    `on_alarm` is called with each alarm Transition as it happens. `alarm_period` is how many
-    seconds stand for one of the alarm's periods (60 s on AWS): locally a period is compressed
-    so a change shows at once."""
-
-    stack: Any  # local.LocalStack, provisioned with its pipeline
-    function_log: Path | None = None
-    on_alarm: Callable[[Any], None] | None = None
-    alarm_period: float = 1.0
-    batch_size: int | None = None
-    batching_window_seconds: float | None = None
-    handler: Handler | None = None
-    source: SqsEventSource | None = field(default=None, init=False)
-    alarm: Any = field(default=None, init=False)
-    module: Any = field(default=None, init=False)
-    _exit: contextlib.ExitStack | None = field(default=None, init=False)
-
-    def _start(self, running: contextlib.ExitStack) -> None:
-        stack = self.stack
-        handler = self._load(running, INGEST_FUNCTION, stack.function_env(), self.function_log)
-        sqs = client("sqs", stack.endpoint, stack.region)
-        self.alarm = AlarmEvaluator(
-            client("cloudwatch", stack.endpoint, stack.region),
-            sqs,
-            alarm_name=stack.alarm_name,
-            queue_url=stack.dlq_url,
-            period_seconds=self.alarm_period,
-            on_transition=self.on_alarm,
-        )
-        running.enter_context(self.alarm)
-        self.source = SqsEventSource(
-            sqs,
-            stack.queue_url,
-            handler,
-            queue_arn=stack.queue_arn,
-            region=stack.region,
-            batch_size=self.batch_size,
-            batching_window_seconds=self.batching_window_seconds,
-            function_name=stack.function_name,
-        )
-        running.enter_context(self.source)
-
-    def running(self) -> tuple[SqsEventSource, Any]:
-        """(the event source, the alarm evaluator) of a started pipeline."""
-        if self.source is None or self.alarm is None:
-            raise RuntimeError("the pipeline is not running: start() it, or use `with`")
-        return self.source, self.alarm
-
-    def drain(self, timeout: float = 60.0) -> None:
-        """Wait until the ingest queue is empty, then evaluate the alarm once more so its
-        state reflects the DLQ as it now is."""
-        source, alarm = self.running()
-        source.run_until_idle(timeout)
-        alarm.evaluate()

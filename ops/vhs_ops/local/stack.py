@@ -5,7 +5,7 @@ as a child process (so its state is never shared with an in-process `mock_aws`),
 resources are created from the same shapes (vhs.shapes) that the CDK app deploys: the table
 and the body bucket, and for the ingest pipeline the staging bucket (claim-check payloads and
 staged bodies, expiring), the ingest queue, its dead-letter queue with the deployed redrive
-policy, and the DLQ alarm. sqs_source.py runs the pipeline on it. The environments it
+policy, and the DLQ alarm. runners.py runs the pipeline on it. The environments it
 writes are built with vhs.settings, as the CDK app builds the deployed functions'.
 """
 

@@ -1,7 +1,7 @@
 """What a stream event source does with a batch it gives up on, as Lambda does: it sends
 Lambda's on-failure record (`DDBStreamBatchInfo`: the shard and the range of sequence numbers,
 not the records) to the on-failure destination. The change feed's DLQ is one (`sqs_destination`),
-and `vhs.changes.feed.replay` reads the range back from the stream.
+and `vhs.changes.publish.replay` reads the range back from the stream.
 """
 
 from __future__ import annotations
