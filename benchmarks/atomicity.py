@@ -7,7 +7,8 @@ import argparse
 import time
 from dataclasses import asdict
 
-from vhs_ops.local.stack import MotoServer, environment
+from vhs_ops.local.process_environment import environment
+from vhs_ops.local.stack import MotoServer
 from vhs_testing.atomicity import race
 from vhs_testing.backends import fake_credentials, open_backend
 from vhs_testing.dynalite import DynaliteServer

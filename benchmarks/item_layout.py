@@ -23,9 +23,9 @@ from vhs_ops.local.stack import MotoServer, client
 
 from . import pricing, workload
 from .common import Progress, Report, run_line, table
-from .measure import Samples
 from .report import dollars
 from .systems import VhsSystem
+from .workload import Samples
 
 OPTIONS = {
     "--puts": (int, 11, 11, "puts of the record: a create, then edits"),

@@ -15,11 +15,10 @@ from typing import Any
 
 from . import pricing, workload
 from .pricing import Bill
-from .systems import System
+from .systems import Action, Operation, Prepare, System
+from .workload import Samples
 
 Progress = Callable[[str], None]
-Action = Callable[[], Any]
-Prepare = Callable[[System, str, "Samples"], Action]
 STEADY_STATE_PRIOR_VERSIONS = 6  # enough for VHS's default retention to be full
 STEADY_STATE_UPDATES = 4  # billed updates, averaged, so trims show at their real rate
 T1, T2, T3 = workload.timestamp(1), workload.timestamp(2), workload.timestamp(3)
@@ -173,33 +172,6 @@ def wall_times(systems: Sequence[Any], samples: Samples, baseline: str,
                     seconds[system.name].append(elapsed)
         results.append(WallTime(operation, seconds, baseline))
     return results
-
-
-@dataclass(frozen=True)
-class Samples:
-    """Two versions of a small (2 KB, a typical catalogue record) and of a large record (1 MB:
-    the small end of the 1-5 MB class, over any inline limit)."""
-
-    small: tuple[dict[str, Any], dict[str, Any]]
-    large: tuple[dict[str, Any], dict[str, Any]]
-
-    @classmethod
-    def build(cls, seed: int = workload.SEED) -> Samples:
-        def pair(size: int, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-            first = workload.make_record(f"{name}-sample", size, random.Random(f"{seed}/{name}"))
-            return first, workload.revise(first, random.Random(f"{seed}/{name}/v2"), T2)
-
-        return cls(small=pair(2 * workload.KB, "small"), large=pair(workload.MB, "large"))
-
-
-@dataclass(frozen=True)
-class Operation:
-    name: str
-    prepare: Prepare
-    repeats: int = 1  # actions billed together, reported per action
-    timed: bool = True  # in the wall-time table too
-    floor: dict[str, int] | None = None  # the request floor, where one is set
-    floor_note: str = ""  # why the floor differs from the raw floor's requests, if it does
 
 
 def put(size: str, setup: str | None, action: str = "new") -> Prepare:

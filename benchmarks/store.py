@@ -11,7 +11,7 @@ from typing import Any
 from vhs.index.layouts import Layout
 from vhs_ops.local.stack import MotoServer, client
 
-from . import measure, pricing, report, workload
+from . import measure, pricing, report, systems, workload
 from .common import Progress, Report, environment, now, table
 from .report import DELTA_OFF, FLOOR, PEERS, RAW_VHS, TEXT_LAYOUT, VHS
 from .systems import PynamodbMateStore, RawFloor, RawVhsRequests, VhsSystem, Wellcome2018Store
@@ -86,7 +86,7 @@ def measure_storage(systems: Sequence[Any], endpoint: str, records: int,
 
 def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progress) -> Report:
     settings = SETTINGS[args.quick]
-    samples = measure.Samples.build()
+    samples = workload.Samples.build()
     bodies = workload.size_mix(settings.mix_records)
     with MotoServer() as server:
         systems = build_systems(server.endpoint)
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace, options: argparse.Namespace, progress: Progres
         progress("cost per operation")
         costs = measure.cost_per_operation(main, samples)
 
-        def rounds(operation: measure.Operation) -> tuple[int, int]:
+        def rounds(operation: systems.Operation) -> tuple[int, int]:
             return settings.large_rounds if "large" in operation.name else settings.small_rounds
 
         walls = measure.wall_times(timed, samples, FLOOR, rounds, progress)

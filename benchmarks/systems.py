@@ -10,8 +10,10 @@ import copy
 import json
 import time
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import pynamodb_mate.api as pm
 from botocore import xform_name
@@ -26,12 +28,25 @@ from vhs_ops.admin.dictionaries import TrainReport, train_dictionary
 from vhs_ops.local.stack import DEFAULT_REGION, LOCAL_CREDENTIALS
 
 from .pricing import Biller
-from .workload import canonical
-
-if TYPE_CHECKING:
-    from .measure import Operation, Samples
+from .workload import Samples, canonical
 
 GC_AHEAD = 24 * 3600  # past the collector's lease and marker expiry (minutes)
+
+
+# An operation the benchmarks measure, as each system is asked to do it: `prepare` sets the
+# system up (a version written first, say) and returns the action measured.
+Action = Callable[[], Any]
+Prepare = Callable[["System", str, Samples], Action]
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    prepare: Prepare
+    repeats: int = 1  # actions billed together, reported per action
+    timed: bool = True  # in the wall-time table too
+    floor: dict[str, int] | None = None  # the request floor, where one is set
+    floor_note: str = ""  # why the floor differs from the raw floor's requests, if it does
 
 
 class System(Protocol):

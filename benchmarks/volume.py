@@ -21,7 +21,8 @@ from typing import Any
 from vhs import settings
 from vhs.store import VersionedHybridStore
 from vhs_ops.admin.dlq import queue_depth
-from vhs_ops.local.stack import client, environment, free_port
+from vhs_ops.local.process_environment import environment
+from vhs_ops.local.stack import client, free_port
 
 from .common import Progress, Report, peak_rss_mb, table
 

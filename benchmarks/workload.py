@@ -220,3 +220,20 @@ def size_mix(count: int, seed: int = SEED) -> list[Body]:
 def timestamp(day: int, second: int = 0) -> datetime:
     """A fixed point in the past: workload times never depend on the wall clock."""
     return EPOCH + timedelta(days=day, seconds=second)
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Two versions of a small (2 KB, a typical catalogue record) and of a large record (1 MB:
+    the small end of the 1-5 MB class, over any inline limit)."""
+
+    small: tuple[dict[str, Any], dict[str, Any]]
+    large: tuple[dict[str, Any], dict[str, Any]]
+
+    @classmethod
+    def build(cls, seed: int = SEED) -> Samples:
+        def pair(size: int, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+            first = make_record(f"{name}-sample", size, random.Random(f"{seed}/{name}"))
+            return first, revise(first, random.Random(f"{seed}/{name}/v2"), timestamp(2))
+
+        return cls(small=pair(2 * KB, "small"), large=pair(MB, "large"))

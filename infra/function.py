@@ -30,13 +30,12 @@ from vhs.shapes import FunctionShape
 
 from . import nag, sam
 from .config import (
-    LAMBDA_ARCHITECTURE,
-    LAMBDA_PYTHON_VERSION,
     POWERTOOLS_LAYER_ACCOUNT,
     VhsConfig,
     powertools_layer_name,
     powertools_ssm_parameter,
 )
+from .runtime import architecture, python_runtime
 
 # The Lambda asset: the folder lambdas/, whole. It holds what runs in Lambda and nothing else
 # (the operator side, the CLI, the local stack and the operator tools, is the package in ops/,
@@ -78,8 +77,6 @@ LOG_RETENTION = {
     3288: logs.RetentionDays.NINE_YEARS,
     3653: logs.RetentionDays.TEN_YEARS,
 }
-ARCHITECTURES = {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}
-
 XRAY_ACKNOWLEDGEMENT = (
     "Tracing.ACTIVE adds xray:PutTraceSegments and xray:PutTelemetryRecords, which "
     "support no resource-level permissions: AWS requires Resource '*' for them."
@@ -136,10 +133,6 @@ def log_group(scope: Construct, id: str, config: VhsConfig, **options: Any) -> l
         removal_policy=cdk.RemovalPolicy.DESTROY,
         **options,
     )
-
-
-def python_runtime(version: str = LAMBDA_PYTHON_VERSION) -> lambda_.Runtime:
-    return getattr(lambda_.Runtime, "PYTHON_" + version.replace(".", "_"))
 
 
 def powertools_layer(scope: Construct, config: VhsConfig) -> lambda_.ILayerVersion:
@@ -211,7 +204,7 @@ class VhsFunction(lambda_.Function):
             "Function",
             description=description,
             runtime=python_runtime(),
-            architecture=ARCHITECTURES[LAMBDA_ARCHITECTURE],
+            architecture=architecture(),
             handler=spec.handler,
             code=lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=ASSET_EXCLUDE),
             layers=[powertools_layer(scope, config)],

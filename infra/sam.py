@@ -29,7 +29,7 @@ from constructs import Construct, IConstruct
 
 from vhs.shapes.local import CONTAINER_ENDPOINT
 
-from .config import LAMBDA_ARCHITECTURE, LAMBDA_PYTHON_VERSION
+from .runtime import architecture, python_runtime
 
 RESOURCE_ID = "SamResourceId"
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,14 +41,12 @@ LOCAL_ENVIRONMENT = {"AWS_ENDPOINT_URL": CONTAINER_ENDPOINT}
 def local_powertools_layer(scope: Construct) -> lambda_.ILayerVersion:
     if not (LAYER_DIR / "python" / "aws_lambda_powertools").is_dir():
         raise FileNotFoundError(f"{LAYER_DIR} holds no Powertools: run `make sam-layer` first")
-    from .function import ARCHITECTURES, python_runtime
-
     return lambda_.LayerVersion(
         scope,
         "PowertoolsLocal",
         code=lambda_.Code.from_asset(str(LAYER_DIR)),
-        compatible_runtimes=[python_runtime(LAMBDA_PYTHON_VERSION)],
-        compatible_architectures=[ARCHITECTURES[LAMBDA_ARCHITECTURE]],
+        compatible_runtimes=[python_runtime()],
+        compatible_architectures=[architecture()],
         description="Powertools for `sam local invoke` only (never deployed)",
     )
 

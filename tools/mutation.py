@@ -32,16 +32,23 @@ CONFIG = ROOT / "tools" / "mutation.toml"
 # tests/core/.
 CORE = (Path("vhs"), Path("vhs/index"), Path("vhs/bodies"), Path("vhs/history"))
 WORK = ROOT / ".mutation"
-LINKS = {"vhs": "lambdas/vhs", "tests": "tests", "events": "events", "docs": "docs"}
+# handlers/ beside vhs/, as in the asset: the tests import the handlers, and the local stack
+# finds them beside the vhs package it runs (vhs_ops.local).
+LINKS = {
+    "vhs": "lambdas/vhs",
+    "handlers": "lambdas/handlers",
+    "tests": "tests",
+    "events": "events",
+    "docs": "docs",
+}
 # What the selected tests read from the repository besides vhs and tests (the CDK app that the
 # state-machine tests synthesize, the tools, the Makefile and the audit's exceptions that
-# tests/system checks, README.md for the docs examples, the benchmarks for their own test, the
-# operator side that the CLI's tests drive): mutmut copies them into its mutants/ directory,
-# where the tests run. Of them only ops/ is on sys.path (the operator side's package, which
-# imports the mutated vhs).
+# tests/system checks, README.md for the docs examples, the benchmarks for their own test):
+# mutmut copies them into its mutants/ directory, where the tests run. None of them is on
+# sys.path. The operator side (vhs_ops, which the CLI's tests drive) is the repository's own,
+# installed in the mutation venv; it imports the mutated vhs, which is first on the path.
 READ = (
     "lambdas",
-    "ops",
     "infra",
     "app.py",
     "cdk.json",
@@ -95,7 +102,7 @@ def project_tables() -> list[str]:
 
 def pyproject(module: dict, run: dict) -> str:
     """The work directory's pyproject.toml: the project's, with mutmut's settings and pytest's
-    own (pythonpath: the test harness, tests/harness/vhs_testing, and the operator side)."""
+    own (pythonpath: the test harness, tests/harness/vhs_testing)."""
     toml = json.dumps  # a TOML basic string or array of them is also valid JSON
     return "\n".join(
         [
@@ -110,7 +117,7 @@ def pyproject(module: dict, run: dict) -> str:
             "use_git_change_detection = false",
             "",
             "[tool.pytest.ini_options]",
-            'pythonpath = ["tests/harness", "ops"]',
+            'pythonpath = ["tests/harness"]',
             'filterwarnings = ["ignore::DeprecationWarning:botocore.*"]',
             'markers = ["live: runs against real AWS", "slow: takes more than a few seconds"]',
             "",

@@ -36,7 +36,8 @@ from vhs.retention import Retention
 from vhs_ops import provisioning
 from vhs_ops.cli.reindex import Checkpoint, run_local
 from vhs_ops.local.invoke import LambdaContext, load_handler
-from vhs_ops.local.stack import client, environment
+from vhs_ops.local.process_environment import environment
+from vhs_ops.local.stack import client
 from vhs_testing.backends import Backend
 from vhs_testing.cli import assert_documented, local_env, vhs
 from vhs_testing.notifications import receive_notifications

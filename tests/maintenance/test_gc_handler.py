@@ -15,7 +15,7 @@ from vhs import Retention
 from vhs.errors import InvalidInput
 from vhs.keys import all_shards, shard_of
 from vhs_ops.local.invoke import LambdaContext, invoke, load_handler
-from vhs_ops.local.stack import environment
+from vhs_ops.local.process_environment import environment
 from vhs_testing.events import EVENTS
 from vhs_testing.records import large
 

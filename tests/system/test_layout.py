@@ -28,6 +28,8 @@ from math import comb
 from pathlib import Path
 from types import ModuleType
 
+import grimp
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CODE = ("lambdas", "ops", "infra", "benchmarks")
@@ -85,6 +87,68 @@ def layer_modules(contract: str = "layers") -> set[str]:
 def test_the_import_layers_hold() -> None:
     result = lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """The cycles of `graph`: its strongly connected components of more than one module
+    (Tarjan's algorithm, without recursion), each sorted, in the order of their first module."""
+    index: dict[str, int] = {}
+    lowest: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = lowest[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            module, imported = work[-1]
+            step = next(imported, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = lowest[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph.find_modules_directly_imported_by(step)))))
+                elif step in on_stack:
+                    lowest[module] = min(lowest[module], index[step])
+                continue
+            work.pop()
+            if work:
+                lowest[work[-1][0]] = min(lowest[work[-1][0]], lowest[module])
+            if lowest[module] == index[module]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == module:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return sorted(cycles)
+
+
+def test_the_import_graph_of_the_product_code_has_no_cycle() -> None:
+    """No two modules import each other, however far round: imports inside functions and
+    under TYPE_CHECKING count too (grimp reads every import statement). The layers contract
+    forbids a cycle across layers; this holds the modules of one layer, and of one package,
+    to it as well."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    graph = grimp.build_graph(*config["root_packages"], cache_dir=None)
+    assert len(graph.modules) > 100
+    assert import_cycles(graph) == []
+
+
+def test_a_cycle_is_found_however_far_round() -> None:
+    graph = grimp.ImportGraph()
+    for importer, imported in [("a", "b"), ("b", "c"), ("c", "a"), ("d", "a"), ("e", "e2")]:
+        graph.add_import(importer=importer, imported=imported)
+    graph.add_import(importer="e2", imported="e")
+    assert import_cycles(graph) == [["a", "b", "c"], ["e", "e2"]]
 
 
 def test_every_module_of_the_library_is_in_a_layer() -> None:

@@ -62,10 +62,11 @@ from vhs_ops import provisioning
 from vhs_ops.admin.dlq import DeadLetterQueue
 from vhs_ops.admin.producer import Producer
 from vhs_ops.local.invoke import load_handler
+from vhs_ops.local.process_environment import environment
 from vhs_ops.local.runners import LocalChangeFeed
 from vhs_ops.local.sqs_event import lambda_record
 from vhs_ops.local.sqs_source import Invocation, SqsEventSource, queue_depth
-from vhs_ops.local.stack import MotoServer, client, environment
+from vhs_ops.local.stack import MotoServer, client
 from vhs_testing.faults import FAULT_KINDS, TRANSPARENT, Crash, Fault, FaultInjector
 from vhs_testing.invariants import (
     StoreState,

@@ -200,8 +200,9 @@ MOMENT_PARAMETERS = [
         "name": AS_OF,
         "in": "query",
         "required": False,
-        "description": "the version current at this moment (RFC 3339; any, ordering.parse_moment): "
-        "a 404 names why when there is none (not yet written, not retained, deleted at ...)",
+        "description": "the version current at this moment "
+        "(RFC 3339; any, timestamps.parse_moment): a 404 names why when there is none "
+        "(not yet written, not retained, deleted at ...)",
         "schema": {"type": "string", **_DATE_TIME, "maxLength": MAX_TIMESTAMP_LENGTH},
     },
     {

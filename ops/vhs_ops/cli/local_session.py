@@ -37,8 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..local.owner import port_holder, process_identity, valid_pid
-from .output import emit_json
-from .pipeline import print_env
+from .output import emit_json, print_env
 
 # Relative to the directory the stack was started from, beside its other files (.vhs/).
 STATE = Path(".vhs/local-up.json")

@@ -221,3 +221,12 @@ def print_counts(title: str, rows: Iterable[tuple[str, int]]) -> None:
     for name, value in rows:
         table.add_row(name, f"{value:,}")
     console().print(table)
+
+
+def print_env(env: dict[str, str], *, as_json: bool) -> None:
+    """The local stack's environment: one JSON object, or a shell's export lines."""
+    if as_json:
+        emit_json(env)
+    else:
+        for name, value in env.items():
+            print(f"export {name}={value}")

@@ -16,7 +16,7 @@ from typing import Any
 
 from vhs.errors import InvalidInput
 
-from .output import emit_json, json_value, now
+from .output import emit_json, json_value, now, print_env
 
 
 def cmd_local_up(args: argparse.Namespace) -> int:
@@ -31,15 +31,6 @@ def cmd_local_up(args: argparse.Namespace) -> int:
     except LocalStackError as error:
         print(f"error: the local stack did not start ({error})", file=sys.stderr)
         return 1
-
-
-def print_env(env: dict[str, str], *, as_json: bool) -> None:
-    """The local stack's environment: one JSON object, or a shell's export lines."""
-    if as_json:
-        emit_json(env)
-    else:
-        for name, value in env.items():
-            print(f"export {name}={value}")
 
 
 def serve_local_stack(

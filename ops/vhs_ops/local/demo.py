@@ -31,8 +31,9 @@ from vhs.store import VersionedHybridStore
 
 from ..admin.producer import Producer
 from .function_logs import read_function_log
+from .process_environment import environment
 from .runners import LocalPipeline
-from .stack import LocalStack, client, environment, local_stack
+from .stack import LocalStack, client, local_stack
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 FUNCTION_LOG = Path(".vhs/logs/demo-ingest.log")

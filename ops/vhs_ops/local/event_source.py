@@ -29,7 +29,7 @@ from vhs.settings import FunctionSpec
 
 from .function_logs import function_output
 from .invoke import CountdownContext, load_handler
-from .stack import environment
+from .process_environment import environment
 
 Handler = Callable[[dict[str, Any], Any], Any]
 Outcome = TypeVar("Outcome")

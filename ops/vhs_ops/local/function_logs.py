@@ -34,7 +34,10 @@ class RoutedOutput(io.TextIOBase):
         return self._target().write(text)
 
     def flush(self) -> None:
-        self._target().flush()
+        # io's finalizer flushes too, possibly after the pipeline closed the log file.
+        target = self._target()
+        if not target.closed:
+            target.flush()
 
     def isatty(self) -> bool:
         return self._target().isatty()

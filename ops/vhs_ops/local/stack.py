@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 
 # subprocess only starts moto's server: this interpreter, fixed arguments (bandit B404, B603).
@@ -298,17 +297,3 @@ def local_stack(port: int = 0, **options: Any) -> Iterator[LocalStack]:
     """Start moto's server, provision the store, and stop the server on exit."""
     with MotoServer(port) as server:
         yield LocalStack(server.endpoint, **options).provision()
-
-
-@contextlib.contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value

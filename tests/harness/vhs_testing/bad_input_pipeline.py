@@ -36,9 +36,10 @@ from vhs_ops.admin.dlq import DeadLetterQueue, RedriveFilter
 from vhs_ops.admin.queues import QueueDepth, queue_depth
 from vhs_ops.local.function_logs import function_output
 from vhs_ops.local.invoke import load_handler
+from vhs_ops.local.process_environment import environment
 from vhs_ops.local.sqs_event import lambda_record
 from vhs_ops.local.sqs_source import Invocation, SqsEventSource
-from vhs_ops.local.stack import LocalStack, MotoServer, client, environment
+from vhs_ops.local.stack import LocalStack, MotoServer, client
 from vhs_testing.bad_inputs import (
     CASES,
     MAX_BODY_BYTES,
