@@ -13,7 +13,7 @@ index's three kinds of write (blind put, planned put, delete) are in index/table
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -79,7 +79,7 @@ class VersionedHybridStore:
         self.retention = config.retention
         self.delta_history = config.delta_history
         # What one held entry may take of an item, so that the most entries retention holds
-        # fit it (item_budget: refused here if entries without parts could outgrow it).
+        # fit it (index.budget: refused here if entries without parts could outgrow it).
         self.entry_budget = entry_budget(
             self.retention, config.inline_threshold, config.max_body_size
         )
@@ -204,6 +204,11 @@ class VersionedHybridStore:
     def known(self) -> KnownCurrent:
         """The highest current key this store's writes have seen of each id written lately."""
         return self.writer.known
+
+    def bound_waits(self, time_left: Callable[[], float]) -> None:
+        """Wait for the collector's condemnation of a body no longer than `time_left()`
+        seconds (a function's remaining time): past it a write fails instead of waiting."""
+        self.writer.wait_budget = time_left
 
     # --- reads -------------------------------------------------------------------------------
 

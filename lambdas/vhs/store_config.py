@@ -7,7 +7,7 @@ A store is given where it lives (its table and bucket, and the clients to reach 
 ConfigurationError naming its field (`inline_threshold`, `max_body_size`, `retention.versions`,
 ...), or an InvalidId for a bad `prefix`, so a store is never built half-configured. What
 depends on two settings at once and on the item's rules (that the entries retention holds fit
-one item: item_budget.entry_budget) is checked by the store that takes it."""
+one item: index.budget.entry_budget) is checked by the store that takes it."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 readers find them, and which one writers use.
 
 A dictionary is trained on a sample of the store's own records (`vhs dictionary train`,
-operator/dictionaries.py) and kept in the store's bucket at `{prefix}/_dictionaries/{id}` (its
+vhs_ops/admin/dictionaries.py) and kept in the store's bucket at `{prefix}/_dictionaries/{id}` (its
 id: packing.Dictionary.id, of its content). It is written once and never overwritten or
 deleted: every entry packed with it names it (`zd`), and each such body must stay readable for
 as long as its entry is kept. The collector never deletes one: it lists the bucket shard by

@@ -36,7 +36,7 @@ the compact layout and read in it or in the text layout every write made before 
     part (M):  h sha256 (as an entry's), n size, ct content type (absent:
                application/octet-stream), b inline bytes, z codec of b (absent: not
                compressed; SAME ("s"; text: "same"), with no b:
-               the bytes of the part with this h in the next version, deltas.py)
+               the bytes of the part with this h in the next version, history/stored_deltas.py)
 
 A body lives inline (`b`) or in S3 under `keys.body_key(prefix, id, h)` (`bh` for a version
 with parts); a delete has none. A part lives inline or in S3 under `keys.body_key(prefix, id,
@@ -115,7 +115,7 @@ def _part_to_dynamo(part: StoredPart, layout: Layout) -> dict[str, Any]:
     }
     if part.content_type != BINARY_CONTENT_TYPE:
         attrs[CONTENT_TYPE] = {"S": part.content_type}
-    if part.codec == SAME:  # the next version's bytes (deltas.py): none of its own
+    if part.codec == SAME:  # the next version's bytes (history/stored_deltas.py): none of its own
         attrs[CODEC] = codec_value(SAME, layout)
     elif part.inline is not None:
         attrs[INLINE_BODY] = {"B": part.inline}

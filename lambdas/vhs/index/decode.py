@@ -61,7 +61,7 @@ from .layouts import (
 
 _T = TypeVar("_T")
 _WHOLE = re.compile(r"-?[0-9]+")
-# datetime's last second: a write time past it cannot be shown as a time (timetravel.py).
+# datetime's last second: a write time past it cannot be shown as a time (history/time_travel.py).
 _LATEST_EPOCH = int(datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp())
 
 

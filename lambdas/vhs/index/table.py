@@ -241,7 +241,7 @@ class DynamoIndex:
     ) -> WriteResult:
         """Make `entry` current if the ordering rules admit it, with the history `history`
         plans from the item it replaces (the superseded current entry last; deltas and
-        retention's drops: vhs/deltas.py), less the oldest entries that do not fit
+        retention's drops: vhs/history/stored_deltas.py), less the oldest entries that do not fit
         codec.ITEM_BUDGET as DynamoDB measures it, so an id keeps taking writes whatever its
         history holds. Raises ItemTooLarge (nothing written) if the entry alone does not fit.
 

@@ -3,7 +3,7 @@
 The ingest handler sends an invalid message to the DLQ with its reason in `vhs-error-*`
 message attributes (type, field, message, the ingest queue's message id, when it was first
 seen). A message whose retries were exhausted is moved there by SQS's redrive policy and
-carries none: it reads as RETRIES_EXHAUSTED. `vhs dlq` reads both kinds (operator/dlq.py).
+carries none: it reads as RETRIES_EXHAUSTED. `vhs dlq` reads both kinds (vhs_ops/admin/dlq.py).
 
 Message attributes are the producer's to write, and SQS moves a message to the DLQ with the
 attributes it was sent with: a producer could send `vhs-error-type: InvalidMessage` on a valid

@@ -96,7 +96,7 @@ class Ingestor:
         margin): for the collector's condemnation of a body (the store's writer), and for the
         memory or /tmp other messages hold (the budgets). Past it a message fails instead,
         and SQS delivers it again."""
-        self.store.writer.wait_budget = time_left
+        self.store.bound_waits(time_left)
         self.budgets.remaining = time_left
 
     @property

@@ -9,10 +9,10 @@ key again (a re-upload of an old body, or a crash-and-retry). The protocol (docs
    the writers' maximum write window is removed (no writer can still rely on it), before the
    id is judged, so an old condemnation never holds an id up.
 2. **Condemn.** One conditional write per id and page names the orphans in the item's
-   condemnation (`gcd` deadline, `gcs` the bodies; item.py), on condition that the item has
+   condemnation (`gcd` deadline, `gcs` the bodies; index/codec.py), on condition that the item has
    not changed since the collector read it. A new condemnation gets a deadline a lease from
    now; orphans may join a standing one under its own deadline, which never moves. An item
-   holds at most `item.MAX_CONDEMNED` bodies; the rest wait for a later run.
+   holds at most `index.codec.MAX_CONDEMNED` bodies; the rest wait for a later run.
 3. **Delete** a condemned object, every attempt fenced at its send time: none is sent later
    than half a lease before the deadline (`delete_fence`), so a slow, paused or retried delete
    cannot land after a writer legitimately uploaded the body again.

@@ -1,5 +1,5 @@
 """`vhs dictionary train` and `vhs dictionary list`: the zstd dictionaries the store packs its
-bodies with (operator/dictionaries.py; docs/cli.md, docs/design.md "Dictionaries")."""
+bodies with (admin/dictionaries.py; docs/cli.md, docs/design.md "Dictionaries")."""
 
 from __future__ import annotations
 
