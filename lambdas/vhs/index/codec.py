@@ -6,14 +6,14 @@ short, and values compact, because every byte is billed in write units. Entries 
 the compact layout and read in it or in the text layout every write made before (layouts.py:
 `t`, `h`, `bh` and `z` take one form or the other; `stored_layout` says which an item is in):
 
-    id   S  the record id (partition key, from resources.TABLE)
+    id   S  the record id (partition key, from shapes.TABLE)
     v    N  the current version number: 1, 2, 3... with no gaps and no reuse
     c    L  [current entry]   a one-element list, so an update can move it into `p` as is
     p    L  [earlier entries] oldest first; entry i has version v - len(p) + i
 
     gcd  N   the garbage collector's condemnation: it deletes the bodies named in `gcs`
              before this deadline (epoch seconds). See docs/gc.md. The key of the sparse
-             index resources.TABLE.condemned_index, which holds only condemned items.
+             index shapes.TABLE.condemned_index, which holds only condemned items.
     gcs  SS  the condemned bodies of this id, by the first CONDEMNED_HASH_CHARS characters of
              their sha256: at most MAX_CONDEMNED_HELD of them (MAX_CONDEMNED more with each
              condemnation, or renewal, of one collector run), so a condemnation adds at most
