@@ -381,3 +381,50 @@ def test_at_most_12_pairs_of_places_repeat_six_lines() -> None:
     runs = symilar_pairs(list(python_files(*CODE)))
     pairs = sum(comb(len(places), 2) for places in runs)
     assert pairs <= MAX_DUPLICATE_PAIRS, runs
+
+
+# The modules of `vhs` that wrap Powertools for their functions (the layer provides it in
+# Lambda): the read API's resolver, and the batch answers that raise its BatchProcessingError.
+NEEDS_POWERTOOLS = ("vhs.read_api", "vhs.ingest.batch", "vhs.changes.batch")
+WITHOUT_POWERTOOLS = """
+import importlib, pkgutil, sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "aws_lambda_powertools":
+            raise ImportError(f"no {name}: Powertools is not installed")
+sys.meta_path.insert(0, Refuse())
+import vhs, vhs_ops
+lambda_side = tuple(sys.argv[1:])
+failed = []
+for top in (vhs, vhs_ops):
+    for info in pkgutil.walk_packages(top.__path__, top.__name__ + "."):
+        name = info.name
+        if name.endswith("__main__") or name.startswith(lambda_side) or name in lambda_side:
+            continue
+        try:
+            importlib.import_module(name)
+        except ImportError as error:
+            failed.append(f"{name}: {error}")
+print("\\n".join(failed))
+"""
+
+
+def test_the_library_and_the_operator_side_need_no_powertools() -> None:
+    """pyproject.toml's dependencies do not name Powertools: only the functions need it (the
+    managed layer provides it). Every module of `vhs` but the Lambda side's few, and every
+    module of `vhs_ops` (whose handlers, run locally, are imported only when invoked), imports
+    without it."""
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not any("powertools" in d for d in dependencies["dependencies"])
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_POWERTOOLS, *NEEDS_POWERTOOLS],
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "lambdas"), str(ROOT / "ops")]),
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "", result.stdout
