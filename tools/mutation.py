@@ -43,12 +43,14 @@ LINKS = {
 }
 # What the selected tests read from the repository besides vhs and tests (the CDK app that the
 # state-machine tests synthesize, the tools, the Makefile and the audit's exceptions that
-# tests/system checks, README.md for the docs examples, the benchmarks for their own test):
-# mutmut copies them into its mutants/ directory, where the tests run. None of them is on
-# sys.path. The operator side (vhs_ops, which the CLI's tests drive) is the repository's own,
-# installed in the mutation venv; it imports the mutated vhs, which is first on the path.
+# tests/system checks, README.md for the docs examples, the benchmarks for their own test, the
+# operator side that tests/system's layout checks read): mutmut copies them into its mutants/
+# directory, where the tests run. None of them is on sys.path: the operator side the tests
+# import (vhs_ops) is the repository's own, installed in the mutation venv, and it imports the
+# mutated vhs, which is first on the path.
 READ = (
     "lambdas",
+    "ops",
     "infra",
     "app.py",
     "cdk.json",
