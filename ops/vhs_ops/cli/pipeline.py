@@ -33,6 +33,24 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         return 1
 
 
+# SIGINT (Ctrl-C) and SIGTERM stop `vhs local up`, which then says so and exits 0.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Stopped(BaseException):
+    """A stop signal arrived: raised in the main thread, wherever it was (a BaseException, as
+    KeyboardInterrupt is, so that no `except Exception` on the way swallows it)."""
+
+
+def _stopping(signum: int, frame: Any) -> None:
+    # Raised, not an Event set: a handler that takes a lock the interrupted code may hold
+    # (Event.set in a stop.wait() just entered) deadlocks. Further signals are ignored, so
+    # stopping is not cut short.
+    for other in STOP_SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
+    raise _Stopped
+
+
 def serve_local_stack(
     args: argparse.Namespace,
     ready: Callable[[dict[str, str], str, str], None] | None = None,
@@ -47,11 +65,8 @@ def serve_local_stack(
     from vhs.shapes.local import DEFAULT_PORT
 
     from ..local.owner import this_owner
-    from ..local.stack import DEFAULT_BUCKET, DEFAULT_TABLE, LocalStack, MotoServer
+    from ..local.stack import MotoServer
 
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
     port = (
         settings.whole_number(settings.LOCAL_PORT, DEFAULT_PORT) if args.port is None else args.port
     )
@@ -62,6 +77,30 @@ def serve_local_stack(
         sqs_index=not args.moto_sqs_as_is,
         owner=this_owner(port, detached=detached, since=since),
     )
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _stopping)
+    # Leaving _serve's ExitStack stops polling and lets the batch in hand finish.
+    with contextlib.suppress(_Stopped):
+        _serve(args, server, ready, since)
+    print(
+        f"stopped: the local stack on {server.endpoint}; what it held is gone (moto keeps "
+        "it in memory)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 0
+
+
+def _serve(
+    args: argparse.Namespace,
+    server: Any,
+    ready: Callable[[dict[str, str], str, str], None] | None,
+    since: str,
+) -> None:
+    """Provision the local stack on `server`, start its services, say it is ready, and
+    serve until a stop signal."""
+    from ..local.stack import DEFAULT_BUCKET, DEFAULT_TABLE, LocalStack
+
     with server, contextlib.ExitStack() as running:
         stack = LocalStack(
             server.endpoint,
@@ -77,15 +116,7 @@ def serve_local_stack(
             print("ready", flush=True)
         else:
             ready(env, server.endpoint, since)
-        stop.wait()
-        # Leaving the ExitStack stops polling and lets the batch in hand finish.
-    print(
-        f"stopped: the local stack on {server.endpoint}; what it held is gone (moto keeps "
-        "it in memory)",
-        file=sys.stderr,
-        flush=True,
-    )
-    return 0
+        threading.Event().wait()  # until a stop signal raises _Stopped here
 
 
 def _start_pipeline(args: argparse.Namespace, stack: Any, running: contextlib.ExitStack) -> Any:
